@@ -1,0 +1,139 @@
+/*
+ * sparsefill_core.h -- the C ABI of the torch_sparsefill kernel core.
+ *
+ * The core knows nothing of torch: it takes pointers, lengths and sizes and
+ * returns an sf_status. It owns the *structure* of sparse tensors (index
+ * validation, linearisation, coalescing plans, COO <-> CSR, pattern merges
+ * with fill substitution). Per-value arithmetic is done by the caller.
+ *
+ * Conventions (GraphBLAS style):
+ *  - every function returns SF_OK (0) or a negative sf_status;
+ *  - outputs come first and are written through pointers; the caller owns
+ *    all memory and sizes output buffers as each contract says;
+ *  - COO indices are row-major [sparse_dim x nse] int64 (torch's layout);
+ *  - "linear index" is the row-major position of an element over the sparse
+ *    dimensions only: for sizes (s0, s1, s2), l = (i0 * s1 + i1) * s2 + i2;
+ *  - "sorted" means strictly increasing linear indices (coalesced: sorted and
+ *    without duplicates);
+ *  - on a validation error, *site (if not NULL) says where: the element
+ *    position, the dimension (or -1) and the offending value;
+ *  - all functions are deterministic and single-threaded; n == 0 is valid.
+ */
+#ifndef SPARSEFILL_CORE_H
+#define SPARSEFILL_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sf_status {
+  SF_OK = 0,
+  SF_ERR_NULL_POINTER = -1,       /* a required pointer is NULL               */
+  SF_ERR_NEGATIVE_SIZE = -2,      /* a size, length or count is negative       */
+  SF_ERR_OVERFLOW = -3,           /* a product of sizes overflows int64        */
+  SF_ERR_INDEX_NEGATIVE = -4,     /* an index is < 0                           */
+  SF_ERR_INDEX_OUT_OF_RANGE = -5, /* an index is >= the size of its dimension  */
+  SF_ERR_CROW_FIRST = -6,         /* crow_indices[0] != 0                      */
+  SF_ERR_CROW_DECREASING = -7,    /* crow_indices[i+1] < crow_indices[i]       */
+  SF_ERR_CROW_LAST = -8,          /* crow_indices[nrows] != nse                */
+  SF_ERR_COL_UNSORTED = -9,       /* columns of a row not strictly increasing  */
+  SF_ERR_NOT_COALESCED = -10,     /* a sorted, duplicate-free input was not    */
+  SF_ERR_NO_MEMORY = -11,         /* a scratch allocation failed               */
+  SF_ERR_INVALID_ARGUMENT = -12   /* any other contract violation              */
+} sf_status;
+
+/* Where a validation error was found. Fields are -1 when not applicable. */
+typedef struct sf_site {
+  int64_t position; /* element (column of indices), or row for crow errors */
+  int64_t dim;      /* sparse dimension of the bad index                   */
+  int64_t value;    /* the offending value                                  */
+} sf_site;
+
+/* A static, human-readable name for a status ("index out of range"). */
+const char *sf_status_string(sf_status status);
+
+/* ---- sizes -------------------------------------------------------------- */
+
+/* *numel = prod(sizes[0..ndim)). Errors: a negative size, int64 overflow.
+ * ndim == 0 gives 1. */
+sf_status sf_sizes_numel(int64_t *numel, const int64_t *sizes, int64_t ndim);
+
+/* ---- COO ---------------------------------------------------------------- */
+
+/* Validate COO indices [sparse_dim x nse] against sizes[0..sparse_dim).
+ * *is_coalesced (may be NULL) = 1 when the linear indices are strictly
+ * increasing, else 0. Errors: SF_ERR_INDEX_NEGATIVE / _OUT_OF_RANGE with the
+ * first bad element in *site; SF_ERR_NEGATIVE_SIZE; SF_ERR_OVERFLOW when the
+ * product of sizes overflows. sparse_dim may be 0 (then nse must be 0 or 1). */
+sf_status sf_coo_check(sf_site *site, int *is_coalesced, const int64_t *indices,
+                       int64_t sparse_dim, int64_t nse, const int64_t *sizes);
+
+/* linear[k] = row-major linear index of element k. Assumes checked indices. */
+sf_status sf_coo_linearize(int64_t *linear, const int64_t *indices,
+                           int64_t sparse_dim, int64_t nse,
+                           const int64_t *sizes);
+
+/* Inverse of sf_coo_linearize: indices[d * nse + k] from linear[k]. */
+sf_status sf_coo_delinearize(int64_t *indices, const int64_t *linear,
+                             int64_t sparse_dim, int64_t nse,
+                             const int64_t *sizes);
+
+/* Coalescing plan for nse linear indices (any order, duplicates allowed).
+ * Outputs: unique_linear[0..*nse_out) strictly increasing (buffer of nse);
+ * segment[k] = slot in unique_linear of input element k (buffer of nse).
+ * The caller sums values with segment (index_add). Stable; O(nse) extra
+ * memory; linear time when the input is already sorted. */
+sf_status sf_coalesce_plan(int64_t *unique_linear, int64_t *segment,
+                           int64_t *nse_out, const int64_t *linear,
+                           int64_t nse);
+
+/* ---- CSR ---------------------------------------------------------------- */
+
+/* Validate CSR: crow [nrows + 1], col [nse]. Rules: crow[0] == 0,
+ * non-decreasing, crow[nrows] == nse, 0 <= col < ncols, columns strictly
+ * increasing within each row. *site: position = row (crow errors) or
+ * element (col errors). */
+sf_status sf_csr_check(sf_site *site, const int64_t *crow, const int64_t *col,
+                       int64_t nrows, int64_t ncols, int64_t nse);
+
+/* rows[k] = row of element k, for k < crow[nrows] (the inverse of the next). */
+sf_status sf_csr_rows_from_crow(int64_t *rows, const int64_t *crow,
+                                int64_t nrows);
+
+/* crow [nrows + 1] from non-decreasing rows[0..nse), each in [0, nrows).
+ * Errors: SF_ERR_INDEX_* for a bad row, SF_ERR_NOT_COALESCED if decreasing. */
+sf_status sf_crow_from_rows(int64_t *crow, const int64_t *rows, int64_t nse,
+                            int64_t nrows);
+
+/* ---- pattern merges ----------------------------------------------------- */
+
+/* *nse_out = |A u B| for strictly increasing linear_a [nse_a], linear_b
+ * [nse_b]. Errors: SF_ERR_NOT_COALESCED if an input is not increasing. */
+sf_status sf_union_count(int64_t *nse_out, const int64_t *linear_a,
+                         int64_t nse_a, const int64_t *linear_b,
+                         int64_t nse_b);
+
+/* The union pattern and where each of its elements comes from. Outputs of
+ * length nse_out (from sf_union_count): linear_out strictly increasing;
+ * src_a[k] = position of linear_out[k] in A, or -1 where A has no stored
+ * element there (the fill of A stands in); src_b likewise. */
+sf_status sf_union_plan(int64_t *linear_out, int64_t *src_a, int64_t *src_b,
+                        const int64_t *linear_a, int64_t nse_a,
+                        const int64_t *linear_b, int64_t nse_b);
+
+/* Fill substitution, type-generic: out row k (row_bytes bytes) is a copy of
+ * values row src[k], or of fill_row where src[k] < 0. Errors:
+ * SF_ERR_INDEX_OUT_OF_RANGE if src[k] >= nse_values. */
+sf_status sf_gather_rows_with_fill(void *out, const void *values,
+                                   int64_t nse_values, const void *fill_row,
+                                   const int64_t *src, int64_t n,
+                                   size_t row_bytes);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SPARSEFILL_CORE_H */
