@@ -1,0 +1,92 @@
+// elementwise_support.h -- the fixed parts of every element-wise op, shared by
+// the kernels and autograd functions that tools/codegen writes into
+// generated/elementwise.cpp. An op's own formula arrives as a callable.
+//
+//   unary / scalar:  values -> f(values), fill -> f(fill); same pattern.
+//   binary:          the union of both patterns; where one operand stores no
+//                    element its fill stands in (gather_with_fill);
+//                    result fill = f(fill_a, fill_b). Same pattern: <name>_same,
+//                    values only, no merge.
+#pragma once
+
+#include "sf_glue.h"
+
+#include <torch/autograd.h>
+
+namespace sparsefill {
+
+inline std::tuple<Tensor, Tensor, Tensor> call_union_plan(const Tensor& a, const Tensor& b,
+                                                          at::IntArrayRef sparse_size) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("sparsefill::union_plan", "")
+                       .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&,
+                                                                 at::IntArrayRef)>();
+  return op.call(a, b, sparse_size);
+}
+
+inline Tensor call_gather_with_fill(const Tensor& values, const Tensor& fill, const Tensor& src) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("sparsefill::gather_with_fill", "")
+                       .typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
+  return op.call(values, fill, src);
+}
+
+inline void check_unary_args(const Tensor& values, const Tensor& fill) {
+  TORCH_CHECK(values.dim() >= 1, "sparsefill: values must have a leading nse dimension, got shape ",
+              values.sizes());
+  TORCH_CHECK(broadcasts_to(fill.sym_sizes(), values.sym_sizes().slice(1)),
+              "sparsefill: fill of shape ", fill.sym_sizes(),
+              " is not broadcastable to the dense part ", values.sym_sizes().slice(1));
+  TORCH_CHECK(fill.device() == values.device(), "sparsefill: fill is on ", fill.device(),
+              " but values are on ", values.device());
+}
+
+// Operands of a binary op, aligned on one pattern.
+struct Aligned {
+  Tensor indices;  // the result pattern
+  Tensor a, b;     // values of each operand on that pattern
+  Tensor src_a, src_b;  // where each union element comes from (-1: the fill)
+};
+
+// Always merges: the same-pattern case has its own op (<name>_same), chosen by
+// the caller, so nothing here looks at index data (the backward may be traced).
+inline Aligned align_binary(const Tensor& indices_a, const Tensor& values_a, const Tensor& fill_a,
+                            const Tensor& indices_b, const Tensor& values_b, const Tensor& fill_b,
+                            at::IntArrayRef size) {
+  check_unary_args(values_a, fill_a);
+  check_unary_args(values_b, fill_b);
+  TORCH_CHECK(indices_a.dim() == 2 && indices_b.dim() == 2 && indices_a.size(0) == indices_b.size(0),
+              "sparsefill: operands must have the same number of sparse dimensions, got indices of shape ",
+              indices_a.sizes(), " and ", indices_b.sizes());
+  const int64_t sparse_dim = indices_a.size(0);
+  TORCH_CHECK(sparse_dim <= (int64_t)size.size(), "sparsefill: size ", size,
+              " has fewer dimensions than the operands' ", sparse_dim, " sparse dimensions");
+  TORCH_CHECK(broadcasts_to(size.slice(sparse_dim), values_a.sym_sizes().slice(1)) &&
+                  values_a.dim() == values_b.dim() &&
+                  values_a.sym_sizes().slice(1).equals(values_b.sym_sizes().slice(1)),
+              "sparsefill: operands' dense parts ", values_a.sym_sizes().slice(1), " and ",
+              values_b.sym_sizes().slice(1), " must both equal ", size.slice(sparse_dim));
+  auto [indices, src_a, src_b] = call_union_plan(indices_a, indices_b, size.slice(0, sparse_dim));
+  return {indices, call_gather_with_fill(values_a, fill_a, src_a),
+          call_gather_with_fill(values_b, fill_b, src_b), src_a, src_b};
+}
+
+// Gradient on the union pattern `g_union` of one operand, split back onto
+// that operand: its stored elements get their rows; rows where its fill stood
+// in add to the fill's gradient (the union-pattern term of RFC.md).
+inline std::pair<Tensor, Tensor> split_union_grad(const Tensor& g_union, const Tensor& src,
+                                                  const Tensor& g_fill_from_fill,
+                                                  const Tensor& fill) {
+  Tensor stored = at::nonzero(src >= 0).view(-1);
+  Tensor from_fill = at::nonzero(src < 0).view(-1);
+  Tensor g_values = g_union.index_select(0, stored);
+  Tensor g_fill = grad_to(g_fill_from_fill, fill) +
+                  grad_to(g_union.index_select(0, from_fill).sum(0), fill);
+  return {g_values, g_fill};
+}
+
+inline Tensor defined_or_zeros(const Tensor& g, const Tensor& like) {
+  return g.defined() ? g : at::zeros_like(like);
+}
+
+}  // namespace sparsefill

@@ -1,0 +1,390 @@
+// structure.cpp -- the sparsefill operator library: schemas of the structural
+// ops (validation, coalescing, conversions, pattern merges) and their kernels.
+// Kernels unpack component tensors, check them and call the C core
+// (sparsefill_core.h); they never do structural work themselves.
+//
+// Dispatch keys used here (fake/meta kernels of the data-dependent ops are in
+// torch_sparsefill/_fake.py, which can allocate symbolic sizes):
+//   CPU                        index ops that call the C core
+//   CompositeImplicitAutograd  ops composed of the above and ATen ops; autograd
+//                              comes from their parts
+//   Autograd                   explicit backward for gather_with_fill, from_dense
+// Element-wise ops live in generated/elementwise.cpp (tools/codegen).
+#include <Python.h>
+
+#include "sf_glue.h"
+
+#include <torch/autograd.h>
+
+// `import torch_sparsefill._C` loads this library, which registers the ops as
+// a side effect; the Python module itself is empty.
+extern "C" PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}
+
+namespace sparsefill {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// ---- index ops (C core) --------------------------------------------------
+
+// Validates COO indices against the sparse sizes; returns whether coalesced.
+static bool coo_check(const Tensor& indices_in, at::IntArrayRef sparse_size) {
+  auto size = sizes_arg(sparse_size, "size");
+  Tensor indices = index_arg(indices_in, "indices", 2);
+  TORCH_CHECK(indices.size(0) == (int64_t)size.size(), "sparsefill: indices has ",
+              indices.size(0), " rows but the tensor has ", size.size(),
+              " sparse dimensions (size ", sparse_size, ")");
+  sf_site site{-1, -1, -1};
+  int coalesced = 0;
+  sf_status st = sf_coo_check(&site, &coalesced, indices.data_ptr<int64_t>(),
+                              indices.size(0), indices.size(1), size.data());
+  if (st == SF_ERR_INDEX_NEGATIVE || st == SF_ERR_INDEX_OUT_OF_RANGE) {
+    TORCH_CHECK(false, "sparsefill: indices[", site.dim, ", ", site.position,
+                "] = ", site.value,
+                st == SF_ERR_INDEX_NEGATIVE ? " is negative"
+                                            : " is out of range for size ",
+                st == SF_ERR_INDEX_NEGATIVE ? std::string()
+                                            : std::to_string(size[site.dim]),
+                " of dimension ", site.dim);
+  }
+  check_status(st, "indices", &site);
+  return coalesced != 0;
+}
+
+static void csr_check(const Tensor& crow_in, const Tensor& col_in,
+                      at::IntArrayRef size_in) {
+  auto size = sizes_arg(size_in, "size");
+  TORCH_CHECK(size.size() >= 2, "sparsefill: a CSR tensor needs 2 sparse dimensions, got size ",
+              size_in);
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  TORCH_CHECK(crow_in.scalar_type() == col_in.scalar_type(),
+              "sparsefill: crow_indices and col_indices must have the same dtype, got ",
+              crow_in.scalar_type(), " and ", col_in.scalar_type());
+  TORCH_CHECK(crow.numel() == size[0] + 1, "sparsefill: crow_indices must have length rows + 1 = ",
+              size[0] + 1, ", got ", crow.numel());
+  sf_site site{-1, -1, -1};
+  sf_status st = sf_csr_check(&site, crow.data_ptr<int64_t>(), col.data_ptr<int64_t>(),
+                              size[0], size[1], col.numel());
+  switch (st) {
+    case SF_OK: return;
+    case SF_ERR_CROW_FIRST:
+      TORCH_CHECK(false, "sparsefill: crow_indices[0] must be 0, got ", site.value);
+    case SF_ERR_CROW_DECREASING:
+      TORCH_CHECK(false, "sparsefill: crow_indices must be non-decreasing, but crow_indices[",
+                  site.position + 1, "] = ", site.value, " is smaller than the entry before it");
+    case SF_ERR_CROW_LAST:
+      TORCH_CHECK(false, "sparsefill: crow_indices[-1] must equal the number of stored elements (",
+                  col.numel(), " = len(col_indices)), got ", site.value);
+    case SF_ERR_INDEX_NEGATIVE:
+    case SF_ERR_INDEX_OUT_OF_RANGE:
+      TORCH_CHECK(false, "sparsefill: col_indices[", site.position, "] = ", site.value,
+                  " is out of range for ", size[1], " columns");
+    case SF_ERR_COL_UNSORTED:
+      TORCH_CHECK(false, "sparsefill: col_indices must be strictly increasing within each row, "
+                  "but col_indices[", site.position, "] = ", site.value,
+                  " is not (unsorted or duplicate column)");
+    default:
+      check_status(st, "crow_indices/col_indices", &site);
+  }
+}
+
+static Tensor coo_linearize(const Tensor& indices_in, at::IntArrayRef sparse_size) {
+  auto size = sizes_arg(sparse_size, "size");
+  Tensor indices = index_arg(indices_in, "indices", 2);
+  TORCH_CHECK(indices.size(0) == (int64_t)size.size(), "sparsefill: indices rows (",
+              indices.size(0), ") != sparse dimensions (", size.size(), ")");
+  Tensor linear = at::empty({indices.size(1)}, indices.options());
+  check_status(sf_coo_linearize(linear.data_ptr<int64_t>(), indices.data_ptr<int64_t>(),
+                                indices.size(0), indices.size(1), size.data()),
+               "indices");
+  return linear;
+}
+
+static Tensor coo_delinearize(const Tensor& linear_in, at::IntArrayRef sparse_size) {
+  auto size = sizes_arg(sparse_size, "size");
+  Tensor linear = index_arg(linear_in, "linear", 1);
+  Tensor indices = at::empty({(int64_t)size.size(), linear.numel()}, linear.options());
+  check_status(sf_coo_delinearize(indices.data_ptr<int64_t>(), linear.data_ptr<int64_t>(),
+                                  (int64_t)size.size(), linear.numel(), size.data()),
+               "linear indices");
+  return indices;
+}
+
+static std::tuple<Tensor, Tensor> coalesce_plan(const Tensor& indices_in,
+                                                at::IntArrayRef sparse_size) {
+  Tensor linear = coo_linearize(indices_in, sparse_size);
+  const int64_t nse = linear.numel();
+  Tensor unique_linear = at::empty({nse}, linear.options());
+  Tensor segment = at::empty({nse}, linear.options());
+  int64_t nse_out = 0;
+  check_status(sf_coalesce_plan(unique_linear.data_ptr<int64_t>(), segment.data_ptr<int64_t>(),
+                                &nse_out, linear.data_ptr<int64_t>(), nse),
+               "indices");
+  return {coo_delinearize(unique_linear.narrow(0, 0, nse_out), sparse_size), segment};
+}
+
+static Tensor rows_from_crow(const Tensor& crow_in) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: crow_indices must not be empty");
+  const int64_t nrows = crow.numel() - 1;
+  const int64_t nse = crow[nrows].item<int64_t>();
+  TORCH_CHECK(nse >= 0, "sparsefill: crow_indices[-1] must be non-negative, got ", nse);
+  Tensor rows = at::empty({nse}, crow.options());
+  check_status(sf_csr_rows_from_crow(rows.data_ptr<int64_t>(), crow.data_ptr<int64_t>(), nrows),
+               "crow_indices");
+  return rows;
+}
+
+static Tensor crow_from_rows(const Tensor& rows_in, int64_t nrows) {
+  Tensor rows = index_arg(rows_in, "rows", 1);
+  TORCH_CHECK(nrows >= 0, "sparsefill: nrows must be non-negative, got ", nrows);
+  Tensor crow = at::empty({nrows + 1}, rows.options());
+  check_status(sf_crow_from_rows(crow.data_ptr<int64_t>(), rows.data_ptr<int64_t>(),
+                                 rows.numel(), nrows),
+               "row indices (they must be sorted and in range)");
+  return crow;
+}
+
+static std::tuple<Tensor, Tensor, Tensor> union_plan(const Tensor& indices_a,
+                                                     const Tensor& indices_b,
+                                                     at::IntArrayRef sparse_size) {
+  Tensor la = coo_linearize(indices_a, sparse_size);
+  Tensor lb = coo_linearize(indices_b, sparse_size);
+  int64_t n = 0;
+  check_status(sf_union_count(&n, la.data_ptr<int64_t>(), la.numel(), lb.data_ptr<int64_t>(),
+                              lb.numel()),
+               "indices of a binary op's operands (they must be coalesced)");
+  Tensor lout = at::empty({n}, la.options());
+  Tensor src_a = at::empty({n}, la.options());
+  Tensor src_b = at::empty({n}, la.options());
+  check_status(sf_union_plan(lout.data_ptr<int64_t>(), src_a.data_ptr<int64_t>(),
+                             src_b.data_ptr<int64_t>(), la.data_ptr<int64_t>(), la.numel(),
+                             lb.data_ptr<int64_t>(), lb.numel()),
+               "indices of a binary op's operands");
+  return {coo_delinearize(lout, sparse_size), src_a, src_b};
+}
+
+// ---- gather_with_fill: fill substitution, differentiable -----------------
+
+static Tensor gather_with_fill_cpu(const Tensor& values_in, const Tensor& fill,
+                                   const Tensor& src_in) {
+  TORCH_CHECK(values_in.dim() >= 1, "sparsefill: values must have a leading nse dimension");
+  Tensor src = index_arg(src_in, "src", 1);
+  auto dense_shape = values_in.sizes().slice(1);
+  Tensor values = values_in.contiguous();
+  Tensor fill_row = fill.to(values.scalar_type()).expand(dense_shape).contiguous();
+  auto out_shape = cat_sizes({src.numel()}, dense_shape);
+  Tensor out = at::empty(out_shape, values.options());
+  const size_t row_bytes = (size_t)fill_row.numel() * values.element_size();
+  check_status(sf_gather_rows_with_fill(out.data_ptr(), values.data_ptr(), values.size(0),
+                                        fill_row.data_ptr(), src.data_ptr<int64_t>(),
+                                        src.numel(), row_bytes),
+               "src (positions into values)");
+  return out;
+}
+
+static Tensor gather_with_fill_call(const Tensor& values, const Tensor& fill, const Tensor& src) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("sparsefill::gather_with_fill", "")
+                       .typed<Tensor(const Tensor&, const Tensor&, const Tensor&)>();
+  return op.call(values, fill, src);
+}
+
+// d out[k] / d values[src[k]] = 1; rows taken from the fill add to its gradient.
+class GatherWithFill : public torch::autograd::Function<GatherWithFill> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& values, const Tensor& fill,
+                        const Tensor& src) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({values, fill, src});
+    return gather_with_fill_call(values, fill, src);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const Tensor &values = saved[0], &fill = saved[1], &src = saved[2];
+    const Tensor& g = grads[0];
+    Tensor stored = at::nonzero(src >= 0).view(-1);
+    Tensor from_fill = at::nonzero(src < 0).view(-1);
+    Tensor g_values = at::zeros_like(values, g.options())
+                          .index_add(0, src.index_select(0, stored), g.index_select(0, stored));
+    Tensor g_fill = grad_to(g.index_select(0, from_fill).sum(0), fill);
+    return {g_values, g_fill, Tensor()};
+  }
+};
+
+static Tensor gather_with_fill_autograd(const Tensor& values, const Tensor& fill,
+                                        const Tensor& src) {
+  return GatherWithFill::apply(values, fill, src);
+}
+
+// ---- composites -----------------------------------------------------------
+
+static std::tuple<Tensor, Tensor> coo_coalesce(const Tensor& indices, const Tensor& values,
+                                               at::IntArrayRef sparse_size) {
+  TORCH_CHECK(values.dim() >= 1 && values.size(0) == indices.size(-1),
+              "sparsefill: values must have one row per stored element: indices has ",
+              indices.size(-1), " elements, values has shape ", values.sizes());
+  static auto plan = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("sparsefill::coalesce_plan", "")
+                         .typed<std::tuple<Tensor, Tensor>(const Tensor&, at::IntArrayRef)>();
+  auto [new_indices, segment] = plan.call(indices, sparse_size);
+  auto shape = cat_sizes({new_indices.size(1)}, values.sizes().slice(1));
+  Tensor new_values = at::zeros(shape, values.options()).index_add(0, segment, values);
+  return {new_indices, new_values};
+}
+
+// Dense tensor of `size` holding `fill` everywhere and `values` at `indices`
+// (coalesced COO). Autograd from index_copy: each stored element's gradient
+// goes to its value, every other element's to the fill.
+static Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor& fill,
+                       at::IntArrayRef size) {
+  const int64_t sparse_dim = indices.size(0);
+  TORCH_CHECK(sparse_dim <= (int64_t)size.size(), "sparsefill: indices has ", sparse_dim,
+              " rows but size has only ", size.size(), " dimensions");
+  auto sparse_size = size.slice(0, sparse_dim);
+  auto dense_shape = size.slice(sparse_dim);
+  static auto linearize = c10::Dispatcher::singleton()
+                              .findSchemaOrThrow("sparsefill::coo_linearize", "")
+                              .typed<Tensor(const Tensor&, at::IntArrayRef)>();
+  Tensor linear = linearize.call(indices, sparse_size);
+  int64_t rows = 1;
+  for (auto s : sparse_size) rows *= s;
+  Tensor out = fill.to(values.scalar_type()).expand(size).clone(at::MemoryFormat::Contiguous);
+  if (values.size(0) > 0) {
+    out.view(cat_sizes({rows}, dense_shape)).index_copy_(0, linear, values);
+  }
+  return out;
+}
+
+// ---- from_dense: strided -> (indices, values, fill) ------------------------
+
+// Stored = sparse positions where some element of the dense part differs from
+// the fill (NaN equals NaN).
+static std::tuple<Tensor, Tensor, Tensor> from_dense_kernel(const Tensor& self,
+                                                            const Tensor& fill_in,
+                                                            int64_t sparse_dim) {
+  TORCH_CHECK(sparse_dim >= 0 && sparse_dim <= self.dim(), "sparsefill: sparse_dim must be in [0, ",
+              self.dim(), "], got ", sparse_dim);
+  auto dense_shape = self.sizes().slice(sparse_dim);
+  TORCH_CHECK(broadcasts_to(fill_in.sizes(), dense_shape),
+              "sparsefill: fill_value of shape ", fill_in.sizes(),
+              " is not broadcastable to the dense part's shape ", dense_shape);
+  Tensor fill = fill_in.to(self.scalar_type());
+  Tensor equal = at::eq(self, fill);
+  if (at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type())) {
+    equal = at::logical_or(equal, at::logical_and(at::isnan(self), at::isnan(fill)));
+  }
+  Tensor differs = at::logical_not(equal);
+  for (int64_t d = self.dim() - 1; d >= sparse_dim; --d) differs = differs.any(d);
+  Tensor indices = at::nonzero(differs).t().contiguous();
+  Tensor values = self.index({differs});
+  return {indices, values.contiguous(), fill.clone()};
+}
+
+static std::tuple<Tensor, Tensor, Tensor> from_dense_call(const Tensor& self, const Tensor& fill,
+                                                          int64_t sparse_dim) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("sparsefill::from_dense", "")
+                       .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, int64_t)>();
+  return op.call(self, fill, sparse_dim);
+}
+
+// Gradient to `self`: stored positions get their value's gradient; the fill's
+// gradient (the sum over unspecified elements) is shared equally among the
+// unspecified elements -- the projection documented in RFC.md "Gradients".
+class FromDense : public torch::autograd::Function<FromDense> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Tensor& self, const Tensor& fill,
+                               int64_t sparse_dim) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [indices, values, fill_out] = from_dense_call(self, fill, sparse_dim);
+    ctx->save_for_backward({indices});
+    ctx->saved_data["self_sizes"] = self.sizes().vec();
+    ctx->saved_data["sparse_dim"] = sparse_dim;
+    ctx->mark_non_differentiable({indices});
+    return {indices, values, fill_out};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    Tensor indices = ctx->get_saved_variables()[0];
+    auto self_sizes = ctx->saved_data["self_sizes"].toIntVector();
+    const int64_t sparse_dim = ctx->saved_data["sparse_dim"].toInt();
+    at::IntArrayRef sizes(self_sizes);
+    auto sparse_size = sizes.slice(0, sparse_dim);
+    auto dense_shape = sizes.slice(sparse_dim);
+    int64_t rows = 1, dense_numel = 1;
+    for (auto s : sparse_size) rows *= s;
+    for (auto s : dense_shape) dense_numel *= s;
+    Tensor g_values = grads[1];
+    Tensor g_fill = grads[2];
+    const int64_t nse = indices.size(1);
+    auto opts = g_values.defined() ? g_values.options() : g_fill.options();
+    Tensor g_self;
+    const int64_t unspecified = rows - nse;
+    if (g_fill.defined() && unspecified > 0 && dense_numel > 0) {
+      const int64_t per_fill_element = unspecified * (dense_numel / std::max<int64_t>(g_fill.numel(), 1));
+      g_self = (g_fill / per_fill_element).expand(dense_shape).expand(cat_sizes({rows}, dense_shape)).clone();
+    } else {
+      g_self = at::zeros(cat_sizes({rows}, dense_shape), opts);
+    }
+    if (nse > 0) {
+      Tensor linear = coo_linearize(indices, sparse_size);
+      Tensor gv = g_values.defined() ? g_values : at::zeros(cat_sizes({nse}, dense_shape), opts);
+      g_self = g_self.index_copy(0, linear, gv);
+    }
+    return {g_self.view(self_sizes), Tensor(), Tensor()};
+  }
+};
+
+static std::tuple<Tensor, Tensor, Tensor> from_dense_autograd(const Tensor& self,
+                                                              const Tensor& fill,
+                                                              int64_t sparse_dim) {
+  auto out = FromDense::apply(self, fill, sparse_dim);
+  return {out[0], out[1], out[2]};
+}
+
+}  // namespace sparsefill
+
+TORCH_LIBRARY(sparsefill, m) {
+  m.def("coo_check(Tensor indices, int[] size) -> bool");
+  m.def("csr_check(Tensor crow_indices, Tensor col_indices, int[] size) -> ()");
+  m.def("coo_linearize(Tensor indices, int[] size) -> Tensor");
+  m.def("coo_delinearize(Tensor linear, int[] size) -> Tensor");
+  m.def("coalesce_plan(Tensor indices, int[] size) -> (Tensor indices, Tensor segment)");
+  m.def("coo_coalesce(Tensor indices, Tensor values, int[] size) -> (Tensor indices, Tensor values)");
+  m.def("rows_from_crow(Tensor crow_indices) -> Tensor");
+  m.def("crow_from_rows(Tensor rows, int nrows) -> Tensor");
+  m.def("union_plan(Tensor indices_a, Tensor indices_b, int[] size) -> (Tensor indices, Tensor src_a, Tensor src_b)");
+  m.def("gather_with_fill(Tensor values, Tensor fill, Tensor src) -> Tensor");
+  m.def("to_dense(Tensor indices, Tensor values, Tensor fill, int[] size) -> Tensor");
+  m.def("from_dense(Tensor self, Tensor fill, int sparse_dim) -> (Tensor indices, Tensor values, Tensor fill)");
+}
+
+TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
+  m.impl("coo_check", &sparsefill::coo_check);
+  m.impl("csr_check", &sparsefill::csr_check);
+  m.impl("coo_linearize", &sparsefill::coo_linearize);
+  m.impl("coo_delinearize", &sparsefill::coo_delinearize);
+  m.impl("coalesce_plan", &sparsefill::coalesce_plan);
+  m.impl("rows_from_crow", &sparsefill::rows_from_crow);
+  m.impl("crow_from_rows", &sparsefill::crow_from_rows);
+  m.impl("union_plan", &sparsefill::union_plan);
+  m.impl("gather_with_fill", &sparsefill::gather_with_fill_cpu);
+}
+
+TORCH_LIBRARY_IMPL(sparsefill, CompositeExplicitAutograd, m) {
+  m.impl("from_dense", &sparsefill::from_dense_kernel);
+}
+
+TORCH_LIBRARY_IMPL(sparsefill, Autograd, m) {
+  m.impl("gather_with_fill", &sparsefill::gather_with_fill_autograd);
+  m.impl("from_dense", &sparsefill::from_dense_autograd);
+}
+
+TORCH_LIBRARY_IMPL(sparsefill, CompositeImplicitAutograd, m) {
+  m.impl("coo_coalesce", &sparsefill::coo_coalesce);
+  m.impl("to_dense", &sparsefill::to_dense);
+}

@@ -1,0 +1,74 @@
+"""Build torch_sparsefill: the C core (compiled as C, by build_clib) and the
+torch-facing registration library torch_sparsefill._C (C++20, BuildExtension).
+
+Environment:
+  SPARSEFILL_CUDA=auto|0|1  auto (default): build the CUDA parts when torch has
+                            CUDA and nvcc is found; 0: never; 1: require them.
+"""
+import os
+import shutil
+from pathlib import Path
+
+from setuptools import setup
+from torch.utils import cpp_extension
+
+ROOT = Path(__file__).parent.resolve()
+C_CORE = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "aten_ext" / "cpu").glob("*.c"))
+CXX_SOURCES = ["aten_ext/structure.cpp", "aten_ext/generated/elementwise.cpp"]
+
+
+def cuda_wanted() -> bool:
+    mode = os.environ.get("SPARSEFILL_CUDA", "auto").lower()
+    import torch
+
+    available = torch.version.cuda is not None and (
+        shutil.which("nvcc") is not None or os.environ.get("CUDA_HOME") is not None)
+    if mode in ("0", "off", "no"):
+        return False
+    if mode in ("1", "on", "yes"):
+        if not available:
+            raise SystemExit("SPARSEFILL_CUDA=1 but torch was built without CUDA "
+                             f"(torch.version.cuda={torch.version.cuda}) or nvcc was not found")
+        return True
+    if mode != "auto":
+        raise SystemExit(f"SPARSEFILL_CUDA must be auto, 0 or 1, got {mode!r}")
+    return available
+
+
+WITH_CUDA = cuda_wanted()
+print(f"torch_sparsefill: CUDA parts {'enabled' if WITH_CUDA else 'disabled'}")
+
+core = ("sparsefill_core", {
+    "sources": C_CORE,
+    "include_dirs": ["aten_ext"],
+    # Plain C99, position independent: it is linked into a shared library.
+    "cflags": ["-std=c99", "-O3", "-fPIC", "-Wall", "-Wextra"],
+})
+
+cxx_flags = ["-std=c++20", "-O2", "-DTORCH_EXT_NAME=_C"]
+ext_kwargs = dict(
+    name="torch_sparsefill._C",
+    sources=CXX_SOURCES,
+    include_dirs=[str(ROOT / "aten_ext")],
+    libraries=["sparsefill_core"],
+    extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "-std=c++20"]},
+)
+if WITH_CUDA:
+    ext_kwargs["sources"] = CXX_SOURCES + sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "aten_ext" / "cuda").glob("*.cu"))
+    ext_kwargs["define_macros"] = [("SPARSEFILL_WITH_CUDA", "1")]
+    extension = cpp_extension.CUDAExtension(**ext_kwargs)
+else:
+    extension = cpp_extension.CppExtension(**ext_kwargs)
+
+setup(
+    name="torch_sparsefill",
+    version="0.1.0",
+    description="Sparse COO/CSR tensors with a fill value for PyTorch",
+    packages=["torch_sparsefill"],
+    python_requires=">=3.10",
+    install_requires=["torch>=2.11"],
+    libraries=[core],
+    ext_modules=[extension],
+    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
+)
