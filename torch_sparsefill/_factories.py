@@ -1,0 +1,346 @@
+"""Public constructors of SparseFillTensor. Every argument is checked here or
+by the C core (through torch.ops.sparsefill.coo_check / csr_check) before a
+tensor is built; each error names the argument and the rule."""
+from __future__ import annotations
+
+import numbers
+from typing import Optional, Sequence
+
+import torch
+
+from ._tensor import SparseFillTensor
+
+_ops = torch.ops.sparsefill
+
+__all__ = ["sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full", "zeros", "ones",
+           "fill_value"]
+
+_SCALAR_DTYPE = {bool: torch.bool, int: torch.int64, float: torch.float64,
+                 complex: torch.complex128}
+
+
+def _as_index_tensor(x, name: str, device, values_device) -> torch.Tensor:
+    """An int64 index tensor; moved only when the caller asked for `device`."""
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(x, device=values_device)
+    if isinstance(t, SparseFillTensor) or t.layout != torch.strided:
+        raise TypeError(f"{name} must be a strided tensor, got layout {t.layout}")
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        if t.numel() == 0 and not isinstance(x, torch.Tensor):
+            t = t.to(torch.int64)  # torch.as_tensor([]) is float; an empty list is fine
+        else:
+            raise TypeError(f"{name} must be an integer tensor, got dtype {t.dtype}")
+    if device is not None:
+        t = t.to(device)
+    return t.to(torch.int64)
+
+
+def _as_values(values, dtype, device) -> torch.Tensor:
+    if isinstance(values, SparseFillTensor):
+        raise TypeError("values must be a strided tensor, got a SparseFillTensor")
+    if isinstance(values, torch.Tensor):
+        if values.layout != torch.strided:
+            raise TypeError(f"values must be a strided tensor, got layout {values.layout}")
+        return values.to(dtype=dtype, device=device)
+    return torch.as_tensor(values, dtype=dtype, device=device)
+
+
+def _scalar_castable(x, dtype: torch.dtype) -> bool:
+    kind = type(x) if type(x) in _SCALAR_DTYPE else None
+    if kind is None:
+        for k in (bool, numbers.Integral, numbers.Real, numbers.Complex):
+            if isinstance(x, k):
+                kind = {bool: bool, numbers.Integral: int, numbers.Real: float,
+                        numbers.Complex: complex}[k]
+                break
+    if kind is None:
+        return False
+    if dtype == torch.bool and kind is int and x in (0, 1):
+        return True
+    return torch.can_cast(_SCALAR_DTYPE[kind], dtype)
+
+
+def _as_fill(fill_value, dtype: torch.dtype, device, dense_shape) -> torch.Tensor:
+    """The stored fill: a tensor of `dtype` on `device`, broadcastable to the
+    dense part (RFC points 5 and 6). Differentiable when given a tensor."""
+    if fill_value is None:
+        return torch.zeros((), dtype=dtype, device=device)
+    if isinstance(fill_value, torch.Tensor):
+        if isinstance(fill_value, SparseFillTensor) or fill_value.layout != torch.strided:
+            raise TypeError("fill_value must be a number or a strided tensor")
+        if fill_value.device != device:
+            raise RuntimeError(f"fill_value is on {fill_value.device} but values are on "
+                               f"{device}: all components must be on one device")
+        if not torch.can_cast(fill_value.dtype, dtype):
+            raise TypeError(f"fill_value of dtype {fill_value.dtype} cannot be cast to the "
+                            f"tensor's dtype {dtype}")
+        fill = fill_value
+    else:
+        if not _scalar_castable(fill_value, dtype):
+            raise TypeError(f"fill_value {fill_value!r} ({type(fill_value).__name__}) cannot be "
+                            f"cast to the tensor's dtype {dtype}")
+        fill = torch.tensor(fill_value, dtype=dtype, device=device)
+    if not _broadcasts_to(fill.shape, dense_shape):
+        raise ValueError(f"fill_value of shape {tuple(fill.shape)} is not broadcastable to the "
+                         f"dense part's shape {tuple(dense_shape)} (RFC point 5: the fill has "
+                         f"the shape of the dense part, or a shape that broadcasts to it)")
+    return fill.to(dtype)
+
+
+def _broadcasts_to(shape, target) -> bool:
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(shape, tuple(target)[len(target) - len(shape):]))
+
+
+def _check_size(size, name="size") -> tuple:
+    try:
+        size = tuple(int(s) for s in size)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of integers, got {size!r}") from None
+    for d, s in enumerate(size):
+        if s < 0:
+            raise ValueError(f"{name} must be non-negative, got {size} (dimension {d})")
+    return size
+
+
+def _leafify(values, fill, requires_grad):
+    if not requires_grad:
+        return values, fill
+    if not (values.dtype.is_floating_point or values.dtype.is_complex):
+        raise RuntimeError(f"requires_grad=True needs a floating point or complex dtype, got "
+                           f"{values.dtype}")
+    return values.detach().requires_grad_(), fill.detach().requires_grad_()
+
+
+def sparse_coo_tensor(indices, values, size=None, *, fill_value=None, dtype=None, device=None,
+                      requires_grad=False) -> SparseFillTensor:
+    """A COO SparseFillTensor: `values` at `indices`, `fill_value` elsewhere.
+
+    Args:
+        indices: integer tensor (sparse_dim, nse); duplicates are allowed and
+            summed by ``coalesce()``.
+        values: tensor (nse, *dense_shape).
+        size: the full shape; inferred from indices and values when None.
+        fill_value: number or tensor broadcastable to the dense part (RFC 5, 6);
+            default 0. A tensor that requires grad receives the fill gradient.
+        requires_grad: make values and fill autograd leaves.
+
+    Example::
+
+        >>> A = sf.sparse_coo_tensor([[0, 1, 1], [2, 0, 2]], [3., 4., 5.], (2, 3), fill_value=5.)
+        >>> A.to_dense()
+        tensor([[5., 5., 3.],
+                [4., 5., 5.]])
+    """
+    values = _as_values(values, dtype, device)
+    indices = _as_index_tensor(indices, "indices", device, values.device)
+    if indices.device != values.device:
+        raise RuntimeError(f"indices are on {indices.device} but values are on {values.device}")
+    if indices.dim() != 2:
+        raise ValueError(f"indices must be 2-D (sparse_dim, nse), got shape {tuple(indices.shape)}")
+    if values.dim() < 1:
+        raise ValueError("values must have a leading nse dimension, got a 0-d tensor")
+    sparse_dim, nse = indices.shape
+    if values.shape[0] != nse:
+        raise ValueError(f"values has {values.shape[0]} rows but indices has {nse} elements: "
+                         f"they must match")
+    dense_shape = tuple(values.shape[1:])
+    if size is None:
+        sparse_size = tuple((indices.amax(1) + 1).tolist()) if nse > 0 else (0,) * sparse_dim
+        size = sparse_size + dense_shape
+    size = _check_size(size)
+    if len(size) != sparse_dim + len(dense_shape):
+        raise ValueError(f"size {size} must have sparse_dim + dense_dim = {sparse_dim} + "
+                         f"{len(dense_shape)} dimensions (indices rows + values dims - 1)")
+    if size[sparse_dim:] != dense_shape:
+        raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
+                         f"dimensions {size[sparse_dim:]}")
+    coalesced = _ops.coo_check(indices.cpu(), list(size[:sparse_dim]))
+    fill = _as_fill(fill_value, values.dtype, values.device, dense_shape)
+    values, fill = _leafify(values, fill, requires_grad)
+    return SparseFillTensor(torch.sparse_coo, size, values, fill, indices=indices.contiguous(),
+                            coalesced=coalesced)
+
+
+def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, fill_value=None,
+                      dtype=None, device=None, requires_grad=False) -> SparseFillTensor:
+    """A CSR SparseFillTensor (2 sparse dims, optional trailing dense dims).
+
+    Columns must be strictly increasing within each row (no duplicates).
+
+    Example::
+
+        >>> sf.sparse_csr_tensor([0, 1, 1], [2], [7.], (2, 3), fill_value=-1.).to_dense()
+        tensor([[-1., -1.,  7.],
+                [-1., -1., -1.]])
+    """
+    values = _as_values(values, dtype, device)
+    if (isinstance(crow_indices, torch.Tensor) and isinstance(col_indices, torch.Tensor)
+            and crow_indices.dtype != col_indices.dtype):
+        raise TypeError(f"crow_indices and col_indices must have the same dtype, got "
+                        f"{crow_indices.dtype} and {col_indices.dtype}")
+    crow = _as_index_tensor(crow_indices, "crow_indices", device, values.device)
+    col = _as_index_tensor(col_indices, "col_indices", device, values.device)
+    for name, t in (("crow_indices", crow), ("col_indices", col)):
+        if t.dim() != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)} "
+                             f"(batched CSR is not supported yet)")
+        if t.device != values.device:
+            raise RuntimeError(f"{name} is on {t.device} but values are on {values.device}")
+    if values.dim() < 1:
+        raise ValueError("values must have a leading nse dimension, got a 0-d tensor")
+    if values.shape[0] != col.shape[0]:
+        raise ValueError(f"values has {values.shape[0]} rows but col_indices has "
+                         f"{col.shape[0]} elements: they must match")
+    if crow.shape[0] < 1:
+        raise ValueError("crow_indices must have length rows + 1 >= 1")
+    dense_shape = tuple(values.shape[1:])
+    if size is None:
+        ncols = int(col.max()) + 1 if col.numel() else 0
+        size = (crow.shape[0] - 1, ncols) + dense_shape
+    size = _check_size(size)
+    if len(size) != 2 + len(dense_shape):
+        raise ValueError(f"size {size} must have 2 sparse + {len(dense_shape)} dense dimensions")
+    if size[2:] != dense_shape:
+        raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
+                         f"dimensions {size[2:]}")
+    _ops.csr_check(crow.cpu(), col.cpu(), list(size[:2]))
+    fill = _as_fill(fill_value, values.dtype, values.device, dense_shape)
+    values, fill = _leafify(values, fill, requires_grad)
+    return SparseFillTensor(torch.sparse_csr, size, values, fill, crow=crow.contiguous(),
+                            col=col.contiguous())
+
+
+def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0) -> SparseFillTensor:
+    """Make a SparseFillTensor from a strided or a native sparse tensor.
+
+    - strided ``x``: stored elements are those that differ from the fill
+      (NaN equals a NaN fill); with ``dense_dim`` > 0 a sparse position is
+      stored when any element of its dense part differs. Differentiable with
+      respect to ``x`` (RFC.md "Gradients").
+    - native torch sparse COO/CSR ``x``: wrapped without copying its values;
+      its unspecified elements take ``fill_value`` (default 0).
+    - a SparseFillTensor: converted to ``layout``.
+
+    ``layout`` defaults to ``torch.sparse_coo`` for a strided ``x`` and to
+    ``x``'s own layout for a sparse one.
+
+    Example::
+
+        >>> sf.to_sparse(torch.ones(10), fill_value=1.)._nnz()
+        0
+    """
+    if layout is None:
+        layout = x.layout if isinstance(x, torch.Tensor) and x.layout in (
+            torch.sparse_coo, torch.sparse_csr) else torch.sparse_coo
+    if isinstance(x, SparseFillTensor):
+        if fill_value is not None:
+            same = torch.equal(torch.as_tensor(fill_value, dtype=x.dtype, device=x.device)
+                               .expand(x.fill_value().shape), x.fill_value())
+            if not same:
+                raise ValueError("to_sparse(fill_value=...): x is already a SparseFillTensor "
+                                 "with another fill; changing the fill is not a conversion "
+                                 "(use x.to_dense() first, or x._fill_value().fill_() to "
+                                 "reinterpret)")
+        return x.to_sparse(layout=layout)
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
+    if x.layout == torch.sparse_coo:
+        out = sparse_coo_tensor(x._indices(), x._values(), x.shape, fill_value=fill_value)
+        return out.to_sparse(layout=layout)
+    if x.layout == torch.sparse_csr:
+        out = sparse_csr_tensor(x.crow_indices(), x.col_indices(), x.values(), x.shape,
+                                fill_value=fill_value)
+        return out.to_sparse(layout=layout)
+    if x.layout != torch.strided:
+        raise NotImplementedError(f"to_sparse: layout {x.layout} is not supported")
+    if not 0 <= dense_dim <= x.dim():
+        raise ValueError(f"dense_dim must be in [0, {x.dim()}], got {dense_dim}")
+    sparse_dim = x.dim() - dense_dim
+    fill = _as_fill(fill_value, x.dtype, x.device, tuple(x.shape[sparse_dim:]))
+    if fill.requires_grad:
+        # The fill is the value x has on its unspecified set: a constant here.
+        fill = fill.detach()
+    indices, values, fill = _ops.from_dense(x, fill, sparse_dim)
+    out = SparseFillTensor(torch.sparse_coo, x.shape, values, fill, indices=indices,
+                           coalesced=True)
+    return out.to_sparse(layout=layout)
+
+
+def full(size, fill_value, *, layout=torch.sparse_coo, dtype=None, device=None,
+         requires_grad=False) -> SparseFillTensor:
+    """A SparseFillTensor of `size` with no stored elements: every element is
+    `fill_value` (RFC point 3). dtype defaults as in ``torch.full``.
+
+    Example::
+
+        >>> sf.full((2, 2), 3.).to_dense()
+        tensor([[3., 3.],
+                [3., 3.]])
+    """
+    size = _check_size(size)
+    if dtype is None:
+        if isinstance(fill_value, torch.Tensor):
+            dtype = fill_value.dtype
+        else:
+            dtype = torch.full((), fill_value).dtype
+    if layout == torch.sparse_csr:
+        if len(size) != 2:
+            raise ValueError(f"a CSR tensor needs 2 dimensions, got size {size}")
+        return sparse_csr_tensor(torch.zeros(size[0] + 1, dtype=torch.int64, device=device),
+                                 torch.zeros(0, dtype=torch.int64, device=device),
+                                 torch.zeros(0, dtype=dtype, device=device), size,
+                                 fill_value=fill_value, requires_grad=requires_grad)
+    if layout != torch.sparse_coo:
+        raise ValueError(f"layout must be torch.sparse_coo or torch.sparse_csr, got {layout}")
+    return sparse_coo_tensor(torch.zeros(len(size), 0, dtype=torch.int64, device=device),
+                             torch.zeros(0, dtype=dtype, device=device), size,
+                             fill_value=fill_value, requires_grad=requires_grad)
+
+
+def _size_args(size) -> Sequence[int]:
+    if len(size) == 1 and not isinstance(size[0], int):
+        return tuple(size[0])
+    return size
+
+
+def zeros(*size, layout=torch.sparse_coo, dtype=None, device=None,
+          requires_grad=False) -> SparseFillTensor:
+    """All-zero SparseFillTensor with no stored elements (fill 0).
+
+    Example: ``sf.zeros(2, 3).to_dense()`` is ``torch.zeros(2, 3)``.
+    """
+    dtype = dtype or torch.get_default_dtype()
+    return full(_size_args(size), 0, layout=layout, dtype=dtype, device=device,
+                requires_grad=requires_grad)
+
+
+def ones(*size, layout=torch.sparse_coo, dtype=None, device=None,
+         requires_grad=False) -> SparseFillTensor:
+    """All-one SparseFillTensor with no stored elements (fill 1).
+
+    Example: ``sf.ones(2, 3).to_dense()`` is ``torch.ones(2, 3)``.
+    """
+    dtype = dtype or torch.get_default_dtype()
+    return full(_size_args(size), 1, layout=layout, dtype=dtype, device=device,
+                requires_grad=requires_grad)
+
+
+def fill_value(t: torch.Tensor) -> torch.Tensor:
+    """The fill of any sparse tensor: ours, or 0 for native torch sparse ones
+    (shaped like the dense part, RFC point 5).
+
+    Example::
+
+        >>> sf.fill_value(torch.eye(2).to_sparse())
+        tensor(0.)
+    """
+    if isinstance(t, SparseFillTensor):
+        return t.fill_value()
+    if isinstance(t, torch.Tensor) and t.layout in (torch.sparse_coo, torch.sparse_csr,
+                                                    torch.sparse_csc, torch.sparse_bsr,
+                                                    torch.sparse_bsc):
+        dense_shape = t.shape[t.dim() - t.dense_dim():]
+        return torch.zeros(dense_shape, dtype=t.dtype, device=t.device)
+    raise TypeError(f"fill_value(): expected a sparse tensor, got "
+                    f"{type(t).__name__} with layout {getattr(t, 'layout', None)}")

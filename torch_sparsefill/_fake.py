@@ -1,0 +1,74 @@
+"""Fake (meta) implementations of the ops whose output size depends on the
+data: torch.compile and torch.library.opcheck trace through these.
+
+A binary element-wise op's result has as many stored elements as the union of
+its operands' patterns: an unbacked size. Its dtype and fill come from the
+op's own same-pattern variant run on empty values.
+"""
+import torch
+
+from . import _generated_ops
+
+
+def _binary_fake(name):
+    same = getattr(torch.ops.sparsefill, name + "_same")
+
+    def fake(indices_a, values_a, fill_a, indices_b, values_b, fill_b, size, *extra):
+        nse = torch.library.get_ctx().new_dynamic_size()
+        empty_values, fill = same(values_a[:0], fill_a, values_b[:0], fill_b, *extra)
+        values = empty_values.new_empty((nse,) + tuple(values_a.shape[1:]))
+        return values, fill, indices_a.new_empty((indices_a.shape[0], nse))
+
+    return fake
+
+
+for _name, _spec in _generated_ops.OPS.items():
+    if _spec["kind"] == "binary":
+        torch.library.register_fake(f"sparsefill::{_name}")(_binary_fake(_name))
+
+
+# ---- structural ops ------------------------------------------------------------
+def _dynamic():
+    return torch.library.get_ctx().new_dynamic_size()
+
+
+@torch.library.register_fake("sparsefill::union_plan")
+def _union_plan_fake(indices_a, indices_b, size):
+    nse = _dynamic()
+    return (indices_a.new_empty((indices_a.shape[0], nse)), indices_a.new_empty((nse,)),
+            indices_a.new_empty((nse,)))
+
+
+@torch.library.register_fake("sparsefill::coalesce_plan")
+def _coalesce_plan_fake(indices, size):
+    return indices.new_empty((indices.shape[0], _dynamic())), indices.new_empty((indices.shape[1],))
+
+
+@torch.library.register_fake("sparsefill::coo_linearize")
+def _coo_linearize_fake(indices, size):
+    return indices.new_empty((indices.shape[1],), dtype=torch.int64)
+
+
+@torch.library.register_fake("sparsefill::coo_delinearize")
+def _coo_delinearize_fake(linear, size):
+    return linear.new_empty((len(size), linear.shape[0]), dtype=torch.int64)
+
+
+@torch.library.register_fake("sparsefill::rows_from_crow")
+def _rows_from_crow_fake(crow_indices):
+    return crow_indices.new_empty((_dynamic(),), dtype=torch.int64)
+
+
+@torch.library.register_fake("sparsefill::crow_from_rows")
+def _crow_from_rows_fake(rows, nrows):
+    return rows.new_empty((nrows + 1,), dtype=torch.int64)
+
+
+@torch.library.register_fake("sparsefill::csr_check")
+def _csr_check_fake(crow_indices, col_indices, size):
+    return None
+
+
+@torch.library.register_fake("sparsefill::gather_with_fill")
+def _gather_with_fill_fake(values, fill, src):
+    return values.new_empty((src.shape[0],) + tuple(values.shape[1:]))

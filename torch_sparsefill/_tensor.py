@@ -1,0 +1,449 @@
+"""SparseFillTensor: a sparse COO or CSR tensor whose unspecified elements hold a
+fill value instead of zero.
+
+The wrapper holds component tensors (indices or crow/col, values, fill) and
+carries no storage of its own. Autograd runs on the components: `values` and
+`fill` are ordinary tensors, and every torch.ops.sparsefill op is
+differentiable with respect to them (RFC.md "Gradients"). This module only
+holds data and converts between layouts by calling the ops; which torch
+function does what is decided in _routing.py.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Optional
+
+import torch
+
+_ops = torch.ops.sparsefill
+
+__all__ = ["SparseFillTensor"]
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= int(x)
+    return out
+
+
+class SparseFillTensor(torch.Tensor):
+    """A sparse tensor (layout ``torch.sparse_coo`` or ``torch.sparse_csr``)
+    whose unspecified elements equal ``fill_value()``.
+
+    Build one with :func:`torch_sparsefill.sparse_coo_tensor`,
+    :func:`~torch_sparsefill.sparse_csr_tensor`, :func:`~torch_sparsefill.to_sparse`
+    or :func:`~torch_sparsefill.full`, never with this class directly.
+
+    Example::
+
+        >>> A = sf.sparse_coo_tensor([[0, 1]], [3., 4.], (4,), fill_value=5.)
+        >>> A.to_dense()
+        tensor([3., 4., 5., 5.])
+    """
+
+    _sf_indices: Optional[torch.Tensor]
+    _sf_crow: Optional[torch.Tensor]
+    _sf_col: Optional[torch.Tensor]
+    _sf_values: torch.Tensor
+    _sf_fill: torch.Tensor
+    _sf_coalesced: bool
+    _sf_layout: torch.layout
+
+    @staticmethod
+    def __new__(cls, layout, size, values, fill, *, indices=None, crow=None, col=None,
+                coalesced=False):
+        # Trusted constructor: the factories in _factories.py validate first.
+        self = torch.Tensor._make_wrapper_subclass(
+            cls, tuple(size), dtype=values.dtype, device=values.device, layout=layout,
+            requires_grad=False, dispatch_layout=True)
+        self._sf_layout = layout
+        self._sf_indices = indices
+        self._sf_crow = crow
+        self._sf_col = col
+        self._sf_values = values
+        self._sf_fill = fill
+        self._sf_coalesced = bool(coalesced) if layout == torch.sparse_coo else True
+        return self
+
+    def __init__(self, *args, **kwargs):  # all the work is done in __new__
+        super().__init__()
+
+    # ---- routing hooks (see _routing.py) -----------------------------------
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from ._routing import torch_function
+
+        return torch_function(func, types, args, kwargs or {})
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        from ._routing import torch_dispatch
+
+        return torch_dispatch(func, types, args, kwargs or {})
+
+    # ---- structure ----------------------------------------------------------
+
+    def _with(self, values, fill, *, layout=None, indices=None, crow=None, col=None,
+              coalesced=None, size=None):
+        """A tensor with this one's pattern (unless given) and new values/fill."""
+        layout = layout or self.layout
+        if layout == torch.sparse_coo and indices is None:
+            indices, coalesced = self._sf_indices, self._sf_coalesced
+        if layout == torch.sparse_csr and crow is None:
+            crow, col = self._sf_crow, self._sf_col
+        size = tuple(self.shape[: self.sparse_dim()]) + tuple(values.shape[1:]) \
+            if size is None else size
+        return SparseFillTensor(layout, size, values, fill, indices=indices, crow=crow,
+                                col=col, coalesced=bool(coalesced))
+
+    def _coo_indices(self) -> torch.Tensor:
+        """Coalesced COO indices of this tensor's pattern (derived for CSR)."""
+        if self.layout == torch.sparse_csr:
+            return torch.stack([_ops.rows_from_crow(self._sf_crow), self._sf_col])
+        assert self._sf_coalesced, "internal: coalesce first"
+        return self._sf_indices
+
+    def _from_coo(self, layout, indices, values, fill):
+        """A tensor of `layout` from coalesced COO parts, with this one's size."""
+        if layout == torch.sparse_csr:
+            crow = _ops.crow_from_rows(indices[0].contiguous(), self.shape[0])
+            return SparseFillTensor(layout, self.shape, values, fill, crow=crow,
+                                    col=indices[1].contiguous())
+        return SparseFillTensor(layout, self.shape, values, fill, indices=indices,
+                                coalesced=True)
+
+    def _unspecified_count(self) -> int:
+        """How many sparse positions hold no stored element (coalesced)."""
+        return _prod(self.shape[: self.sparse_dim()]) - self._sf_values.shape[0]
+
+    # ---- the public surface -------------------------------------------------
+
+    @property
+    def layout(self) -> torch.layout:
+        """torch.sparse_coo or torch.sparse_csr."""
+        return self._sf_layout
+
+    def fill_value(self) -> torch.Tensor:
+        """The value of every unspecified element, shaped like the dense part
+        (RFC point 5): ``_fill_value()`` expanded to ``values().shape[1:]``.
+
+        Example::
+
+            >>> sf.sparse_coo_tensor([[0]], [[1., 2.]], (3, 2), fill_value=7.).fill_value()
+            tensor([7., 7.])
+        """
+        return self._sf_fill.expand(self._sf_values.shape[1:])
+
+    def _fill_value(self) -> torch.Tensor:
+        """The fill as stored (RFC point 6): the tensor given at construction,
+        possibly smaller than the dense part. Changing it in place changes
+        the fill (RFC point 7): ``A._fill_value().fill_(1.2)``.
+        """
+        return self._sf_fill
+
+    def sparse_dim(self) -> int:
+        """Number of sparse dimensions (2 for CSR)."""
+        return 2 if self.layout == torch.sparse_csr else self._sf_indices.shape[0]
+
+    def dense_dim(self) -> int:
+        """Number of dense (trailing) dimensions."""
+        return self._sf_values.dim() - 1
+
+    def _nnz(self) -> int:
+        """Number of stored elements (duplicates included). Same as :meth:`nse`."""
+        return self._sf_values.shape[0]
+
+    def nse(self) -> int:
+        """Number of specified (stored) elements, RFC point 14's name for ``_nnz()``.
+
+        Example::
+
+            >>> sf.full((3, 3), 2.).nse()
+            0
+        """
+        return self._sf_values.shape[0]
+
+    def _indices(self) -> torch.Tensor:
+        """COO indices as stored (possibly uncoalesced)."""
+        self._require(torch.sparse_coo, "_indices")
+        return self._sf_indices
+
+    def _values(self) -> torch.Tensor:
+        """Values as stored; a leaf that collects gradients when requires_grad."""
+        return self._sf_values
+
+    def indices(self) -> torch.Tensor:
+        """COO indices, shape (sparse_dim, nse). Requires a coalesced tensor."""
+        self._require(torch.sparse_coo, "indices")
+        if not self._sf_coalesced:
+            raise RuntimeError("indices(): cannot get indices of an uncoalesced tensor, "
+                               "call .coalesce() first")
+        return self._sf_indices
+
+    def values(self) -> torch.Tensor:
+        """Stored values, shape (nse, *dense_shape). COO: requires coalesced."""
+        if self.layout == torch.sparse_coo and not self._sf_coalesced:
+            raise RuntimeError("values(): cannot get values of an uncoalesced tensor, "
+                               "call .coalesce() first")
+        return self._sf_values
+
+    def crow_indices(self) -> torch.Tensor:
+        """CSR row pointers, length rows + 1."""
+        self._require(torch.sparse_csr, "crow_indices")
+        return self._sf_crow
+
+    def col_indices(self) -> torch.Tensor:
+        """CSR column index of every stored element."""
+        self._require(torch.sparse_csr, "col_indices")
+        return self._sf_col
+
+    def is_coalesced(self) -> bool:
+        """Whether COO indices are sorted and free of duplicates."""
+        self._require(torch.sparse_coo, "is_coalesced")
+        return self._sf_coalesced
+
+    def coalesce(self) -> "SparseFillTensor":
+        """Sort the indices and sum duplicate entries (the fill is unchanged:
+        a duplicated element's value is the sum of its entries, as in torch).
+
+        Example::
+
+            >>> sf.sparse_coo_tensor([[1, 1]], [1., 2.], (3,), fill_value=9.).coalesce().values()
+            tensor([3.])
+        """
+        self._require(torch.sparse_coo, "coalesce")
+        if self._sf_coalesced:
+            return self
+        indices, values = _ops.coo_coalesce(self._sf_indices, self._sf_values,
+                                            list(self.shape[: self.sparse_dim()]))
+        return self._with(values, self._sf_fill, indices=indices, coalesced=True)
+
+    def to_dense(self, dtype=None, *, masked_grad=None) -> torch.Tensor:
+        """The strided tensor this one represents: the fill everywhere, the
+        stored values at their indices. Differentiable with respect to values
+        and fill.
+
+        Example::
+
+            >>> sf.sparse_coo_tensor([[0, 1, 1], [2, 0, 2]], [3., 4., 5.], (2, 3),
+            ...                      fill_value=5.).to_dense()
+            tensor([[5., 5., 3.],
+                    [4., 5., 5.]])
+        """
+        if masked_grad:
+            raise NotImplementedError(
+                "to_dense(masked_grad=True): masked gradients contradict fill semantics")
+        src = self.coalesce() if self.layout == torch.sparse_coo else self
+        out = _ops.to_dense(src._coo_indices(), src._sf_values, src._sf_fill, list(self.shape))
+        return out if dtype is None else out.to(dtype)
+
+    def to_sparse_coo(self) -> "SparseFillTensor":
+        """This tensor in COO layout (coalesced), same fill."""
+        if self.layout == torch.sparse_coo:
+            return self
+        return self._from_coo(torch.sparse_coo, self._coo_indices(), self._sf_values,
+                              self._sf_fill)
+
+    def to_sparse_csr(self, dense_dim=None) -> "SparseFillTensor":
+        """This tensor in CSR layout, same fill. Needs exactly 2 sparse dims.
+
+        Example::
+
+            >>> sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 2), fill_value=3.).to_sparse_csr().crow_indices()
+            tensor([0, 1, 2])
+        """
+        if self.layout == torch.sparse_csr:
+            return self
+        if dense_dim is not None and dense_dim != self.dense_dim():
+            raise NotImplementedError(
+                f"to_sparse_csr(dense_dim={dense_dim}): changing dense_dim is not supported; "
+                f"this tensor has dense_dim {self.dense_dim()}")
+        if self.sparse_dim() != 2:
+            raise RuntimeError(f"to_sparse_csr(): a CSR tensor needs 2 sparse dimensions, this "
+                               f"tensor has {self.sparse_dim()} (batched CSR is not supported yet)")
+        src = self.coalesce()
+        return src._from_coo(torch.sparse_csr, src._sf_indices, src._sf_values, src._sf_fill)
+
+    def to_sparse(self, *args, layout=None, blocksize=None, dense_dim=None):
+        """Convert between sparse layouts (``layout=torch.sparse_coo`` or
+        ``torch.sparse_csr``); the fill travels along."""
+        if args:
+            raise NotImplementedError("to_sparse(sparse_dim): changing sparse_dim of a "
+                                      "SparseFillTensor is not supported; pass layout=")
+        if blocksize is not None:
+            raise NotImplementedError("to_sparse(blocksize=...): BSR/BSC are not supported")
+        layout = layout or torch.sparse_coo
+        if layout == torch.sparse_coo:
+            return self.to_sparse_coo()
+        if layout == torch.sparse_csr:
+            return self.to_sparse_csr(dense_dim)
+        raise NotImplementedError(f"to_sparse(layout={layout}): only sparse_coo and sparse_csr")
+
+    def clone(self, *, memory_format=None) -> "SparseFillTensor":
+        """A copy of every component (differentiable)."""
+        return self._map_components(torch.clone, copy_indices=True)
+
+    def detach(self) -> "SparseFillTensor":
+        """The same data, cut from the autograd graph."""
+        return self._map_components(torch.Tensor.detach)
+
+    def to(self, *args, **kwargs) -> "SparseFillTensor":
+        """Change dtype and/or device of values and fill (indices follow the
+        device). Example: ``A.to(torch.float64)``."""
+        device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
+        if kwargs.get("copy"):
+            return self.clone().to(device=device, dtype=dtype)
+        if dtype is not None and dtype != self.dtype and self.requires_grad and \
+                not (dtype.is_floating_point or dtype.is_complex):
+            raise RuntimeError(f"to({dtype}): cannot cast a tensor that requires grad "
+                               "to a non-differentiable dtype")
+
+        def move(t, is_index):
+            return t.to(device=device, dtype=None if is_index else dtype,
+                        non_blocking=non_blocking)
+
+        return self._map_components(move, with_kind=True)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "SparseFillTensor":
+        """Make values and fill leaves that collect gradients."""
+        for t in (self._sf_values, self._sf_fill):
+            t.requires_grad_(requires_grad)
+        return self
+
+    @property
+    def requires_grad(self) -> bool:  # noqa: D401 -- property
+        """Whether values or fill take part in autograd."""
+        return self._sf_values.requires_grad or self._sf_fill.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    @property
+    def grad(self) -> Optional["SparseFillTensor"]:
+        """The gradient as a SparseFillTensor on this tensor's pattern.
+
+        Its values are ``_values().grad``. Its fill is ``_fill_value().grad``
+        divided by the number of unspecified elements each fill element
+        covers: the per-element gradient, so that ``A.grad.to_dense()`` equals
+        the dense gradient whenever that gradient is constant over the
+        unspecified elements (every element-wise chain), and otherwise is its
+        least-squares projection onto this pattern (RFC.md "Gradients").
+        The raw parameter gradients stay on ``_values().grad`` and
+        ``_fill_value().grad``; optimise those components.
+        """
+        gv, gf = self._sf_values.grad, self._sf_fill.grad
+        if gv is None and gf is None:
+            return None
+        if gv is None:
+            gv = torch.zeros_like(self._sf_values)
+        src = self.coalesce() if self.layout == torch.sparse_coo else self
+        if gf is None:
+            gf = torch.zeros_like(self._sf_fill)
+        else:
+            per = src._unspecified_count() * (
+                _prod(self._sf_values.shape[1:]) // max(self._sf_fill.numel(), 1))
+            gf = gf / per if per > 0 else torch.zeros_like(gf)
+        return self._with(gv, gf.to(gv.dtype))
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            raise RuntimeError("set A.grad only to None; gradients live on A._values().grad "
+                               "and A._fill_value().grad")
+        self._sf_values.grad = None
+        self._sf_fill.grad = None
+
+    @property
+    def is_leaf(self) -> bool:
+        """Whether values and fill are autograd leaves."""
+        return self._sf_values.is_leaf and self._sf_fill.is_leaf
+
+    @property
+    def grad_fn(self):
+        """The autograd node that produced the values (None for leaves)."""
+        return self._sf_values.grad_fn or self._sf_fill.grad_fn
+
+    # ---- helpers --------------------------------------------------------------
+
+    def _require(self, layout, what):
+        if self.layout != layout:
+            raise RuntimeError(f"{what}(): expected a SparseFillTensor of layout {layout}, "
+                               f"got {self.layout}")
+
+    def _map_components(self, fn, *, with_kind=False, copy_indices=False):
+        def idx(t):
+            if t is None:
+                return None
+            if with_kind:
+                return fn(t, True)
+            return fn(t) if copy_indices else t
+
+        def val(t):
+            return fn(t, False) if with_kind else fn(t)
+
+        return SparseFillTensor(self.layout, self.shape, val(self._sf_values), val(self._sf_fill),
+                                indices=idx(self._sf_indices), crow=idx(self._sf_crow),
+                                col=idx(self._sf_col), coalesced=self._sf_coalesced)
+
+    # ---- printing, pickling, copying ------------------------------------------
+
+    def __repr__(self, *, tensor_contents=None) -> str:
+        def field(name, t):
+            text = repr(t.detach())
+            return f"{name}=" + text.replace("\n", "\n" + " " * (len(name) + 1))
+
+        if self.layout == torch.sparse_csr:
+            parts = [field("crow_indices", self._sf_crow), field("col_indices", self._sf_col)]
+        else:
+            parts = [field("indices", self._sf_indices)]
+        parts.append(field("values", self._sf_values))
+        tail = (f"size={tuple(self.shape)}, nse={self.nse()}, "
+                f"{field('fill_value', self._sf_fill)}, layout={self.layout}")
+        if self.layout == torch.sparse_coo and not self._sf_coalesced:
+            tail += ", coalesced=False"
+        if self.requires_grad:
+            tail += ", requires_grad=True"
+        parts.append(tail)
+        indent = " " * len("SparseFillTensor(")
+        body = (",\n").join(parts).replace("\n", "\n" + indent)
+        return f"SparseFillTensor({body})"
+
+    def __reduce_ex__(self, protocol):
+        comps = [None if t is None else t.detach() for t in
+                 (self._sf_indices, self._sf_crow, self._sf_col, self._sf_values, self._sf_fill)]
+        return (_rebuild_sparsefill,
+                (str(self.layout).split(".")[-1], tuple(self.shape), *comps,
+                 self._sf_coalesced, self.requires_grad))
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        comps = [None if t is None else copy.deepcopy(t.detach(), memo) for t in
+                 (self._sf_indices, self._sf_crow, self._sf_col, self._sf_values, self._sf_fill)]
+        out = _rebuild_sparsefill(str(self.layout).split(".")[-1], tuple(self.shape), *comps,
+                                  self._sf_coalesced, self.requires_grad)
+        memo[id(self)] = out
+        return out
+
+
+def _rebuild_sparsefill(layout_name, size, indices, crow, col, values, fill, coalesced,
+                        requires_grad):
+    """Unpickling entry point (torch.save/torch.load, copy, multiprocessing).
+
+    Validates like the public constructors, so a tampered file cannot build
+    an inconsistent tensor.
+    """
+    from . import _factories
+
+    if layout_name == "sparse_coo":
+        out = _factories.sparse_coo_tensor(indices, values, size, fill_value=fill,
+                                           requires_grad=requires_grad)
+    elif layout_name == "sparse_csr":
+        out = _factories.sparse_csr_tensor(crow, col, values, size, fill_value=fill,
+                                           requires_grad=requires_grad)
+    else:
+        raise ValueError(f"unknown SparseFillTensor layout {layout_name!r}")
+    return out
