@@ -1,0 +1,78 @@
+# torch_sparsefill developer commands. Each works from a fresh clone: it makes
+# the virtual environment, installs pinned dependencies, builds, then runs.
+#   make demo    the RFC's membrane-potential application
+#   make test    codegen check, C core GoogleTest (ctest), pytest
+#   make bench   benchmark table (ratios against torch in the same run)
+#   make gen     regenerate element-wise code from tools/codegen/elementwise.yaml
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+BUILD  ?= build/cmake
+# ccache's compiler links, when installed, make rebuilds after a clean cheap.
+CCACHE_PATH := $(if $(wildcard /usr/lib/ccache),/usr/lib/ccache:,)
+export PATH := $(CCACHE_PATH)$(PATH)
+export MAX_JOBS ?= 2
+
+SOURCES := setup.py $(wildcard aten_ext/*.h aten_ext/*.cpp aten_ext/generated/*.cpp \
+           aten_ext/cpu/*.c aten_ext/cpu/*.h aten_ext/cuda/*.cu aten_ext/cuda/*.h)
+
+.PHONY: all demo test bench build gen ctest pytest system-deps clean
+
+all: build
+
+# Debian packages: GoogleTest for the C core's tests, ccache for rebuilds.
+system-deps:
+	@if [ ! -f /usr/include/gtest/gtest.h ] || ! command -v ccache >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing libgtest-dev ccache"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev ccache) >/dev/null; \
+	  else \
+	    echo "need libgtest-dev and ccache: sudo apt-get install libgtest-dev ccache" >&2; exit 1; \
+	  fi; \
+	fi
+
+# The CPU build of torch lies on this kind of machine's disk; never let pip
+# fall back to PyPI's multi-GB CUDA build when the variable pointing there is unset.
+FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+
+$(VENV)/.deps: requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q $(FIND_LINKS) -r requirements-dev.txt
+	touch $@
+
+$(VENV)/.built: $(VENV)/.deps $(SOURCES)
+	$(PY) -m pip install -q --no-build-isolation -e .
+	touch $@
+
+build: $(VENV)/.built
+
+gen: $(VENV)/.deps
+	$(PY) tools/codegen/gen_elementwise.py
+
+# The C core's GoogleTest suite, once plainly (with the CUDA C core compiled
+# when nvcc is present) and once under AddressSanitizer + UBSan.
+ctest: system-deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j $(MAX_JOBS)
+	ctest --test-dir $(BUILD) --output-on-failure
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DSPARSEFILL_SANITIZE=ON -DSPARSEFILL_CUDA=OFF >/dev/null
+	cmake --build $(BUILD)-asan -j $(MAX_JOBS)
+	ctest --test-dir $(BUILD)-asan --output-on-failure
+
+pytest: build
+	$(PY) -m pytest -q test
+
+test: system-deps build
+	$(PY) tools/codegen/gen_elementwise.py --check
+	$(MAKE) --no-print-directory ctest
+	$(MAKE) --no-print-directory pytest
+
+demo: build
+	$(PY) examples/membrane_potential.py
+
+bench: build
+	OMP_NUM_THREADS=2 $(PY) bench/bench.py
+
+clean:
+	rm -rf $(BUILD) build torch_sparsefill/*.so *.egg-info $(VENV)/.built

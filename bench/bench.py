@@ -1,0 +1,120 @@
+"""torch_sparsefill benchmark table (`make bench`).
+
+Every row times one of our operations and an anchor measured in the same run
+(torch's own operation on the same data), and prints the ratio ours/anchor:
+below 1 is faster than the anchor. Timings are the median of repeated runs
+after a warm-up, on the threads torch is given (make bench sets 2).
+
+Usage: python bench/bench.py [--quick] [--rows substring]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import warnings
+
+import torch
+
+import torch_sparsefill as sf
+
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+
+
+def timeit(fn, *, repeat=7, min_time=0.2) -> float:
+    """Median seconds per call; loops each sample until it lasts min_time/repeat."""
+    fn()
+    start = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - start, 1e-7)
+    inner = max(1, int(min_time / repeat / once))
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - start) / inner)
+    return statistics.median(samples)
+
+
+def fmt(seconds: float) -> str:
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:8.2f} {unit}"
+    return f"{seconds / 1e-9:8.0f} ns"
+
+
+def random_coo(shape, density, fill, seed=0, dtype=torch.float32):
+    """(SparseFillTensor, native torch COO with the same pattern and values)."""
+    g = torch.Generator().manual_seed(seed)
+    numel = 1
+    for s in shape:
+        numel *= s
+    nse = int(numel * density)
+    linear = torch.randperm(numel, generator=g)[:nse].sort().values
+    idx = torch.stack(torch.unravel_index(linear, shape))
+    values = torch.randn(nse, generator=g, dtype=dtype) + 10  # never equal to the fill
+    A = sf.sparse_coo_tensor(idx, values, shape, fill_value=fill)
+    native = torch.sparse_coo_tensor(idx, values, shape, check_invariants=False).coalesce()
+    return A, native
+
+
+def rows(quick: bool):
+    """Yield (name, ours, anchor name, anchor) with zero-argument callables."""
+    m = 2000 if quick else 4000
+    A, N = random_coo((m, m), 0.01, 5.0)
+    A0, _ = random_coo((m, m), 0.01, 0.0)
+    yield (f"to_dense {m}x{m} 1%, fill 5", A.to_dense, "torch COO to_dense", N.to_dense)
+    yield (f"to_dense {m}x{m} 1%, fill 0", A0.to_dense, "torch COO to_dense", N.to_dense)
+    D = A.to_dense()
+    Dz = N.to_dense()
+    yield (f"dense->sparse {m}x{m} 1%, fill 5", lambda: sf.to_sparse(D, fill_value=5.0),
+           "torch to_sparse (fill 0)", Dz.to_sparse)
+    yield (f"COO->CSR {m}x{m} 1%", A.to_sparse_csr, "torch to_sparse_csr", N.to_sparse_csr)
+    C, NC = A.to_sparse_csr(), N.to_sparse_csr()
+    yield (f"CSR->COO {m}x{m} 1%", C.to_sparse_coo, "torch to_sparse_coo", NC.to_sparse_coo)
+
+    n = 1_000_000 if quick else 10_000_000
+    big, big_native = random_coo((n,), 0.5, 5.0, seed=1)
+    big0, _ = random_coo((n,), 0.5, 0.0, seed=1)
+    values = big.values()
+    yield (f"exp, {n // 2:,} stored fp32, fill 5", lambda: torch.exp(big),
+           "torch.exp(values)", lambda: torch.exp(values))
+    yield (f"exp, {n // 2:,} stored fp32, fill 0", lambda: torch.exp(big0),
+           "torch.exp(values)", lambda: torch.exp(values))
+    twin = big._with(big.values() * 2, big._fill_value())
+    twin_native = torch.sparse_coo_tensor(big_native.indices(), big_native.values() * 2,
+                                          big_native.shape, check_invariants=False).coalesce()
+    yield (f"add same pattern, {n // 2:,} stored", lambda: twin + big,
+           "torch COO + COO", lambda: twin_native + big_native)
+    other, other_native = random_coo((n,), 0.5, -1.0, seed=2)
+    yield (f"add union pattern, {n // 2:,} + {n // 2:,} stored", lambda: big + other,
+           "torch COO + COO", lambda: big_native + other_native)
+
+    tiny, tiny_native = random_coo((3,), 1.0, 5.0, seed=3)
+    yield ("per-op overhead: A * 2, 3 elements", lambda: tiny * 2,
+           "torch COO * 2", lambda: tiny_native * 2)
+    yield ("per-op overhead: -A, 3 elements", lambda: -tiny, "torch COO neg", lambda: -tiny_native)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for smoke tests")
+    parser.add_argument("--rows", default="", help="only rows whose name contains this")
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    header = f"{'operation':<44} {'ours':>11}   {'anchor':<26} {'anchor time':>11}  {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    for name, ours, anchor_name, anchor in rows(args.quick):
+        if args.rows not in name:
+            continue
+        t_ours, t_anchor = timeit(ours), timeit(anchor)
+        print(f"{name:<44} {fmt(t_ours):>11}   {anchor_name:<26} {fmt(t_anchor):>11}  "
+              f"{t_ours / t_anchor:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
