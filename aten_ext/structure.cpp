@@ -274,14 +274,20 @@ static std::tuple<Tensor, Tensor, Tensor> from_dense_kernel(const Tensor& self,
               "sparsefill: fill_value of shape ", fill_in.sizes(),
               " is not broadcastable to the dense part's shape ", dense_shape);
   Tensor fill = fill_in.to(self.scalar_type());
-  Tensor equal = at::eq(self, fill);
-  if (at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type())) {
-    equal = at::logical_or(equal, at::logical_and(at::isnan(self), at::isnan(fill)));
-  }
-  Tensor differs = at::logical_not(equal);
-  for (int64_t d = self.dim() - 1; d >= sparse_dim; --d) differs = differs.any(d);
-  Tensor indices = at::nonzero(differs).t().contiguous();
-  Tensor values = self.index({differs});
+  // x != fill decides alone unless the fill holds a NaN (NaN != NaN is true).
+  const bool nan_fill = (at::isFloatingType(self.scalar_type()) ||
+                         at::isComplexType(self.scalar_type())) &&
+                        at::isnan(fill).any().item<bool>();
+  Tensor differs = nan_fill ? at::logical_not(at::logical_or(
+                                  at::eq(self, fill), at::logical_and(at::isnan(self), at::isnan(fill))))
+                            : at::ne(self, fill);
+  int64_t rows = 1, dense_numel = 1;
+  for (int64_t d = 0; d < sparse_dim; ++d) rows *= self.size(d);
+  for (auto s : dense_shape) dense_numel *= s;
+  if (self.dim() > sparse_dim) differs = differs.reshape({rows, dense_numel}).any(1);
+  Tensor positions = at::nonzero(differs.reshape({-1})).view({-1});
+  Tensor indices = coo_delinearize(positions, self.sizes().slice(0, sparse_dim));
+  Tensor values = self.reshape(cat_sizes({rows}, dense_shape)).index_select(0, positions);
   return {indices, values.contiguous(), fill.clone()};
 }
 

@@ -118,17 +118,17 @@ def _try_elementwise(op_name, func, args, kwargs):
         if len(args) != 2 or not all(isinstance(x, SparseFillTensor) for x in args):
             return None
         a, b = (_coalesced(x) for x in args)
-        if a.shape != b.shape:
+        if a._sf_size != b._sf_size:
             raise RuntimeError(f"torch_sparsefill: {resolve_name(func)}: operands must have the "
                                f"same size (no broadcasting between sparse operands), got "
-                               f"{tuple(a.shape)} and {tuple(b.shape)}")
+                               f"{a._sf_size} and {b._sf_size}")
         extra = _extra_args(spec, kwargs, func)
         if _same_pattern(a, b):
             same = getattr(_ops, op_name + "_same")
             values, fill = same(a._sf_values, a._sf_fill, b._sf_values, b._sf_fill, *extra)
             return a._with(values, fill)
         values, fill, indices = op(a._coo_indices(), a._sf_values, a._sf_fill, b._coo_indices(),
-                                   b._sf_values, b._sf_fill, list(a.shape), *extra)
+                                   b._sf_values, b._sf_fill, list(a._sf_size), *extra)
         return a._from_coo(a.layout, indices, values, fill)
     raise AssertionError(kind)
 
@@ -166,3 +166,7 @@ def torch_dispatch(func, types, args, kwargs):
     raise NotImplementedError(
         f"torch_sparsefill: {func} reached a SparseFillTensor below autograd; it has no "
         f"fill-value semantics yet (call .to_dense() for a dense computation)")
+
+
+SparseFillTensor._route_function = staticmethod(torch_function)
+SparseFillTensor._route_dispatch = staticmethod(torch_dispatch)

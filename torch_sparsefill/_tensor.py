@@ -49,6 +49,7 @@ class SparseFillTensor(torch.Tensor):
     _sf_fill: torch.Tensor
     _sf_coalesced: bool
     _sf_layout: torch.layout
+    _sf_size: tuple
 
     @staticmethod
     def __new__(cls, layout, size, values, fill, *, indices=None, crow=None, col=None,
@@ -58,6 +59,7 @@ class SparseFillTensor(torch.Tensor):
             cls, tuple(size), dtype=values.dtype, device=values.device, layout=layout,
             requires_grad=False, dispatch_layout=True)
         self._sf_layout = layout
+        self._sf_size = tuple(size)
         self._sf_indices = indices
         self._sf_crow = crow
         self._sf_col = col
@@ -71,17 +73,17 @@ class SparseFillTensor(torch.Tensor):
 
     # ---- routing hooks (see _routing.py) -----------------------------------
 
+    # Set by _routing at import (it needs this class first).
+    _route_function = None
+    _route_dispatch = None
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from ._routing import torch_function
-
-        return torch_function(func, types, args, kwargs or {})
+        return SparseFillTensor._route_function(func, types, args, kwargs or {})
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        from ._routing import torch_dispatch
-
-        return torch_dispatch(func, types, args, kwargs or {})
+        return SparseFillTensor._route_dispatch(func, types, args, kwargs or {})
 
     # ---- structure ----------------------------------------------------------
 
@@ -93,8 +95,9 @@ class SparseFillTensor(torch.Tensor):
             indices, coalesced = self._sf_indices, self._sf_coalesced
         if layout == torch.sparse_csr and crow is None:
             crow, col = self._sf_crow, self._sf_col
-        size = tuple(self.shape[: self.sparse_dim()]) + tuple(values.shape[1:]) \
-            if size is None else size
+        if size is None:
+            size = self._sf_size[: self._sf_size.__len__() - self.dense_dim()] + \
+                tuple(values.shape[1:])
         return SparseFillTensor(layout, size, values, fill, indices=indices, crow=crow,
                                 col=col, coalesced=bool(coalesced))
 
@@ -108,15 +111,15 @@ class SparseFillTensor(torch.Tensor):
     def _from_coo(self, layout, indices, values, fill):
         """A tensor of `layout` from coalesced COO parts, with this one's size."""
         if layout == torch.sparse_csr:
-            crow = _ops.crow_from_rows(indices[0].contiguous(), self.shape[0])
-            return SparseFillTensor(layout, self.shape, values, fill, crow=crow,
+            crow = _ops.crow_from_rows(indices[0].contiguous(), self._sf_size[0])
+            return SparseFillTensor(layout, self._sf_size, values, fill, crow=crow,
                                     col=indices[1].contiguous())
-        return SparseFillTensor(layout, self.shape, values, fill, indices=indices,
+        return SparseFillTensor(layout, self._sf_size, values, fill, indices=indices,
                                 coalesced=True)
 
     def _unspecified_count(self) -> int:
         """How many sparse positions hold no stored element (coalesced)."""
-        return _prod(self.shape[: self.sparse_dim()]) - self._sf_values.shape[0]
+        return _prod(self._sf_size[: self.sparse_dim()]) - self._sf_values.shape[0]
 
     # ---- the public surface -------------------------------------------------
 
@@ -217,7 +220,7 @@ class SparseFillTensor(torch.Tensor):
         if self._sf_coalesced:
             return self
         indices, values = _ops.coo_coalesce(self._sf_indices, self._sf_values,
-                                            list(self.shape[: self.sparse_dim()]))
+                                            list(self._sf_size[: self.sparse_dim()]))
         return self._with(values, self._sf_fill, indices=indices, coalesced=True)
 
     def to_dense(self, dtype=None, *, masked_grad=None) -> torch.Tensor:
@@ -236,7 +239,7 @@ class SparseFillTensor(torch.Tensor):
             raise NotImplementedError(
                 "to_dense(masked_grad=True): masked gradients contradict fill semantics")
         src = self.coalesce() if self.layout == torch.sparse_coo else self
-        out = _ops.to_dense(src._coo_indices(), src._sf_values, src._sf_fill, list(self.shape))
+        out = _ops.to_dense(src._coo_indices(), src._sf_values, src._sf_fill, list(self._sf_size))
         return out if dtype is None else out.to(dtype)
 
     def to_sparse_coo(self) -> "SparseFillTensor":
@@ -384,7 +387,8 @@ class SparseFillTensor(torch.Tensor):
         def val(t):
             return fn(t, False) if with_kind else fn(t)
 
-        return SparseFillTensor(self.layout, self.shape, val(self._sf_values), val(self._sf_fill),
+        return SparseFillTensor(self.layout, self._sf_size, val(self._sf_values),
+                                val(self._sf_fill),
                                 indices=idx(self._sf_indices), crow=idx(self._sf_crow),
                                 col=idx(self._sf_col), coalesced=self._sf_coalesced)
 
@@ -400,7 +404,7 @@ class SparseFillTensor(torch.Tensor):
         else:
             parts = [field("indices", self._sf_indices)]
         parts.append(field("values", self._sf_values))
-        tail = (f"size={tuple(self.shape)}, nse={self.nse()}, "
+        tail = (f"size={self._sf_size}, nse={self.nse()}, "
                 f"{field('fill_value', self._sf_fill)}, layout={self.layout}")
         if self.layout == torch.sparse_coo and not self._sf_coalesced:
             tail += ", coalesced=False"
@@ -415,7 +419,7 @@ class SparseFillTensor(torch.Tensor):
         comps = [None if t is None else t.detach() for t in
                  (self._sf_indices, self._sf_crow, self._sf_col, self._sf_values, self._sf_fill)]
         return (_rebuild_sparsefill,
-                (str(self.layout).split(".")[-1], tuple(self.shape), *comps,
+                (str(self.layout).split(".")[-1], self._sf_size, *comps,
                  self._sf_coalesced, self.requires_grad))
 
     def __deepcopy__(self, memo):
@@ -423,7 +427,7 @@ class SparseFillTensor(torch.Tensor):
             return memo[id(self)]
         comps = [None if t is None else copy.deepcopy(t.detach(), memo) for t in
                  (self._sf_indices, self._sf_crow, self._sf_col, self._sf_values, self._sf_fill)]
-        out = _rebuild_sparsefill(str(self.layout).split(".")[-1], tuple(self.shape), *comps,
+        out = _rebuild_sparsefill(str(self.layout).split(".")[-1], self._sf_size, *comps,
                                   self._sf_coalesced, self.requires_grad)
         memo[id(self)] = out
         return out
