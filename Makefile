@@ -4,6 +4,7 @@
 #   make test    codegen check, C core GoogleTest (ctest), pytest
 #   make bench   benchmark table (ratios against torch in the same run)
 #   make gen     regenerate element-wise code from tools/codegen/elementwise.yaml
+#   make fuzz    libFuzzer on the C core (FUZZ_RUNS executions, default 10 million)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -17,7 +18,9 @@ export MAX_JOBS ?= 2
 SOURCES := setup.py $(wildcard aten_ext/*.h aten_ext/*.cpp aten_ext/generated/*.cpp \
            aten_ext/cpu/*.c aten_ext/cpu/*.h aten_ext/cuda/*.cu aten_ext/cuda/*.h)
 
-.PHONY: all demo test bench build gen ctest pytest system-deps clean
+FUZZ_RUNS ?= 10000000
+
+.PHONY: all demo test bench build gen ctest pytest system-deps clean fuzz
 
 all: build
 
@@ -59,6 +62,15 @@ ctest: system-deps
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DSPARSEFILL_SANITIZE=ON -DSPARSEFILL_CUDA=OFF >/dev/null
 	cmake --build $(BUILD)-asan -j $(MAX_JOBS)
 	ctest --test-dir $(BUILD)-asan --output-on-failure
+
+# Seeds are committed in test/fuzz/corpus; new finds go to build/fuzz-corpus.
+fuzz:
+	@command -v clang >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq clang libclang-rt-14-dev >/dev/null; }
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DSPARSEFILL_FUZZ=ON -DBUILD_TESTING=OFF -DSPARSEFILL_CUDA=OFF >/dev/null
+	cmake --build $(BUILD)-fuzz --target fuzz_core -j $(MAX_JOBS)
+	mkdir -p $(BUILD)-fuzz/corpus
+	$(BUILD)-fuzz/fuzz_core -runs=$(FUZZ_RUNS) -print_final_stats=1 \
+	  -artifact_prefix=$(BUILD)-fuzz/ $(BUILD)-fuzz/corpus test/fuzz/corpus
 
 pytest: build
 	$(PY) -m pytest -q test

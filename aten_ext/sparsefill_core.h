@@ -71,7 +71,9 @@ sf_status sf_sizes_numel(int64_t *numel, const int64_t *sizes, int64_t ndim);
 sf_status sf_coo_check(sf_site *site, int *is_coalesced, const int64_t *indices,
                        int64_t sparse_dim, int64_t nse, const int64_t *sizes);
 
-/* linear[k] = row-major linear index of element k. Assumes checked indices. */
+/* linear[k] = row-major linear index of element k. Errors: SF_ERR_INDEX_*
+ * for an index outside its dimension (checked on the way: an unchecked index
+ * would silently address another element), SF_ERR_OVERFLOW for sizes. */
 sf_status sf_coo_linearize(int64_t *linear, const int64_t *indices,
                            int64_t sparse_dim, int64_t nse,
                            const int64_t *sizes);

@@ -369,6 +369,18 @@ class SparseFillTensor(torch.Tensor):
         """The autograd node that produced the values (None for leaves)."""
         return self._sf_values.grad_fn or self._sf_fill.grad_fn
 
+    def to_scipy(self, *, format=None):
+        """``(scipy.sparse array, fill)``; see :func:`torch_sparsefill.from_scipy`."""
+        from ._interop import to_scipy
+
+        return to_scipy(self, format=format)
+
+    def to_pydata(self):
+        """This tensor as pydata ``sparse.COO``/``sparse.GCXS``, fill included."""
+        from ._interop import to_pydata
+
+        return to_pydata(self)
+
     # ---- helpers --------------------------------------------------------------
 
     def _require(self, layout, what):

@@ -50,12 +50,24 @@ sf_status sf_coo_linearize(int64_t *linear, const int64_t *indices, int64_t spar
     for (int64_t k = 0; k < nse; ++k) linear[k] = 0;
     return SF_OK;
   }
-  /* Row by row over the index matrix: contiguous reads. */
-  for (int64_t k = 0; k < nse; ++k) linear[k] = indices[k];
-  for (int64_t d = 1; d < sparse_dim; ++d) {
+  /* Row by row over the index matrix: contiguous reads. Bounds are checked
+   * on the way (an unchecked index would land on another element). */
+  for (int64_t d = 0; d < sparse_dim; ++d) {
     const int64_t *row = indices + d * nse;
     const int64_t size = sizes[d];
-    for (int64_t k = 0; k < nse; ++k) linear[k] = linear[k] * size + row[k];
+    int bad = 0;
+    for (int64_t k = 0; k < nse; ++k) bad |= (row[k] < 0) | (row[k] >= size);
+    if (bad) {
+      for (int64_t k = 0; k < nse; ++k) {
+        SF_FAIL_IF(row[k] < 0, SF_ERR_INDEX_NEGATIVE);
+        SF_FAIL_IF(row[k] >= size, SF_ERR_INDEX_OUT_OF_RANGE);
+      }
+    }
+    if (d == 0) {
+      for (int64_t k = 0; k < nse; ++k) linear[k] = row[k];
+    } else {
+      for (int64_t k = 0; k < nse; ++k) linear[k] = linear[k] * size + row[k];
+    }
   }
   return SF_OK;
 }

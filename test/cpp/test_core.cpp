@@ -161,6 +161,17 @@ TEST(Linearize, ZeroSparseDims) {
   EXPECT_EQ(linear, (Vec{0, 0}));
 }
 
+TEST(Linearize, RejectsOutOfRange) {
+  Vec sizes{2, 3};
+  Vec indices{0, 1, /* cols */ 2, 3};  // (1, 3) would alias element (2, 0)
+  Vec linear(2);
+  EXPECT_EQ(sf_coo_linearize(linear.data(), indices.data(), 2, 2, sizes.data()),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  indices[0] = -1;
+  EXPECT_EQ(sf_coo_linearize(linear.data(), indices.data(), 2, 2, sizes.data()),
+            SF_ERR_INDEX_NEGATIVE);
+}
+
 TEST(Delinearize, RejectsOutOfRange) {
   Vec sizes{2, 3};
   Vec linear{6};

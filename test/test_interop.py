@@ -1,0 +1,96 @@
+"""scipy.sparse and pydata sparse interop: round trips on every shared matrix
+(the fill travels), and a differential test against pydata sparse, the one
+other library with fill values: the same element-wise ops on the same data
+give the same values and fill."""
+import math
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse
+import sparse
+import torch
+
+import sf_testing as T
+import torch_sparsefill as sf
+
+MATRICES = sorted(T.MATRICES.glob("*.mtx"))
+
+
+def test_matrices_present():
+    assert len(MATRICES) >= 17
+
+
+@pytest.mark.parametrize("path", MATRICES, ids=lambda p: p.stem)
+def test_round_trips_on_real_matrices(path):
+    m = scipy.io.mmread(str(path))
+    m = scipy.sparse.coo_array(m)
+    dense = m.toarray()
+    for fmt in ("coo", "csr"):
+        A = sf.from_scipy(m.asformat(fmt), fill_value=-1.5)
+        assert A.layout == (torch.sparse_csr if fmt == "csr" else torch.sparse_coo)
+        expected = np.where(_stored_mask(m), dense, -1.5)
+        np.testing.assert_array_equal(A.to_dense().numpy(), expected)
+        back, fill = A.to_scipy()
+        assert fill == -1.5 and back.format == fmt
+        np.testing.assert_array_equal(back.toarray(), _summed(m).toarray())
+        P = A.to_pydata()
+        assert P.fill_value == -1.5
+        np.testing.assert_array_equal(P.todense(), expected)
+        B = sf.from_pydata(P)
+        assert B.layout == A.layout
+        torch.testing.assert_close(B.to_dense(), A.to_dense())
+
+
+def _stored_mask(m):
+    mask = np.zeros(m.shape, dtype=bool)
+    mask[m.row, m.col] = True
+    return mask
+
+
+def _summed(m):
+    s = m.copy()
+    s.sum_duplicates()
+    return s
+
+
+def test_uncanonical_scipy_csr_is_summed_and_sorted():
+    m = scipy.sparse.csr_array((np.array([1., 2., 3.]), np.array([2, 0, 2]), np.array([0, 3])),
+                               shape=(1, 3))
+    assert not m.has_canonical_format
+    A = sf.from_scipy(m, fill_value=7.)
+    np.testing.assert_array_equal(A.to_dense().numpy(), [[2., 7., 4.]])
+
+
+def test_scipy_errors():
+    with pytest.raises(TypeError, match="scipy.sparse"):
+        sf.from_scipy(np.ones((2, 2)))
+    with pytest.raises(NotImplementedError, match="hybrid"):
+        sf.sparse_coo_tensor([[0]], [[1., 2.]], (2, 2)).to_scipy()
+    with pytest.raises(NotImplementedError, match="2-D"):
+        sf.full((2, 2, 2), 1.).to_scipy()
+
+
+def _pydata_pair(seed, fill, shape=(6, 5), density=0.3):
+    rng = np.random.default_rng(seed)
+    dense = rng.standard_normal(shape)
+    dense[rng.random(shape) > density] = fill
+    return sparse.COO.from_numpy(dense, fill_value=fill)
+
+
+@pytest.mark.parametrize("fill", [0.0, 2.5, -1.0, math.inf])
+@pytest.mark.parametrize("layout", T.LAYOUTS)
+def test_differential_against_pydata(fill, layout):
+    s1, s2 = _pydata_pair(1, fill), _pydata_pair(2, -0.5)
+    A, B = sf.from_pydata(s1, layout=layout), sf.from_pydata(s2, layout=layout)
+    cases = [
+        (np.exp(s1), torch.exp(A)),
+        (-s1, -A),
+        (s1 * 3.0, A * 3.0),
+        (s1 + s2, A + B),
+    ]
+    for expected, ours in cases:
+        np.testing.assert_allclose(ours.to_dense().numpy(), expected.todense(), rtol=1e-12)
+        np.testing.assert_allclose(ours.fill_value().item(), expected.fill_value, rtol=1e-12)
+        back = ours.to_pydata()
+        np.testing.assert_allclose(back.todense(), expected.todense(), rtol=1e-12)
