@@ -14,7 +14,8 @@ from torch.utils import cpp_extension
 
 ROOT = Path(__file__).parent.resolve()
 C_CORE = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "aten_ext" / "cpu").glob("*.c"))
-CXX_SOURCES = ["aten_ext/structure.cpp", "aten_ext/generated/elementwise.cpp"]
+CXX_SOURCES = ["aten_ext/structure.cpp"] + sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "aten_ext" / "generated").glob("*.cpp"))
 
 
 def cuda_wanted() -> bool:

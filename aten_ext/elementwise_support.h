@@ -11,7 +11,11 @@
 
 #include "sf_glue.h"
 
+#include <ATen/ScalarOps.h>
 #include <torch/autograd.h>
+
+#include <optional>
+#include <string>
 
 namespace sparsefill {
 
@@ -83,6 +87,15 @@ inline std::pair<Tensor, Tensor> split_union_grad(const Tensor& g_union, const T
   Tensor g_fill = grad_to(g_fill_from_fill, fill) +
                   grad_to(g_union.index_select(0, from_fill).sum(0), fill);
   return {g_values, g_fill};
+}
+
+// Where clamp(self, min, max) passes self through (its gradient is 1 there).
+inline Tensor clamp_mask(const Tensor& self, const std::optional<at::Scalar>& min,
+                         const std::optional<at::Scalar>& max) {
+  Tensor mask = at::ones_like(self, self.options().dtype(at::kBool));
+  if (min.has_value()) mask = mask & (self >= *min);
+  if (max.has_value()) mask = mask & (self <= *max);
+  return mask;
 }
 
 inline Tensor defined_or_zeros(const Tensor& g, const Tensor& like) {

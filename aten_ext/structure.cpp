@@ -260,6 +260,25 @@ static Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor
   return out;
 }
 
+// Stored elements that equal the fill (NaN equals NaN; a hybrid position
+// goes when its whole dense part does), dropped. Differentiable w.r.t. values.
+static std::tuple<Tensor, Tensor> eliminate_fill(const Tensor& indices, const Tensor& values,
+                                                 const Tensor& fill) {
+  TORCH_CHECK(values.dim() >= 1 && indices.dim() == 2 && values.size(0) == indices.size(1),
+              "sparsefill: eliminate_fill needs indices (sparse_dim, nse) and values (nse, ...), "
+              "got ", indices.sizes(), " and ", values.sizes());
+  Tensor v = values.detach();
+  Tensor f = fill.detach().to(v.scalar_type());
+  Tensor same = at::eq(v, f);
+  if (at::isFloatingType(v.scalar_type()) || at::isComplexType(v.scalar_type())) {
+    same = at::logical_or(same, at::logical_and(at::isnan(v), at::isnan(f)));
+  }
+  same = same.reshape({v.size(0), -1}).all(1);
+  if (v.size(0) == 0) same = at::zeros({0}, v.options().dtype(at::kBool));
+  Tensor keep = at::nonzero(at::logical_not(same)).view({-1});
+  return {indices.index_select(1, keep), values.index_select(0, keep)};
+}
+
 // ---- from_dense: strided -> (indices, values, fill) ------------------------
 
 // Stored = sparse positions where some element of the dense part differs from
@@ -367,6 +386,7 @@ TORCH_LIBRARY(sparsefill, m) {
   m.def("gather_with_fill(Tensor values, Tensor fill, Tensor src) -> Tensor");
   m.def("to_dense(Tensor indices, Tensor values, Tensor fill, int[] size) -> Tensor");
   m.def("from_dense(Tensor self, Tensor fill, int sparse_dim) -> (Tensor indices, Tensor values, Tensor fill)");
+  m.def("eliminate_fill(Tensor indices, Tensor values, Tensor fill) -> (Tensor indices, Tensor values)");
 }
 
 TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
@@ -393,4 +413,5 @@ TORCH_LIBRARY_IMPL(sparsefill, Autograd, m) {
 TORCH_LIBRARY_IMPL(sparsefill, CompositeImplicitAutograd, m) {
   m.impl("coo_coalesce", &sparsefill::coo_coalesce);
   m.impl("to_dense", &sparsefill::to_dense);
+  m.impl("eliminate_fill", &sparsefill::eliminate_fill);
 }

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import torch
 
 import torch_sparsefill as sf
@@ -93,49 +94,137 @@ def check_result(out, expected_dense, layout):
 
 # ---- element-wise checks used by the generated tests ------------------------
 
-def _operand(case: Case, layout, domain, seed=0):
-    return random_tensor(case.pattern, case.fill, layout, seed=seed, domain=domain)
+@dataclass(frozen=True)
+class OpSpec:
+    """What the generated tests need to know about one YAML op."""
+    name: str
+    func: object
+    kind: str
+    domain: str = "real"
+    dtypes: str = "float"
+    scalars: tuple = (2.5, -3, 0)
+    test_args: tuple = ()
+    reflected: tuple = ()
+    differentiable: bool = True
+    smooth: bool = False
+    number: bool = True
 
 
-def check_unary(func, case, layout, domain="real"):
-    A = _operand(case, layout, domain)
-    out = func(A)
-    check_result(out, func(A.to_dense()), layout)
-    assert_dense_equal(out.fill_value(), func(A.fill_value()))
-    assert out.nse() <= A.nse()
+def _retype(A: sf.SparseFillTensor, dtypes: str, domain: str) -> sf.SparseFillTensor:
+    """A test tensor of the op's dtype family and input domain."""
+    v, f = A._values().detach(), A._fill_value().detach()
+    if dtypes == "bool":
+        v, f = v > 0, torch.nan_to_num(f, nan=1.0) != 0
+    elif dtypes == "int":
+        v = (v * 5).round().to(torch.int64)
+        f = torch.nan_to_num(f, nan=5.0, posinf=3.0, neginf=-3.0).round().to(torch.int64)
+    elif dtypes == "complex":
+        v = torch.complex(v, v.flip(0) if v.shape[0] else v)
+        f = torch.complex(f, torch.full_like(f, 0.5))
+    else:
+        v = _in_domain(v, domain)
+    return A._with(v, f)
 
 
-def check_scalar(func, case, layout, domain="real"):
-    A = _operand(case, layout, domain)
-    for other in (2.5, -3, 0, True):
-        check_result(func(A, other), func(A.to_dense(), other), layout)
+def _in_domain(v, domain):
+    if domain == "positive":
+        return v.abs() + 0.1
+    if domain == "unit":
+        return torch.tanh(v) * 0.9
+    if domain == "unit01":
+        return torch.sigmoid(v) * 0.8 + 0.1
+    if domain == "ge1":
+        return v.abs() + 1.1
+    return v
 
 
-def check_binary(func, case, layout, domain="real"):
-    A = _operand(case, layout, domain)
+def _operand(case: Case, layout, spec: OpSpec, seed=0):
+    A = random_tensor(case.pattern, case.fill, layout, seed=seed)
+    return _retype(A.coalesce() if layout == torch.sparse_coo and case.pattern != "duplicates"
+                   else A, spec.dtypes, spec.domain)
+
+
+def _second_operands(A: sf.SparseFillTensor, case: Case, layout, spec: OpSpec):
+    """Second operands of a binary op: other patterns, the same pattern, numbers,
+    and strided tensors over the dense part and over everything."""
+    pattern = case.pattern if case.pattern != "duplicates" else "random"
+    if spec.dtypes == "mask":
+        def mask(seed, fill):
+            M = random_tensor(pattern, fill, layout, seed=seed)
+            return M._with(M._values() > 0, M._fill_value() != 0)
+        B = [mask(1, 1.0), mask(2, 0.0)]
+        dense = A.to_dense() > 0.3
+        return B + [dense, dense[(0,) * A.sparse_dim()]]
+    kind = "float" if spec.dtypes in ("mask",) else spec.dtypes
+    out = []
     for seed, fill in ((1, 6.0), (2, case.fill), (3, -math.inf)):
-        B = random_tensor(case.pattern if case.pattern != "duplicates" else "random", fill,
-                          layout, seed=seed, domain=domain)
-        check_result(func(A, B), func(A.to_dense(), B.to_dense()), layout)
-    # Same pattern, other values: the no-merge path.
-    A = A.coalesce() if layout == torch.sparse_coo else A
-    B = A._with(A._values() * 2 + 1, A._fill_value() - 1)
-    check_result(func(A, B), func(A.to_dense(), B.to_dense()), layout)
+        out.append(_retype(random_tensor(pattern, fill, layout, seed=seed), kind, spec.domain))
+    base = A.coalesce() if layout == torch.sparse_coo else A
+    out.append(_retype(base._with(base._values().flip(0), base._fill_value() * 0.5 + 1),
+                       kind, spec.domain))
+    out += list(spec.scalars)
+    dense = out[0].to_dense()
+    out.append(dense[(0,) * A.sparse_dim()].clone())  # over the dense part
+    out.append(dense)                                  # over everything: a dense result
+    return out
 
 
-def check_route_unary(func):
-    A = random_tensor("random", 1.5)
-    assert_dense_equal(func(A).to_dense(), func(A.to_dense()))
+def _dense(x):
+    return x.to_dense() if isinstance(x, sf.SparseFillTensor) else x
 
 
-def check_route_scalar(func):
-    A = random_tensor("random", 1.5)
-    assert_dense_equal(func(A, 3.0).to_dense(), func(A.to_dense(), 3.0))
+def _compare(out, expected):
+    if isinstance(out, sf.SparseFillTensor):
+        out = out.to_dense()
+    assert_dense_equal(out, expected)
 
 
-def check_route_binary(func):
-    A, B = random_tensor("random", 1.5, seed=1), random_tensor("random", -0.5, seed=2)
-    assert_dense_equal(func(A, B).to_dense(), func(A.to_dense(), B.to_dense()))
+def check_op(spec: OpSpec, case: Case, layout):
+    A = _operand(case, layout, spec)
+    if spec.kind == "unary":
+        out = spec.func(A, *spec.test_args)
+        assert isinstance(out, sf.SparseFillTensor) and out.layout == layout
+        _compare(out, spec.func(A.to_dense(), *spec.test_args))
+        assert_dense_equal(out.fill_value(), spec.func(A.fill_value(), *spec.test_args))
+        return
+    for B in _second_operands(A, case, layout, spec):
+        _compare_or_raise(spec.func, A, B, spec.test_args)
+        if _is_number(B) or isinstance(B, sf.SparseFillTensor):
+            for r in spec.reflected:  # number op A, B op A
+                _compare_or_raise(r, A, B, spec.test_args)
+
+
+def _compare_or_raise(func, A, B, args):
+    """Ours equals torch's dense result, or raises where torch raises."""
+    try:
+        expected = func(A.to_dense(), _dense(B), *args)
+    except (TypeError, RuntimeError):
+        with pytest.raises((TypeError, RuntimeError, NotImplementedError)):
+            func(A, B, *args)
+        return
+    _compare(func(A, B, *args), expected)
+
+
+def _takes_numbers(func, args) -> bool:
+    try:
+        func(torch.ones(2, dtype=torch.float64), 1.75, *args)
+    except (TypeError, RuntimeError):
+        return False
+    return True
+
+
+def _is_number(x):
+    return isinstance(x, (int, float, bool, complex)) and not isinstance(x, torch.Tensor)
+
+
+def check_route(spec: OpSpec, func):
+    case = Case("random", 1.5)
+    A = _operand(case, torch.sparse_coo, spec)
+    if spec.kind == "unary":
+        _compare(func(A, *spec.test_args), func(A.to_dense(), *spec.test_args))
+    else:
+        B = _second_operands(A, case, torch.sparse_coo, spec)[0]
+        _compare(func(A, B, *spec.test_args), func(A.to_dense(), B.to_dense(), *spec.test_args))
 
 
 # ---- gradients ------------------------------------------------------------------
@@ -175,70 +264,107 @@ def check_dense_gradients(fn_sparse, fn_dense, A: sf.SparseFillTensor):
     torch.testing.assert_close(A._fill_value().grad.expand_as(expected_fill), expected_fill)
 
 
-def gradcheck_unary(func, layout, second_order=False, domain="real"):
-    for fill in (0.0, 1.5):
-        idx, v, f, size = _leaf_parts(3, fill, layout, domain)
-
-        def fn(v, f):
-            return func(_build(layout, idx, v, f, size)).to_dense()
-
-        assert torch.autograd.gradcheck(fn, (v, f))
-        if second_order:
-            assert torch.autograd.gradgradcheck(fn, (v, f))
-        check_dense_gradients(func, func, random_tensor("random", fill, layout, seed=4,
-                                                        domain=domain))
+def _leaf(seed, fill, layout, spec, pattern="random"):
+    idx, v, f, size = _leaf_parts(seed, fill, layout, "real", pattern)
+    v = _in_domain(v.detach(), spec.domain).requires_grad_()
+    f = _in_domain(f.detach(), spec.domain).requires_grad_()
+    return idx, v, f, size
 
 
-def gradcheck_scalar(func, layout, second_order=False, domain="real"):
-    idx, v, f, size = _leaf_parts(5, 1.5, layout, domain)
+def check_gradients(spec: OpSpec, layout):
+    """float64 gradcheck on (values, fill) [and the other operand], the dense
+    gradients, and gradgradcheck for smooth ops. Non-differentiable ops must
+    give results that do not require grad or whose gradient is zero."""
+    args = spec.test_args
+    if not spec.differentiable or spec.dtypes in ("bool", "int", "complex"):
+        return _check_not_differentiable(spec, layout)
+    ia, va, fa, size = _leaf(7, 0.7, layout, spec)
+    if spec.kind == "unary":
+        fns = [(lambda v, f: spec.func(_build(layout, ia, v, f, size), *args).to_dense(), (va, fa))]
+        dense_check = (lambda t: spec.func(t, *args), lambda t: spec.func(t, *args))
+    else:
+        ib, vb, fb, _ = _leaf(8, 1.3, layout, spec)
+        if spec.dtypes == "mask":
+            m = random_tensor("random", 1.0, layout, seed=8)
+            M = m._with(m._values() > 0, m._fill_value() != 0)
+            fns = [(lambda va, fa: spec.func(_build(layout, ia, va, fa, size), M, *args).to_dense(),
+                    (va, fa))]
+            dense_check = (lambda t: spec.func(t, M, *args), lambda t: spec.func(t, M.to_dense(), *args))
+        else:
+            vb2 = _in_domain(torch.rand_like(va) + 0.5, spec.domain).requires_grad_()
+            dense_other = _in_domain(torch.rand(size[2:], dtype=torch.float64) + 0.5,
+                                     spec.domain).requires_grad_()
+            fns = [
+                (lambda va, fa, vb, fb: spec.func(_build(layout, ia, va, fa, size),
+                                                  _build(layout, ib, vb, fb, size), *args).to_dense(),
+                 (va, fa, vb, fb)),
+                (lambda va, fa, vb, fb: spec.func(_build(layout, ia, va, fa, size),
+                                                  _build(layout, ia, vb, fb, size), *args).to_dense(),
+                 (va, fa, vb2, fb)),
+                (lambda va, fa, d: spec.func(_build(layout, ia, va, fa, size), d, *args).to_dense(),
+                 (va, fa, dense_other)),
+            ]
+            if _takes_numbers(spec.func, args):
+                fns.append((lambda va, fa: spec.func(_build(layout, ia, va, fa, size), 1.75,
+                                                     *args).to_dense(), (va, fa)))
+            for r in spec.reflected:
+                fns.append((lambda va, fa, r=r: r(_build(layout, ia, va, fa, size), 1.75, *args)
+                            .to_dense(), (va, fa)))
+            B = _retype(random_tensor("random", -0.5, layout, seed=9), "float", spec.domain)
+            B = B._with(B._values(), _in_domain(B._fill_value(), spec.domain))
+            dense_check = (lambda t: spec.func(t, B, *args),
+                           lambda t: spec.func(t, B.to_dense(), *args))
+    for fn, inputs in fns:
+        assert torch.autograd.gradcheck(fn, inputs)
+        if spec.smooth:
+            assert torch.autograd.gradgradcheck(fn, inputs)
+    A = _retype(random_tensor("random", 0.7, layout, seed=4), "float", spec.domain)
+    A = A._with(A._values(), _in_domain(A._fill_value(), spec.domain))
+    check_dense_gradients(*dense_check, A)
 
-    def fn(v, f):
-        return func(_build(layout, idx, v, f, size), 2.5).to_dense()
 
-    assert torch.autograd.gradcheck(fn, (v, f))
-    if second_order:
-        assert torch.autograd.gradgradcheck(fn, (v, f))
-    check_dense_gradients(lambda t: func(t, -1.5), lambda t: func(t, -1.5),
-                          random_tensor("random", 2.0, layout, seed=6, domain=domain))
-
-
-def gradcheck_binary(func, layout, second_order=False, domain="real"):
-    ia, va, fa, size = _leaf_parts(7, 1.5, layout, domain)
-    for ib, vb, fb, _ in (_leaf_parts(8, -0.5, layout, domain),
-                          (ia, va.detach().clone().requires_grad_(), fa.detach().clone()
-                           .requires_grad_(), size)):
-        def fn(va, fa, vb, fb):
-            return func(_build(layout, ia, va, fa, size), _build(layout, ib, vb, fb, size)).to_dense()
-
-        assert torch.autograd.gradcheck(fn, (va, fa, vb, fb))
-        if second_order:
-            assert torch.autograd.gradgradcheck(fn, (va, fa, vb, fb))
-    B = random_tensor("random", -0.5, layout, seed=9, domain=domain)
-    check_dense_gradients(lambda t: func(t, B), lambda t: func(t, B.to_dense()),
-                          random_tensor("random", 1.5, layout, seed=10, domain=domain))
+def _check_not_differentiable(spec, layout):
+    A = _operand(Case("random", 1.5), layout, spec)
+    out = spec.func(A, *spec.test_args) if spec.kind == "unary" else \
+        spec.func(A, A, *spec.test_args)
+    assert not out.dtype.is_floating_point or not out.requires_grad
 
 
 # ---- opcheck ---------------------------------------------------------------------
 
-def opcheck_unary(op):
-    v = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
-    f = torch.randn(3, dtype=torch.float64, requires_grad=True)
-    torch.library.opcheck(op, (v, f))
-
-
-def opcheck_scalar(op):
-    v = torch.randn(6, dtype=torch.float64, requires_grad=True)
-    f = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
-    torch.library.opcheck(op, (v, f, 2.5))
-
-
-def opcheck_binary(op):
-    A = random_tensor("random", 1.5, seed=11)
-    B = random_tensor("random", -2.0, seed=12)
-    args = (A.indices(), A.values().requires_grad_(), A._fill_value().requires_grad_(),
-            B.indices(), B.values().requires_grad_(), B._fill_value().requires_grad_(),
-            list(A.shape))
-    torch.library.opcheck(op, args)
-    same = getattr(torch.ops.sparsefill, op._qualified_op_name.split("::")[1] + "_same")
-    torch.library.opcheck(same, (args[1], args[2], args[4].detach()[: 0].new_ones(args[1].shape)
-                                 .requires_grad_(), args[5]))
+def opcheck_op(spec: OpSpec):
+    """torch.library.opcheck on every op the YAML entry generates."""
+    ops = torch.ops.sparsefill
+    grad = spec.differentiable and spec.dtypes not in ("bool", "int", "complex")
+    case = Case("random", 1.5)
+    A = _operand(case, torch.sparse_coo, spec).coalesce()
+    va, fa = A.values().detach().clone(), A._fill_value().detach().clone()
+    if spec.dtypes in ("float", "mask"):
+        fa = _in_domain(fa, spec.domain)
+    if grad:
+        va, fa = va.to(torch.float64).requires_grad_(), fa.to(torch.float64).requires_grad_()
+    extra = tuple(spec.test_args)
+    if spec.kind == "unary":
+        torch.library.opcheck(getattr(ops, spec.name), (va, fa) + extra)
+        return
+    if spec.dtypes == "mask":
+        B = random_tensor("random", 1.0, seed=12).coalesce()
+        vb, fb = B.values() > 0, B._fill_value() != 0
+    else:
+        B = _retype(random_tensor("random", -2.0, seed=12), spec.dtypes, spec.domain).coalesce()
+        vb, fb = B.values().detach().clone(), B._fill_value().detach().clone()
+        if spec.dtypes == "float":
+            fb = _in_domain(fb, spec.domain)
+        if grad:
+            vb, fb = vb.to(torch.float64).requires_grad_(), fb.to(torch.float64).requires_grad_()
+    torch.library.opcheck(getattr(ops, spec.name),
+                          (A.indices(), va, fa, B.indices(), vb, fb, list(A.shape)) + extra)
+    same_b = vb[:1].expand(va.shape[0]).clone().detach().requires_grad_(vb.requires_grad)
+    torch.library.opcheck(getattr(ops, spec.name + "_same"), (va, fa, same_b, fb) + extra)
+    torch.library.opcheck(getattr(ops, spec.name + "_dense"), (va, fa, fb.detach().clone(), False) + extra)
+    if not spec.number:
+        return
+    number = True if spec.dtypes in ("bool", "mask") else 3
+    torch.library.opcheck(getattr(ops, spec.name + "_scalar"), (va, fa, number, False) + extra)
+    if spec.reflected:
+        torch.library.opcheck(getattr(ops, spec.name + "_scalar"), (va, fa, number, True) + extra)

@@ -59,7 +59,7 @@ MALFORMED = {
     "op_rows_from_bad_crow": ("ops.rows_from_crow(torch.tensor([0, 3, 1]))", "RuntimeError", "crow_indices"),
     "op_coalesce_float_indices": ("ops.coo_coalesce(torch.zeros(1, 1), torch.ones(1), [2])", "RuntimeError", "indices must be an integer"),
     "op_exp_fill_shape": ("ops.exp(torch.ones(2, 3), torch.ones(4))", "RuntimeError", "fill of shape"),
-    "unsupported_function": ("torch.sin(sf.full((2,), 1.))", "NotImplementedError", "torch.sin"),
+    "unsupported_function": ("torch.cumsum(sf.full((2,), 1.), 0)", "NotImplementedError", "torch.cumsum"),
 }
 
 # Unusual but valid: must not crash and must equal the dense reference.

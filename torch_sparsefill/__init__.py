@@ -15,8 +15,8 @@ import torch
 
 from . import _C  # noqa: F401  -- registers torch.ops.sparsefill.*
 from ._tensor import SparseFillTensor, _rebuild_sparsefill
-from ._factories import (fill_value, full, ones, sparse_coo_tensor, sparse_csr_tensor,
-                         to_sparse, zeros)
+from ._factories import (eliminate_fill, fill_value, full, ones, sparse_coo_tensor,
+                         sparse_csr_tensor, to_sparse, zeros)
 from ._interop import from_pydata, from_scipy
 from . import _fake, _routing  # noqa: F401  -- fake kernels; routing tables
 
@@ -25,5 +25,5 @@ from . import _fake, _routing  # noqa: F401  -- fake kernels; routing tables
 torch.serialization.add_safe_globals([_rebuild_sparsefill])
 
 __all__ = ["SparseFillTensor", "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full",
-           "zeros", "ones", "fill_value", "from_scipy", "from_pydata"]
+           "zeros", "ones", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]
 __version__ = "0.1.0"

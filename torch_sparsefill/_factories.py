@@ -13,7 +13,7 @@ from ._tensor import SparseFillTensor
 _ops = torch.ops.sparsefill
 
 __all__ = ["sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full", "zeros", "ones",
-           "fill_value"]
+           "fill_value", "eliminate_fill"]
 
 _SCALAR_DTYPE = {bool: torch.bool, int: torch.int64, float: torch.float64,
                  complex: torch.complex128}
@@ -344,3 +344,17 @@ def fill_value(t: torch.Tensor) -> torch.Tensor:
         return torch.zeros(dense_shape, dtype=t.dtype, device=t.device)
     raise TypeError(f"fill_value(): expected a sparse tensor, got "
                     f"{type(t).__name__} with layout {getattr(t, 'layout', None)}")
+
+
+def eliminate_fill(t: SparseFillTensor) -> SparseFillTensor:
+    """``t`` without its stored elements that equal the fill; see
+    :meth:`SparseFillTensor.eliminate_fill`.
+
+    Example::
+
+        >>> sf.eliminate_fill(sf.to_sparse(torch.ones(3), fill_value=0.) * 0).nse()
+        0
+    """
+    if not isinstance(t, SparseFillTensor):
+        raise TypeError(f"eliminate_fill expects a SparseFillTensor, got {type(t).__name__}")
+    return t.eliminate_fill()

@@ -58,24 +58,50 @@ PASSTHROUGH = {
 
 # ---- 2. element-wise ops (generated table) ----------------------------------
 
-ELEMENTWISE: dict = {}
-for _fn, _op in _generated_ops.ROUTES:
-    ELEMENTWISE.setdefault(_fn, []).append(_op)
-
-
+ELEMENTWISE: dict = {}  # callable -> [(op name, reflected)]
+for _fn, _op, _reflected in _generated_ops.ROUTES:
+    ELEMENTWISE.setdefault(_fn, []).append((_op, _reflected))
 def _is_number(x) -> bool:
     return isinstance(x, numbers.Number) and not isinstance(x, torch.Tensor)
 
 
-def _extra_args(spec, kwargs, func):
-    extra = dict(zip(spec["args"], spec["defaults"]))
+def _name(func) -> str:
+    return resolve_name(func) or getattr(func, "__name__", str(func))
+
+
+def _bind(spec, func, rest, kwargs):
+    """Map the call's extra positional and keyword arguments onto the op's
+    YAML args (in order). Returns (values, inplace flag), or raises."""
+    names = spec["args"]
+    kwargs = dict(kwargs)
+    inplace = bool(kwargs.pop("inplace", False))
+    rest = list(rest)
+    if len(rest) == len(names) + 1 and isinstance(rest[-1], bool) and \
+            getattr(func, "__module__", "") == "torch.nn.functional":
+        inplace = rest.pop()  # F.relu(x, True)
+    if len(rest) > len(names):
+        raise TypeError(f"{_name(func)}: too many arguments for SparseFillTensor")
+    bound = dict(zip(names, rest))
     for key, value in kwargs.items():
-        if key not in extra:
-            raise NotImplementedError(
-                f"torch_sparsefill: {resolve_name(func) or func} got keyword {key!r}, which "
-                f"is not supported on SparseFillTensor")
-        extra[key] = value
-    return [extra[a] for a in spec["args"]]
+        if key not in names:
+            raise NotImplementedError(f"torch_sparsefill: {_name(func)} got keyword {key!r}, "
+                                      f"which is not supported on SparseFillTensor")
+        if key in bound:
+            raise TypeError(f"{_name(func)}: got multiple values for argument {key!r}")
+        bound[key] = value
+    out = []
+    for name, default in zip(names, spec["defaults"]):
+        if name in bound:
+            value = bound[name]
+            if isinstance(value, torch.Tensor) and value.dim() == 0 and \
+                    not isinstance(value, SparseFillTensor):
+                value = value.item()  # a 0-d tensor as an option (e.g. clamp's min)
+            out.append(value)
+        elif name in spec["required"]:
+            raise TypeError(f"{_name(func)}: missing required argument {name!r}")
+        else:
+            out.append(default)
+    return out, inplace
 
 
 def _coalesced(t: SparseFillTensor) -> SparseFillTensor:
@@ -92,45 +118,117 @@ def _same_pattern(a: SparseFillTensor, b: SparseFillTensor) -> bool:
     return all(x is y or (x.shape == y.shape and torch.equal(x, y)) for x, y in pairs)
 
 
-def _try_elementwise(op_name, func, args, kwargs):
-    """Call op `op_name` if the arguments fit its kind; else return None."""
-    spec = _generated_ops.OPS[op_name]
-    op = getattr(_ops, op_name)
-    kind = spec["kind"]
-    if kind == "unary":
-        if len(args) != 1 or kwargs:
-            return None
-        a = _coalesced(args[0])
-        values, fill = op(a._sf_values, a._sf_fill)
-        return a._with(values, fill)
-    if kind == "scalar":
-        if len(args) != 2:
-            return None
-        a, other = args
-        if not isinstance(a, SparseFillTensor) and spec["commutative"]:
-            a, other = other, a
-        if not (isinstance(a, SparseFillTensor) and _is_number(other)):
-            return None
-        a = _coalesced(a)
-        values, fill = op(a._sf_values, a._sf_fill, other, *_extra_args(spec, kwargs, func))
-        return a._with(values, fill)
-    if kind == "binary":
-        if len(args) != 2 or not all(isinstance(x, SparseFillTensor) for x in args):
-            return None
-        a, b = (_coalesced(x) for x in args)
+def _over_dense_part(a: SparseFillTensor, other: torch.Tensor) -> bool:
+    """Does a strided `other` broadcast over a's dense part only?"""
+    dense = tuple(a._sf_values.shape[1:])
+    if other.dim() > len(dense):
+        return False
+    return all(o in (1, d) for o, d in zip(other.shape, dense[len(dense) - other.dim():]))
+
+
+def _unary(op_name, spec, func, args, kwargs):
+    if not args or not isinstance(args[0], SparseFillTensor):
+        return NotImplemented
+    extra, inplace = _bind(spec, func, args[1:], kwargs)
+    a = _coalesced(args[0])
+    values, fill = getattr(_ops, op_name)(a._sf_values, a._sf_fill, *extra)
+    out = a._with(values, fill)
+    return _assign(args[0], out, func) if inplace else out
+
+
+def _binary(op_name, spec, func, args, kwargs, reflected):
+    if len(args) < 2:
+        return NotImplemented
+    x, y = (args[1], args[0]) if reflected else (args[0], args[1])
+    extra, inplace = _bind(spec, func, args[2:], kwargs)
+    sx, sy = isinstance(x, SparseFillTensor), isinstance(y, SparseFillTensor)
+    if sx and sy:
+        a, b = _coalesced(x), _coalesced(y)
         if a._sf_size != b._sf_size:
-            raise RuntimeError(f"torch_sparsefill: {resolve_name(func)}: operands must have the "
-                               f"same size (no broadcasting between sparse operands), got "
+            raise RuntimeError(f"torch_sparsefill: {_name(func)}: operands must have the same "
+                               f"size (no broadcasting between sparse operands), got "
                                f"{a._sf_size} and {b._sf_size}")
-        extra = _extra_args(spec, kwargs, func)
         if _same_pattern(a, b):
-            same = getattr(_ops, op_name + "_same")
-            values, fill = same(a._sf_values, a._sf_fill, b._sf_values, b._sf_fill, *extra)
-            return a._with(values, fill)
-        values, fill, indices = op(a._coo_indices(), a._sf_values, a._sf_fill, b._coo_indices(),
-                                   b._sf_values, b._sf_fill, list(a._sf_size), *extra)
-        return a._from_coo(a.layout, indices, values, fill)
-    raise AssertionError(kind)
+            values, fill = getattr(_ops, op_name + "_same")(a._sf_values, a._sf_fill,
+                                                              b._sf_values, b._sf_fill, *extra)
+            out = a._with(values, fill)
+        else:
+            values, fill, indices = getattr(_ops, op_name)(
+                a._coo_indices(), a._sf_values, a._sf_fill, b._coo_indices(), b._sf_values,
+                b._sf_fill, list(a._sf_size), *extra)
+            out = a._from_coo(a.layout, indices, values, fill)
+    elif sx or sy:
+        a, other, reverse = (x, y, False) if sx else (y, x, True)
+        a = _coalesced(a)
+        if _is_number(other):
+            if not spec["number"]:
+                raise TypeError(f"{_name(func)}(): a Python number is not accepted as an operand "
+                                f"(torch takes a tensor here), got {type(other).__name__}")
+            values, fill = getattr(_ops, op_name + "_scalar")(a._sf_values, a._sf_fill, other,
+                                                                reverse, *extra)
+        elif isinstance(other, torch.Tensor) and other.layout == torch.strided:
+            if not _over_dense_part(a, other):
+                if inplace:
+                    raise RuntimeError(f"torch_sparsefill: in-place {_name(func)} with a strided "
+                                       f"operand that covers the sparse dims would densify")
+                # Broadcasts over the sparse dims too: the result is dense.
+                dense_args = [t.to_dense() if isinstance(t, SparseFillTensor) else t for t in args]
+                return func(*dense_args, **kwargs)
+            values, fill = getattr(_ops, op_name + "_dense")(a._sf_values, a._sf_fill,
+                                                               other.to(a.device), reverse, *extra)
+        else:
+            return NotImplemented
+        out = a._with(values, fill)
+    else:
+        return NotImplemented
+    if inplace:
+        if reflected or not sx:
+            raise RuntimeError(f"torch_sparsefill: in-place {_name(func)} needs the "
+                               f"SparseFillTensor first")
+        return _assign(x, out, func)
+    return out
+
+
+def _assign(target: SparseFillTensor, out: SparseFillTensor, func):
+    """Write `out` into `target` in place; the pattern and dtype must not change."""
+    if target.layout == torch.sparse_coo and not target._sf_coalesced:
+        c = target.coalesce()  # same elements: adopt the coalesced form first
+        target._sf_indices, target._sf_values, target._sf_coalesced = \
+            c._sf_indices, c._sf_values, True
+    if out.dtype != target.dtype:
+        raise RuntimeError(f"{_name(func)}: result type {out.dtype} can't be cast to the "
+                           f"desired output type {target.dtype}")
+    if out.layout != target.layout or not _same_pattern(out, target):
+        raise RuntimeError(f"torch_sparsefill: in-place {_name(func)} would change the sparsity "
+                           f"pattern; use the out-of-place form")
+    if out._sf_fill.shape != target._sf_fill.shape:
+        raise RuntimeError(f"torch_sparsefill: in-place {_name(func)} would change the shape "
+                           f"of the fill from {tuple(target._sf_fill.shape)} to "
+                           f"{tuple(out._sf_fill.shape)}")
+    target._sf_values.copy_(out._sf_values)
+    target._sf_fill.copy_(out._sf_fill)
+    return target
+
+
+def _elementwise(func, args, kwargs, routes, inplace=False):
+    for op_name, reflected in routes:
+        spec = _generated_ops.OPS[op_name]
+        kw = dict(kwargs, inplace=True) if inplace else kwargs
+        if spec["kind"] == "unary":
+            out = _unary(op_name, spec, func, args, kw)
+        else:
+            out = _binary(op_name, spec, func, args, kw, reflected)
+        if out is not NotImplemented:
+            return out
+    raise NotImplementedError(
+        f"torch_sparsefill: {_name(func)} is not supported for arguments "
+        f"({_describe(args)}){' with keywords ' + str(sorted(kwargs)) if kwargs else ''} "
+        f"on SparseFillTensor yet")
+
+
+INPLACE_ROUTES: dict = {}  # in-place callable -> [(op name, reflected)]
+for _fn, _op in _generated_ops.INPLACE_ROUTES:
+    INPLACE_ROUTES.setdefault(_fn, []).append((_op, False))
 
 
 def _describe(args) -> str:
@@ -141,23 +239,19 @@ def torch_function(func, types, args, kwargs):
     method = METHODS.get(func)
     if method is not None:
         return method(*args, **kwargs)
-    ops = ELEMENTWISE.get(func)
-    if ops is not None:
-        for op_name in ops:
-            out = _try_elementwise(op_name, func, args, kwargs)
-            if out is not None:
-                return out
-        raise NotImplementedError(
-            f"torch_sparsefill: {resolve_name(func) or func} is not supported for arguments "
-            f"({_describe(args)}){' with keywords ' + str(sorted(kwargs)) if kwargs else ''} "
-            f"on SparseFillTensor yet")
+    routes = ELEMENTWISE.get(func)
+    if routes is not None:
+        return _elementwise(func, args, kwargs, routes)
+    routes = INPLACE_ROUTES.get(func)
+    if routes is not None:
+        return _elementwise(func, args, kwargs, routes, inplace=True)
     if func in PASSTHROUGH:
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **kwargs)
     raise NotImplementedError(
-        f"torch_sparsefill: {resolve_name(func) or getattr(func, '__name__', func)} has no "
-        f"fill-value semantics yet, so it is refused rather than computed as if the fill "
-        f"were 0; convert with .to_dense() if a dense result is what you want")
+        f"torch_sparsefill: {_name(func)} has no fill-value semantics yet, so it is refused "
+        f"rather than computed as if the fill were 0; convert with .to_dense() if a dense "
+        f"result is what you want")
 
 
 def torch_dispatch(func, types, args, kwargs):

@@ -242,6 +242,21 @@ class SparseFillTensor(torch.Tensor):
         out = _ops.to_dense(src._coo_indices(), src._sf_values, src._sf_fill, list(self._sf_size))
         return out if dtype is None else out.to(dtype)
 
+    def eliminate_fill(self) -> "SparseFillTensor":
+        """Drop stored elements equal to the fill (NaN equals a NaN fill; a
+        hybrid position goes when its whole dense part equals the fill): the
+        "eliminate zeros" of scipy, for any fill. The tensor's elements do
+        not change.
+
+        Example::
+
+            >>> sf.sparse_coo_tensor([[0, 1]], [5., 2.], (3,), fill_value=5.).eliminate_fill().nse()
+            1
+        """
+        src = self.coalesce() if self.layout == torch.sparse_coo else self
+        indices, values = _ops.eliminate_fill(src._coo_indices(), src._sf_values, src._sf_fill)
+        return src._from_coo(self.layout, indices, values, src._sf_fill)
+
     def to_sparse_coo(self) -> "SparseFillTensor":
         """This tensor in COO layout (coalesced), same fill."""
         if self.layout == torch.sparse_coo:
