@@ -75,6 +75,27 @@ inline Aligned align_binary(const Tensor& indices_a, const Tensor& values_a, con
           call_gather_with_fill(values_b, fill_b, src_b), src_a, src_b};
 }
 
+// Three patterns on their union: the union's indices and, per operand, where
+// each union element comes from (-1: its fill stands in).
+inline std::tuple<Tensor, Tensor, Tensor, Tensor> align_ternary(const Tensor& ia, const Tensor& ib,
+                                                                const Tensor& ic,
+                                                                at::IntArrayRef size) {
+  TORCH_CHECK(ia.dim() == 2 && ib.dim() == 2 && ic.dim() == 2 && ia.size(0) == ib.size(0) &&
+                  ia.size(0) == ic.size(0),
+              "sparsefill: operands must have the same number of sparse dimensions, got indices "
+              "of shape ", ia.sizes(), ", ", ib.sizes(), " and ", ic.sizes());
+  auto sparse_size = size.slice(0, ia.size(0));
+  auto [iab, sa, sb] = call_union_plan(ia, ib, sparse_size);
+  auto [indices, sab, sc] = call_union_plan(iab, ic, sparse_size);
+  // Compose: union position -> position in (a u b) -> position in a (or b).
+  // A -1 put in front of src makes sab == -1 land on it, with no size checks
+  // (which a traced backward could not make).
+  auto through = [&](const Tensor& src) {
+    return at::cat({at::full({1}, -1, src.options()), src}).index_select(0, sab + 1);
+  };
+  return {indices, through(sa), through(sb), sc};
+}
+
 // Gradient on the union pattern `g_union` of one operand, split back onto
 // that operand: its stored elements get their rows; rows where its fill stood
 // in add to the fill's gradient (the union-pattern term of RFC.md).

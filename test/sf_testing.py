@@ -179,8 +179,34 @@ def _compare(out, expected):
     assert_dense_equal(out, expected)
 
 
+def _ternary_operands(A, case, layout, spec):
+    """Operand triples for a ternary op: SparseFillTensors of other patterns,
+    numbers, dense-part tensors, and a strided tensor covering everything."""
+    pattern = case.pattern if case.pattern != "duplicates" else "random"
+    B = _retype(random_tensor(pattern, 6.0, layout, seed=1), "float", spec.domain)
+    C = _retype(random_tensor(pattern, -1.0, layout, seed=2), "float", spec.domain)
+    if spec.dtypes == "mask":  # where(condition, input, other)
+        M = random_tensor(pattern, 1.0, layout, seed=3)
+        M = M._with(M._values() > 0, M._fill_value() != 0)
+        part = C.to_dense()[(0,) * A.sparse_dim()]
+        return [(M, A, B), (M, A, 2.5), (M, -1.0, B), (M, A, part), (M.to_dense(), A, B)]
+    part = C.to_dense()[(0,) * A.sparse_dim()].clone()
+    return [(A, B, C), (A, 2.5, C), (A, part, C), (A, C.to_dense(), B),
+            (A, torch.tensor(-0.5, dtype=A.dtype), C)]
+
+
 def check_op(spec: OpSpec, case: Case, layout):
     A = _operand(case, layout, spec)
+    if spec.kind == "ternary":
+        for ops in _ternary_operands(A, case, layout, spec):
+            try:
+                expected = spec.func(*[_dense(o) for o in ops])
+            except (TypeError, RuntimeError):
+                with pytest.raises((TypeError, RuntimeError, NotImplementedError)):
+                    spec.func(*ops)
+                continue
+            _compare(spec.func(*ops), expected)
+        return
     if spec.kind == "unary":
         out = spec.func(A, *spec.test_args)
         assert isinstance(out, sf.SparseFillTensor) and out.layout == layout
@@ -222,6 +248,9 @@ def check_route(spec: OpSpec, func):
     A = _operand(case, torch.sparse_coo, spec)
     if spec.kind == "unary":
         _compare(func(A, *spec.test_args), func(A.to_dense(), *spec.test_args))
+    elif spec.kind == "ternary":
+        ops = _ternary_operands(A, case, torch.sparse_coo, spec)[0]
+        _compare(func(*ops), func(*[_dense(o) for o in ops]))
     else:
         B = _second_operands(A, case, torch.sparse_coo, spec)[0]
         _compare(func(A, B, *spec.test_args), func(A.to_dense(), B.to_dense(), *spec.test_args))
@@ -279,6 +308,8 @@ def check_gradients(spec: OpSpec, layout):
     if not spec.differentiable or spec.dtypes in ("bool", "int", "complex"):
         return _check_not_differentiable(spec, layout)
     ia, va, fa, size = _leaf(7, 0.7, layout, spec)
+    if spec.kind == "ternary":
+        return _check_ternary_gradients(spec, layout, ia, va, fa, size)
     if spec.kind == "unary":
         fns = [(lambda v, f: spec.func(_build(layout, ia, v, f, size), *args).to_dense(), (va, fa))]
         dense_check = (lambda t: spec.func(t, *args), lambda t: spec.func(t, *args))
@@ -323,6 +354,35 @@ def check_gradients(spec: OpSpec, layout):
     check_dense_gradients(*dense_check, A)
 
 
+def _check_ternary_gradients(spec, layout, ia, va, fa, size):
+    ib, vb, fb, _ = _leaf(8, -1.3, layout, spec)
+    ic, vc, fc, _ = _leaf(9, 1.4, layout, spec)
+    # bounds-like operands: b below c everywhere (clamp's min <= max)
+    vb = (-(vb.detach().abs() + 0.5)).requires_grad_()
+    vc = (vc.detach().abs() + 0.5).requires_grad_()
+    if spec.dtypes == "mask":
+        m = random_tensor("random", 1.0, layout, seed=5)
+        M = m._with(m._values() > 0, m._fill_value() != 0)
+        fn = (lambda vb, fb, vc, fc: spec.func(M, _build(layout, ib, vb, fb, size),
+                                               _build(layout, ic, vc, fc, size)).to_dense())
+        inputs = (vb, fb, vc, fc)
+        dense_check = (lambda t: spec.func(M, t, -2.0), lambda t: spec.func(M.to_dense(), t, -2.0))
+    else:
+        fn = (lambda va, fa, vb, fb, vc, fc: spec.func(
+            _build(layout, ia, va, fa, size), _build(layout, ib, vb, fb, size),
+            _build(layout, ic, vc, fc, size)).to_dense())
+        inputs = (va, fa, vb, fb, vc, fc)
+        lo = _build(layout, ib, vb.detach(), fb.detach(), size)
+        hi = _build(layout, ic, vc.detach(), fc.detach(), size)
+        dense_check = (lambda t: spec.func(t, lo, hi),
+                       lambda t: spec.func(t, lo.to_dense(), hi.to_dense()))
+    assert torch.autograd.gradcheck(fn, inputs)
+    if spec.smooth:
+        assert torch.autograd.gradgradcheck(fn, inputs)
+    A = _retype(random_tensor("random", 0.7, layout, seed=4), "float", spec.domain)
+    check_dense_gradients(*dense_check, A)
+
+
 def _check_not_differentiable(spec, layout):
     A = _operand(Case("random", 1.5), layout, spec)
     out = spec.func(A, *spec.test_args) if spec.kind == "unary" else \
@@ -346,6 +406,19 @@ def opcheck_op(spec: OpSpec):
     extra = tuple(spec.test_args)
     if spec.kind == "unary":
         torch.library.opcheck(getattr(ops, spec.name), (va, fa) + extra)
+        return
+    if spec.kind == "ternary":
+        B = random_tensor("random", -2.0, seed=12).coalesce()
+        C = random_tensor("random", 0.5, seed=13).coalesce()
+        parts = []
+        for k, T_ in enumerate((A, B, C)):
+            v, f = T_.values().detach().clone(), T_._fill_value().detach().clone()
+            if k == 0 and spec.dtypes == "mask":
+                v, f = v > 0, f != 0
+            elif grad:
+                v, f = v.to(torch.float64).requires_grad_(), f.to(torch.float64).requires_grad_()
+            parts += [T_.indices(), v, f]
+        torch.library.opcheck(getattr(ops, spec.name), tuple(parts) + (list(A.shape),))
         return
     if spec.dtypes == "mask":
         B = random_tensor("random", 1.0, seed=12).coalesce()

@@ -82,3 +82,69 @@ def test_nan_and_inf_fills_propagate():
     out = A + B
     assert math.isnan(out.fill_value().item())
     T.assert_dense_equal(out.to_dense(), A.to_dense() + B.to_dense())
+
+
+# ---- in-place forms ----------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", T.LAYOUTS)
+def test_inplace_forms_update_values_and_fill(layout):
+    import torch.nn.functional as F
+
+    A = T.random_tensor("random", 0.5, layout, seed=1)
+    B = A._with(A._values() * 2, A._fill_value() + 1)   # same pattern
+    D = A.to_dense()
+    for f_inplace, f_dense in ((lambda t: t.exp_(), torch.exp),
+                               (lambda t: t.mul_(3), lambda d: d * 3),
+                               (lambda t: t.add_(B, alpha=2), lambda d: d + 2 * B.to_dense()),
+                               (lambda t: t.clamp_(-0.5, 0.5), lambda d: d.clamp(-0.5, 0.5)),
+                               (lambda t: F.relu(t, inplace=True), torch.relu)):
+        C = A.clone()
+        values_storage = C._values().data_ptr()
+        out = f_inplace(C)
+        assert out is C and C._values().data_ptr() == values_storage
+        T.assert_dense_equal(C.to_dense(), f_dense(D))
+    C = A.clone()
+    C += B
+    T.assert_dense_equal(C.to_dense(), D + B.to_dense())
+
+
+def test_inplace_refusals_match_torch():
+    A = sf.sparse_coo_tensor([[0, 2]], [1, 2], (4,), fill_value=3)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        A.exp_()                                        # int tensor, float result
+    F = sf.sparse_coo_tensor([[0]], [1.], (4,), fill_value=0.)
+    with pytest.raises(RuntimeError, match="sparsity pattern"):
+        F.add_(sf.sparse_coo_tensor([[1]], [1.], (4,), fill_value=0.))
+    leaf = sf.sparse_coo_tensor([[0]], [1.], (4,), fill_value=0., requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf"):
+        leaf.exp_()
+
+
+# ---- dtypes: integer division, complex ------------------------------------------------
+
+def test_integer_division_rules():
+    A = sf.sparse_coo_tensor([[0, 2]], [7, -7], (4,), fill_value=5)
+    B = sf.sparse_coo_tensor([[1, 2]], [2, 2], (4,), fill_value=2)
+    for out, ref in ((A / B, A.to_dense() / B.to_dense()),
+                     (A // B, A.to_dense() // B.to_dense()),
+                     (torch.div(A, B, rounding_mode="trunc"),
+                      torch.div(A.to_dense(), B.to_dense(), rounding_mode="trunc")),
+                     (A % B, A.to_dense() % B.to_dense()), (A / 2, A.to_dense() / 2)):
+        assert out.dtype == ref.dtype
+        T.assert_dense_equal(out.to_dense(), ref)
+
+
+def test_complex_values_and_fill():
+    A = sf.sparse_coo_tensor([[0, 2]], torch.tensor([1 + 2j, -1j]), (4,), fill_value=0.5 + 0.5j)
+    B = sf.sparse_coo_tensor([[1]], torch.tensor([3j]), (4,), fill_value=-1 + 0j)
+    for out, ref in ((A * B, A.to_dense() * B.to_dense()), (torch.exp(A), torch.exp(A.to_dense())),
+                     (torch.conj(A), torch.conj(A.to_dense())), (A.abs(), A.to_dense().abs()),
+                     (torch.real(A), torch.real(A.to_dense())), (torch.angle(A), torch.angle(A.to_dense()))):
+        T.assert_dense_equal(out.to_dense(), ref.resolve_conj())
+
+
+def test_comparisons_give_bool_fill():
+    A = T.random_tensor("random", 1.5)
+    out = A > 1.0
+    assert out.dtype == torch.bool and out._fill_value().dtype == torch.bool
+    assert out.fill_value().item() is True

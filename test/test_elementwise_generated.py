@@ -2355,3 +2355,72 @@ def test_bitwise_xor_gradients(layout):
 
 def test_bitwise_xor_opcheck():
     T.opcheck_op(SPEC_BITWISE_XOR)
+
+
+SPEC_WHERE = T.OpSpec('where', torch.where, kind='ternary', domain='real', dtypes='mask', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+def test_where_dense_equivalence(case, layout):
+    T.check_op(SPEC_WHERE, case, layout)
+
+
+@pytest.mark.parametrize("func", [torch.where])
+def test_where_routes(func):
+    T.check_route(SPEC_WHERE, func)
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS)
+def test_where_gradients(layout):
+    T.check_gradients(SPEC_WHERE, layout)
+
+
+def test_where_opcheck():
+    T.opcheck_op(SPEC_WHERE)
+
+
+SPEC_CLAMP_TENSOR = T.OpSpec('clamp_tensor', torch.clamp, kind='ternary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=False)
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+def test_clamp_tensor_dense_equivalence(case, layout):
+    T.check_op(SPEC_CLAMP_TENSOR, case, layout)
+
+
+@pytest.mark.parametrize("func", [torch.clamp, torch.clip, torch.Tensor.clamp, torch.Tensor.clip])
+def test_clamp_tensor_routes(func):
+    T.check_route(SPEC_CLAMP_TENSOR, func)
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS)
+def test_clamp_tensor_gradients(layout):
+    T.check_gradients(SPEC_CLAMP_TENSOR, layout)
+
+
+def test_clamp_tensor_opcheck():
+    T.opcheck_op(SPEC_CLAMP_TENSOR)
+
+
+SPEC_LERP_TENSOR = T.OpSpec('lerp_tensor', torch.lerp, kind='ternary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=False)
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+def test_lerp_tensor_dense_equivalence(case, layout):
+    T.check_op(SPEC_LERP_TENSOR, case, layout)
+
+
+@pytest.mark.parametrize("func", [torch.lerp, torch.Tensor.lerp])
+def test_lerp_tensor_routes(func):
+    T.check_route(SPEC_LERP_TENSOR, func)
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS)
+def test_lerp_tensor_gradients(layout):
+    T.check_gradients(SPEC_LERP_TENSOR, layout)
+
+
+def test_lerp_tensor_opcheck():
+    T.opcheck_op(SPEC_LERP_TENSOR)

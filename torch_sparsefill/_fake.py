@@ -72,3 +72,23 @@ def _csr_check_fake(crow_indices, col_indices, size):
 @torch.library.register_fake("sparsefill::gather_with_fill")
 def _gather_with_fill_fake(values, fill, src):
     return values.new_empty((src.shape[0],) + tuple(values.shape[1:]))
+
+
+def _ternary_fake(name):
+    def fake(ia, va, fa, ib, vb, fb, ic, vc, fc, size):
+        nse = _dynamic()
+        # The result promotes the non-condition operands (where's first is a bool mask).
+        dtypes = [v.dtype for v in (va, vb, vc) if v.dtype != torch.bool] or [torch.bool]
+        dtype = dtypes[0]
+        for d in dtypes[1:]:
+            dtype = torch.promote_types(dtype, d)
+        fill_shape = torch.broadcast_shapes(fa.shape, fb.shape, fc.shape)
+        return (va.new_empty((nse,) + tuple(va.shape[1:]), dtype=dtype),
+                fa.new_empty(fill_shape, dtype=dtype), ia.new_empty((ia.shape[0], nse)))
+
+    return fake
+
+
+for _name, _spec in _generated_ops.OPS.items():
+    if _spec["kind"] == "ternary":
+        torch.library.register_fake(f"sparsefill::{_name}")(_ternary_fake(_name))

@@ -92,11 +92,7 @@ def _bind(spec, func, rest, kwargs):
     out = []
     for name, default in zip(names, spec["defaults"]):
         if name in bound:
-            value = bound[name]
-            if isinstance(value, torch.Tensor) and value.dim() == 0 and \
-                    not isinstance(value, SparseFillTensor):
-                value = value.item()  # a 0-d tensor as an option (e.g. clamp's min)
-            out.append(value)
+            out.append(bound[name])
         elif name in spec["required"]:
             raise TypeError(f"{_name(func)}: missing required argument {name!r}")
         else:
@@ -130,6 +126,8 @@ def _unary(op_name, spec, func, args, kwargs):
     if not args or not isinstance(args[0], SparseFillTensor):
         return NotImplemented
     extra, inplace = _bind(spec, func, args[1:], kwargs)
+    if any(isinstance(x, torch.Tensor) for x in extra):
+        return NotImplemented  # tensor options: a ternary op's form (clamp(x, t_min, t_max))
     a = _coalesced(args[0])
     values, fill = getattr(_ops, op_name)(a._sf_values, a._sf_fill, *extra)
     out = a._with(values, fill)
@@ -141,6 +139,8 @@ def _binary(op_name, spec, func, args, kwargs, reflected):
         return NotImplemented
     x, y = (args[1], args[0]) if reflected else (args[0], args[1])
     extra, inplace = _bind(spec, func, args[2:], kwargs)
+    if any(isinstance(e, torch.Tensor) for e in extra):
+        return NotImplemented  # e.g. lerp with a tensor weight: the ternary form
     sx, sy = isinstance(x, SparseFillTensor), isinstance(y, SparseFillTensor)
     if sx and sy:
         a, b = _coalesced(x), _coalesced(y)
@@ -189,6 +189,55 @@ def _binary(op_name, spec, func, args, kwargs, reflected):
     return out
 
 
+def _ternary(op_name, spec, func, args, kwargs):
+    """Three operands on the union of their patterns. Numbers and tensors that
+    broadcast over the dense part become operands with no stored element (the
+    number or tensor is their fill), so one op serves every combination."""
+    names = spec["params"]
+    if len(args) > len(names):
+        return NotImplemented
+    bound = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names or key in bound:
+            return NotImplemented
+        bound[key] = value
+    if not spec["number"] and any(_is_number(v) for v in bound.values()):
+        return NotImplemented  # torch takes tensors here, or all-number options (unary form)
+    for name in names:
+        if bound.get(name) is None:
+            if name not in spec["missing"]:
+                return NotImplemented
+            bound[name] = spec["missing"][name]
+    operands = [bound[n] for n in names]
+    ref = next((o for o in operands if isinstance(o, SparseFillTensor)), None)
+    if ref is None:
+        return NotImplemented
+    dense_shape = tuple(ref._sf_values.shape[1:])
+    sparse_dim = ref.sparse_dim()
+    parts = []
+    for o in operands:
+        if isinstance(o, SparseFillTensor):
+            if o._sf_size != ref._sf_size:
+                raise RuntimeError(f"torch_sparsefill: {_name(func)}: operands must have the same "
+                                   f"size, got {o._sf_size} and {ref._sf_size}")
+            o = _coalesced(o)
+            parts += [o._coo_indices(), o._sf_values, o._sf_fill]
+            continue
+        if _is_number(o):
+            o = torch.tensor(o, device=ref.device)
+        if not isinstance(o, torch.Tensor) or o.layout != torch.strided:
+            return NotImplemented
+        if not _over_dense_part(ref, o):
+            dense = {n: (v.to_dense() if isinstance(v, SparseFillTensor) else v)
+                     for n, v in bound.items()}
+            return func(*[dense[n] for n in names])
+        empty_values = o.new_zeros((0,) + dense_shape)
+        parts += [torch.zeros(sparse_dim, 0, dtype=torch.int64, device=ref.device),
+                  empty_values, o]
+    values, fill, indices = getattr(_ops, op_name)(*parts, list(ref._sf_size))
+    return ref._from_coo(ref.layout, indices, values, fill)
+
+
 def _assign(target: SparseFillTensor, out: SparseFillTensor, func):
     """Write `out` into `target` in place; the pattern and dtype must not change."""
     if target.layout == torch.sparse_coo and not target._sf_coalesced:
@@ -216,6 +265,8 @@ def _elementwise(func, args, kwargs, routes, inplace=False):
         kw = dict(kwargs, inplace=True) if inplace else kwargs
         if spec["kind"] == "unary":
             out = _unary(op_name, spec, func, args, kw)
+        elif spec["kind"] == "ternary":
+            out = NotImplemented if inplace else _ternary(op_name, spec, func, args, kw)
         else:
             out = _binary(op_name, spec, func, args, kw, reflected)
         if out is not NotImplemented:

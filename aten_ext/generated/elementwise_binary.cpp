@@ -6812,6 +6812,181 @@ static std::tuple<Tensor, Tensor> bitwise_xor_scalar_autograd(
   return {out[0], out[1]};
 }
 
+// ---- where (ternary) -------------------------------------------------------
+static std::tuple<Tensor, Tensor, Tensor> where_kernel(
+    const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb,
+    const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+  auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
+  auto f = [&](const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { return at::where(a, b, c); };
+  return {f(call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
+            call_gather_with_fill(vc, fc, sc)), f(fa, fb, fc), indices};
+}
+
+static std::tuple<Tensor, Tensor, Tensor> where_call(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+  static auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("sparsefill::where", "")
+      .typed<decltype(where_kernel)>();
+  return op.call(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
+}
+
+class WhereFunction : public torch::autograd::Function<WhereFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Tensor& ia, const Tensor& va,
+      const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic,
+      const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [out_values, out_fill, indices] = where_call(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
+    ctx->save_for_backward({ia, va, fa, ib, vb, fb, ic, vc, fc, out_values, out_fill});
+    ctx->saved_data["size"] = size.vec();
+    ctx->mark_non_differentiable({indices});
+    return {out_values, out_fill, indices};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto s = ctx->get_saved_variables();
+    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
+    auto size = ctx->saved_data["size"].toIntVector();
+    auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
+    const Tensor al[3] = {call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
+                          call_gather_with_fill(vc, fc, sc)};
+    Tensor g_v = defined_or_zeros(grads[0], out_values);
+    Tensor g_f = defined_or_zeros(grads[1], out_fill);
+    auto d_b = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return at::where(a, grad, at::zeros_like(grad)); };
+    auto d_c = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return at::where(a, at::zeros_like(grad), grad); };
+    Tensor ga_v, ga_f;
+    auto [gb_v, gb_f] = split_union_grad(d_b(g_v, al[0], al[1], al[2]), sb,
+                                         d_b(g_f, fa, fb, fc), fb);
+    auto [gc_v, gc_f] = split_union_grad(d_c(g_v, al[0], al[1], al[2]), sc,
+                                         d_c(g_f, fa, fb, fc), fc);
+    return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), gc_v, gc_f, Tensor()};
+  }
+};
+
+static std::tuple<Tensor, Tensor, Tensor> where_autograd(
+    const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb,
+    const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+  auto out = WhereFunction::apply(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
+  return {out[0], out[1], out[2]};
+}
+
+// ---- clamp_tensor (ternary) -------------------------------------------------------
+static std::tuple<Tensor, Tensor, Tensor> clamp_tensor_kernel(
+    const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb,
+    const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+  auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
+  auto f = [&](const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { return at::clamp(a, b, c); };
+  return {f(call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
+            call_gather_with_fill(vc, fc, sc)), f(fa, fb, fc), indices};
+}
+
+static std::tuple<Tensor, Tensor, Tensor> clamp_tensor_call(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+  static auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("sparsefill::clamp_tensor", "")
+      .typed<decltype(clamp_tensor_kernel)>();
+  return op.call(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
+}
+
+class ClampTensorFunction : public torch::autograd::Function<ClampTensorFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Tensor& ia, const Tensor& va,
+      const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic,
+      const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [out_values, out_fill, indices] = clamp_tensor_call(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
+    ctx->save_for_backward({ia, va, fa, ib, vb, fb, ic, vc, fc, out_values, out_fill});
+    ctx->saved_data["size"] = size.vec();
+    ctx->mark_non_differentiable({indices});
+    return {out_values, out_fill, indices};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto s = ctx->get_saved_variables();
+    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
+    auto size = ctx->saved_data["size"].toIntVector();
+    auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
+    const Tensor al[3] = {call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
+                          call_gather_with_fill(vc, fc, sc)};
+    Tensor g_v = defined_or_zeros(grads[0], out_values);
+    Tensor g_f = defined_or_zeros(grads[1], out_fill);
+    auto d_a = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * ((a >= b) & (a <= c)); };
+    auto d_b = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * (a < b); };
+    auto d_c = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * (a > c); };
+    auto [ga_v, ga_f] = split_union_grad(d_a(g_v, al[0], al[1], al[2]), sa,
+                                         d_a(g_f, fa, fb, fc), fa);
+    auto [gb_v, gb_f] = split_union_grad(d_b(g_v, al[0], al[1], al[2]), sb,
+                                         d_b(g_f, fa, fb, fc), fb);
+    auto [gc_v, gc_f] = split_union_grad(d_c(g_v, al[0], al[1], al[2]), sc,
+                                         d_c(g_f, fa, fb, fc), fc);
+    return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), gc_v, gc_f, Tensor()};
+  }
+};
+
+static std::tuple<Tensor, Tensor, Tensor> clamp_tensor_autograd(
+    const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb,
+    const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+  auto out = ClampTensorFunction::apply(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
+  return {out[0], out[1], out[2]};
+}
+
+// ---- lerp_tensor (ternary) -------------------------------------------------------
+static std::tuple<Tensor, Tensor, Tensor> lerp_tensor_kernel(
+    const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb,
+    const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+  auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
+  auto f = [&](const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { return at::lerp(a, b, c); };
+  return {f(call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
+            call_gather_with_fill(vc, fc, sc)), f(fa, fb, fc), indices};
+}
+
+static std::tuple<Tensor, Tensor, Tensor> lerp_tensor_call(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+  static auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("sparsefill::lerp_tensor", "")
+      .typed<decltype(lerp_tensor_kernel)>();
+  return op.call(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
+}
+
+class LerpTensorFunction : public torch::autograd::Function<LerpTensorFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const Tensor& ia, const Tensor& va,
+      const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic,
+      const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [out_values, out_fill, indices] = lerp_tensor_call(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
+    ctx->save_for_backward({ia, va, fa, ib, vb, fb, ic, vc, fc, out_values, out_fill});
+    ctx->saved_data["size"] = size.vec();
+    ctx->mark_non_differentiable({indices});
+    return {out_values, out_fill, indices};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto s = ctx->get_saved_variables();
+    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
+    auto size = ctx->saved_data["size"].toIntVector();
+    auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
+    const Tensor al[3] = {call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
+                          call_gather_with_fill(vc, fc, sc)};
+    Tensor g_v = defined_or_zeros(grads[0], out_values);
+    Tensor g_f = defined_or_zeros(grads[1], out_fill);
+    auto d_a = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * (1 - c); };
+    auto d_b = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * c; };
+    auto d_c = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * (b - a); };
+    auto [ga_v, ga_f] = split_union_grad(d_a(g_v, al[0], al[1], al[2]), sa,
+                                         d_a(g_f, fa, fb, fc), fa);
+    auto [gb_v, gb_f] = split_union_grad(d_b(g_v, al[0], al[1], al[2]), sb,
+                                         d_b(g_f, fa, fb, fc), fb);
+    auto [gc_v, gc_f] = split_union_grad(d_c(g_v, al[0], al[1], al[2]), sc,
+                                         d_c(g_f, fa, fb, fc), fc);
+    return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), gc_v, gc_f, Tensor()};
+  }
+};
+
+static std::tuple<Tensor, Tensor, Tensor> lerp_tensor_autograd(
+    const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb,
+    const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
+  auto out = LerpTensorFunction::apply(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
+  return {out[0], out[1], out[2]};
+}
+
 }  // namespace sparsefill
 
 TORCH_LIBRARY_FRAGMENT(sparsefill, m) {
@@ -6934,6 +7109,9 @@ TORCH_LIBRARY_FRAGMENT(sparsefill, m) {
   m.def("bitwise_xor_same(Tensor values_a, Tensor fill_a, Tensor values_b, Tensor fill_b) -> (Tensor values, Tensor fill)");
   m.def("bitwise_xor_dense(Tensor values, Tensor fill, Tensor other, bool reverse) -> (Tensor values, Tensor fill)");
   m.def("bitwise_xor_scalar(Tensor values, Tensor fill, Scalar number, bool reverse) -> (Tensor values, Tensor fill)");
+  m.def("where(Tensor indices_a, Tensor values_a, Tensor fill_a, Tensor indices_b, Tensor values_b, Tensor fill_b, Tensor indices_c, Tensor values_c, Tensor fill_c, int[] size) -> (Tensor values, Tensor fill, Tensor indices)");
+  m.def("clamp_tensor(Tensor indices_a, Tensor values_a, Tensor fill_a, Tensor indices_b, Tensor values_b, Tensor fill_b, Tensor indices_c, Tensor values_c, Tensor fill_c, int[] size) -> (Tensor values, Tensor fill, Tensor indices)");
+  m.def("lerp_tensor(Tensor indices_a, Tensor values_a, Tensor fill_a, Tensor indices_b, Tensor values_b, Tensor fill_b, Tensor indices_c, Tensor values_c, Tensor fill_c, int[] size) -> (Tensor values, Tensor fill, Tensor indices)");
 }
 
 TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
@@ -6970,6 +7148,9 @@ TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("bitwise_and", &sparsefill::bitwise_and_kernel);
   m.impl("bitwise_or", &sparsefill::bitwise_or_kernel);
   m.impl("bitwise_xor", &sparsefill::bitwise_xor_kernel);
+  m.impl("where", &sparsefill::where_kernel);
+  m.impl("clamp_tensor", &sparsefill::clamp_tensor_kernel);
+  m.impl("lerp_tensor", &sparsefill::lerp_tensor_kernel);
 }
 
 TORCH_LIBRARY_IMPL(sparsefill, CompositeExplicitAutograd, m) {
@@ -7181,5 +7362,8 @@ TORCH_LIBRARY_IMPL(sparsefill, Autograd, m) {
   m.impl("bitwise_xor_same", &sparsefill::bitwise_xor_same_autograd);
   m.impl("bitwise_xor_dense", &sparsefill::bitwise_xor_dense_autograd);
   m.impl("bitwise_xor_scalar", &sparsefill::bitwise_xor_scalar_autograd);
+  m.impl("where", &sparsefill::where_autograd);
+  m.impl("clamp_tensor", &sparsefill::clamp_tensor_autograd);
+  m.impl("lerp_tensor", &sparsefill::lerp_tensor_autograd);
 }
 // NOLINTEND
