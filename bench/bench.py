@@ -61,7 +61,8 @@ def random_coo(shape, density, fill, seed=0, dtype=torch.float32):
 
 
 def rows(quick: bool):
-    """Yield (name, ours, anchor name, anchor) with zero-argument callables."""
+    """Yield (name, ours, anchor name, anchor[, element count]) with
+    zero-argument callables; an element count adds an ns-per-element line."""
     m = 2000 if quick else 4000
     A, N = random_coo((m, m), 0.01, 5.0)
     A0, _ = random_coo((m, m), 0.01, 0.0)
@@ -75,7 +76,7 @@ def rows(quick: bool):
     C, NC = A.to_sparse_csr(), N.to_sparse_csr()
     yield (f"CSR->COO {m}x{m} 1%", C.to_sparse_coo, "torch to_sparse_coo", NC.to_sparse_coo)
 
-    n = 1_000_000 if quick else 10_000_000
+    n = 2_000_000 if quick else 20_000_000  # half of it stored: 10M stored elements
     big, big_native = random_coo((n,), 0.5, 5.0, seed=1)
     big0, _ = random_coo((n,), 0.5, 0.0, seed=1)
     values = big.values()
@@ -83,14 +84,19 @@ def rows(quick: bool):
            "torch.exp(values)", lambda: torch.exp(values))
     yield (f"exp, {n // 2:,} stored fp32, fill 0", lambda: torch.exp(big0),
            "torch.exp(values)", lambda: torch.exp(values))
+    yield (f"sigmoid, {n // 2:,} stored fp32, fill 5", lambda: torch.sigmoid(big),
+           "torch.sigmoid(values)", lambda: torch.sigmoid(values))
+    yield (f"A * 2.5, {n // 2:,} stored fp32", lambda: big * 2.5,
+           "values * 2.5", lambda: values * 2.5)
     twin = big._with(big.values() * 2, big._fill_value())
     twin_native = torch.sparse_coo_tensor(big_native.indices(), big_native.values() * 2,
                                           big_native.shape, check_invariants=False).coalesce()
     yield (f"add same pattern, {n // 2:,} stored", lambda: twin + big,
            "torch COO + COO", lambda: twin_native + big_native)
     other, other_native = random_coo((n,), 0.5, -1.0, seed=2)
+    union = (big + other).nse()
     yield (f"add union pattern, {n // 2:,} + {n // 2:,} stored", lambda: big + other,
-           "torch COO + COO", lambda: big_native + other_native)
+           "torch COO + COO", lambda: big_native + other_native, union)
 
     tiny, tiny_native = random_coo((3,), 1.0, 5.0, seed=3)
     yield ("per-op overhead: A * 2, 3 elements", lambda: tiny * 2,
@@ -108,12 +114,18 @@ def main() -> None:
     header = f"{'operation':<44} {'ours':>11}   {'anchor':<26} {'anchor time':>11}  {'ratio':>6}"
     print(header)
     print("-" * len(header))
-    for name, ours, anchor_name, anchor in rows(args.quick):
+    notes = []
+    for name, ours, anchor_name, anchor, *elements in rows(args.quick):
         if args.rows not in name:
             continue
         t_ours, t_anchor = timeit(ours), timeit(anchor)
         print(f"{name:<44} {fmt(t_ours):>11}   {anchor_name:<26} {fmt(t_anchor):>11}  "
               f"{t_ours / t_anchor:6.2f}")
+        if elements:
+            notes.append(f"{name}: {t_ours / elements[0] * 1e9:.1f} ns per union element "
+                         f"(torch: {t_anchor / elements[0] * 1e9:.1f} ns), {elements[0]:,} in the union")
+    for note in notes:
+        print(note)
 
 
 if __name__ == "__main__":
