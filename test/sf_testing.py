@@ -305,7 +305,9 @@ def check_gradients(spec: OpSpec, layout):
     gradients, and gradgradcheck for smooth ops. Non-differentiable ops must
     give results that do not require grad or whose gradient is zero."""
     args = spec.test_args
-    if not spec.differentiable or spec.dtypes in ("bool", "int", "complex"):
+    if spec.differentiable and spec.dtypes == "complex":
+        return _check_complex_gradients(spec, layout)
+    if not spec.differentiable or spec.dtypes in ("bool", "int"):
         return _check_not_differentiable(spec, layout)
     ia, va, fa, size = _leaf(7, 0.7, layout, spec)
     if spec.kind == "ternary":
@@ -383,6 +385,16 @@ def _check_ternary_gradients(spec, layout, ia, va, fa, size):
     check_dense_gradients(*dense_check, A)
 
 
+def _check_complex_gradients(spec, layout):
+    """gradcheck with complex values and fill (torch checks both Wirtinger
+    derivatives numerically)."""
+    idx, v, f, size = _leaf_parts(6, 0.7, layout, "real")
+    v = torch.complex(v.detach(), v.detach().flip(0) + 0.25).requires_grad_()
+    f = torch.complex(f.detach(), torch.tensor(0.3, dtype=torch.float64)).requires_grad_()
+    fn = lambda v, f: spec.func(_build(layout, idx, v, f, size), *spec.test_args).to_dense()  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (v, f))
+
+
 def _check_not_differentiable(spec, layout):
     A = _operand(Case("random", 1.5), layout, spec)
     out = spec.func(A, *spec.test_args) if spec.kind == "unary" else \
@@ -395,14 +407,15 @@ def _check_not_differentiable(spec, layout):
 def opcheck_op(spec: OpSpec):
     """torch.library.opcheck on every op the YAML entry generates."""
     ops = torch.ops.sparsefill
-    grad = spec.differentiable and spec.dtypes not in ("bool", "int", "complex")
+    grad = spec.differentiable and spec.dtypes not in ("bool", "int")
     case = Case("random", 1.5)
     A = _operand(case, torch.sparse_coo, spec).coalesce()
     va, fa = A.values().detach().clone(), A._fill_value().detach().clone()
     if spec.dtypes in ("float", "mask"):
         fa = _in_domain(fa, spec.domain)
     if grad:
-        va, fa = va.to(torch.float64).requires_grad_(), fa.to(torch.float64).requires_grad_()
+        wide = torch.complex128 if va.is_complex() else torch.float64
+        va, fa = va.to(wide).requires_grad_(), fa.to(wide).requires_grad_()
     extra = tuple(spec.test_args)
     if spec.kind == "unary":
         torch.library.opcheck(getattr(ops, spec.name), (va, fa) + extra)

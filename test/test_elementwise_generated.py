@@ -1161,7 +1161,7 @@ def test_conj_opcheck():
     T.opcheck_op(SPEC_CONJ)
 
 
-SPEC_REAL = T.OpSpec('real', torch.real, kind='unary', domain='real', dtypes='complex', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
+SPEC_REAL = T.OpSpec('real', torch.real, kind='unary', domain='real', dtypes='complex', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
 @pytest.mark.parametrize("layout", T.LAYOUTS)
@@ -1184,7 +1184,7 @@ def test_real_opcheck():
     T.opcheck_op(SPEC_REAL)
 
 
-SPEC_IMAG = T.OpSpec('imag', torch.imag, kind='unary', domain='real', dtypes='complex', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
+SPEC_IMAG = T.OpSpec('imag', torch.imag, kind='unary', domain='real', dtypes='complex', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
 @pytest.mark.parametrize("layout", T.LAYOUTS)
@@ -1207,7 +1207,7 @@ def test_imag_opcheck():
     T.opcheck_op(SPEC_IMAG)
 
 
-SPEC_ANGLE = T.OpSpec('angle', torch.angle, kind='unary', domain='real', dtypes='complex', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
+SPEC_ANGLE = T.OpSpec('angle', torch.angle, kind='unary', domain='real', dtypes='complex', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
 @pytest.mark.parametrize("layout", T.LAYOUTS)

@@ -2046,13 +2046,20 @@ class RealFunction : public torch::autograd::Function<RealFunction> {
   static variable_list forward(AutogradContext* ctx, const Tensor& values, const Tensor& fill) {
     at::AutoDispatchBelowADInplaceOrView guard;
     auto [out_values, out_fill] = real_call(values, fill);
-    ctx->save_for_backward({Tensor(), fill,
+    ctx->save_for_backward({values, fill,
                              Tensor(), Tensor()});
     return {out_values, out_fill};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    (void)ctx; (void)grads;
-    return {Tensor(), Tensor()};
+    auto saved = ctx->get_saved_variables();
+    auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& result) -> Tensor {
+      (void)self; (void)result;
+      return self.is_complex() ? at::complex(grad, at::zeros_like(grad)) : grad;
+    };
+    Tensor g_values = grads[0].defined() ? d_self(grads[0], saved[0], saved[2]) : Tensor();
+    Tensor g_fill = grads[1].defined()
+        ? grad_to(d_self(grads[1], saved[1], saved[3]), saved[1]) : Tensor();
+    return {g_values, g_fill};
   }
 };
 
@@ -2085,8 +2092,15 @@ class ImagFunction : public torch::autograd::Function<ImagFunction> {
     return {out_values, out_fill};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    (void)ctx; (void)grads;
-    return {Tensor(), Tensor()};
+    auto saved = ctx->get_saved_variables();
+    auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& result) -> Tensor {
+      (void)self; (void)result;
+      return at::complex(at::zeros_like(grad), grad);
+    };
+    Tensor g_values = grads[0].defined() ? d_self(grads[0], saved[0], saved[2]) : Tensor();
+    Tensor g_fill = grads[1].defined()
+        ? grad_to(d_self(grads[1], saved[1], saved[3]), saved[1]) : Tensor();
+    return {g_values, g_fill};
   }
 };
 
@@ -2114,13 +2128,20 @@ class AngleFunction : public torch::autograd::Function<AngleFunction> {
   static variable_list forward(AutogradContext* ctx, const Tensor& values, const Tensor& fill) {
     at::AutoDispatchBelowADInplaceOrView guard;
     auto [out_values, out_fill] = angle_call(values, fill);
-    ctx->save_for_backward({Tensor(), fill,
+    ctx->save_for_backward({values, fill,
                              Tensor(), Tensor()});
     return {out_values, out_fill};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    (void)ctx; (void)grads;
-    return {Tensor(), Tensor()};
+    auto saved = ctx->get_saved_variables();
+    auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& result) -> Tensor {
+      (void)self; (void)result;
+      return self.is_complex() ? grad * at::complex(-at::imag(self), at::real(self)) / self.abs().pow(2) : at::zeros_like(grad);
+    };
+    Tensor g_values = grads[0].defined() ? d_self(grads[0], saved[0], saved[2]) : Tensor();
+    Tensor g_fill = grads[1].defined()
+        ? grad_to(d_self(grads[1], saved[1], saved[3]), saved[1]) : Tensor();
+    return {g_values, g_fill};
   }
 };
 
