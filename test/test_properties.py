@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import torch_sparsefill as sf
 
-SETTINGS = settings(max_examples=60, deadline=None,
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 FLOAT_FILLS = [0.0, 1.5, -2.0, math.inf, -math.inf, math.nan]
 
@@ -44,6 +44,10 @@ def sparse_fill_tensors(draw, layout=None, dtype=None, shape=None):
         values = torch.tensor(draw(st.lists(st.floats(-10, 10, width=32), min_size=nse * math.prod(dense_shape),
                                             max_size=nse * math.prod(dense_shape))), dtype=dtype)
         fill = draw(st.sampled_from(FLOAT_FILLS))
+    elif dtype == torch.bool:
+        values = torch.tensor(draw(st.lists(st.booleans(), min_size=nse * math.prod(dense_shape),
+                                            max_size=nse * math.prod(dense_shape))), dtype=dtype)
+        fill = draw(st.booleans())
     else:
         values = torch.tensor(draw(st.lists(st.integers(-9, 9), min_size=nse * math.prod(dense_shape),
                                             max_size=nse * math.prod(dense_shape))), dtype=dtype)
@@ -102,11 +106,42 @@ def operand_pairs(draw):
     return A, B
 
 
+BINARY = [torch.add, torch.sub, torch.mul, torch.maximum, torch.eq, torch.lt, torch.atan2,
+          torch.logaddexp, torch.remainder, torch.hypot]
+UNARY = [torch.abs, torch.sin, torch.sigmoid, torch.floor, torch.isnan, torch.square,
+         torch.nn.functional.gelu, torch.nn.functional.leaky_relu]
+
+
 @SETTINGS
-@given(operand_pairs())
-def test_add_union(pair):
+@given(operand_pairs(), st.sampled_from(BINARY))
+def test_binary_union(pair, op):
     A, B = pair
-    same((A + B).to_dense(), A.to_dense() + B.to_dense())
+    try:
+        expected = op(A.to_dense(), B.to_dense())
+    except RuntimeError:  # e.g. an integer dtype torch refuses for this op
+        return
+    if op is torch.remainder and not B.dtype.is_floating_point and B.fill_value().eq(0).any():
+        # Known limitation (RFC.md section 4): the result fill op(fill_a, fill_b) is
+        # computed even when no element is unspecified, so an integer zero fill
+        # divides by zero there while the dense computation never does.
+        with pytest.raises(RuntimeError):
+            op(A, B)
+        return
+    same(op(A, B).to_dense(), expected)
+
+
+@SETTINGS
+@given(sparse_fill_tensors(dtype=torch.float64), st.sampled_from(UNARY))
+def test_unary_family(A, op):
+    same(op(A).to_dense(), op(A.to_dense()))
+
+
+@SETTINGS
+@given(sparse_fill_tensors(dtype=torch.float64), sparse_fill_tensors(dtype=torch.bool))
+def test_where_with_random_condition(A, cond):
+    if cond.shape != A.shape:
+        cond = A > 0
+    same(torch.where(cond, A, -1.5).to_dense(), torch.where(cond.to_dense(), A.to_dense(), -1.5))
 
 
 # ---- determinism: 1 thread vs 2 threads ----------------------------------------
@@ -116,6 +151,8 @@ def _all_ops(A, B):
     A.requires_grad_()
     outs = [A.to_dense(), A.to_sparse_csr().to_dense(), A.to_sparse_coo().to_dense(),
             torch.exp(A).to_dense(), (A * 3).to_dense(), (-A).to_dense(), (A + B).to_dense(),
+            torch.maximum(A, B).to_dense(), torch.where(A > B, A, B).to_dense(),
+            torch.atan2(A, B).to_dense(), A.eliminate_fill().to_dense(),
             sf.to_sparse(A.to_dense().detach(), fill_value=A._fill_value().detach()).values()]
     (torch.exp(A) + B).to_dense().pow(2).sum().backward()
     outs += [A._values().grad, A._fill_value().grad]
