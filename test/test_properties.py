@@ -139,8 +139,8 @@ def test_unary_family(A, op):
 @SETTINGS
 @given(sparse_fill_tensors(dtype=torch.float64), sparse_fill_tensors(dtype=torch.bool))
 def test_where_with_random_condition(A, cond):
-    if cond.shape != A.shape:
-        cond = A > 0
+    if cond.shape != A.shape or cond.sparse_dim() != A.sparse_dim():
+        cond = A > 0  # operands must agree on sparse_dim (RFC.md section 4)
     same(torch.where(cond, A, -1.5).to_dense(), torch.where(cond.to_dense(), A.to_dense(), -1.5))
 
 
