@@ -4,7 +4,7 @@ tensor is built; each error names the argument and the rule."""
 from __future__ import annotations
 
 import numbers
-from typing import Optional, Sequence
+from typing import Sequence
 
 import torch
 

@@ -4,7 +4,8 @@
 callable up in three tables and otherwise refuses:
   1. METHODS: Tensor methods (and torch functions) that SparseFillTensor
      implements itself (to_dense, coalesce, clone, ...);
-  2. ELEMENTWISE: the generated table (_generated_ops.py) of element-wise ops;
+  2. ELEMENTWISE / INPLACE_ROUTES: the generated tables (_generated_ops.py)
+     of element-wise ops and their in-place forms;
   3. PASSTHROUGH: metadata queries that the wrapper answers by itself
      (shape, dtype, device, dim, ...).
 Anything else raises NotImplementedError naming the function: no torch
@@ -61,6 +62,8 @@ PASSTHROUGH = {
 ELEMENTWISE: dict = {}  # callable -> [(op name, reflected)]
 for _fn, _op, _reflected in _generated_ops.ROUTES:
     ELEMENTWISE.setdefault(_fn, []).append((_op, _reflected))
+
+
 def _is_number(x) -> bool:
     return isinstance(x, numbers.Number) and not isinstance(x, torch.Tensor)
 

@@ -238,11 +238,11 @@ def cpp_binary(op) -> str:
     ds, do = op["derivatives"].get("self"), op["derivatives"].get("other")
     f = lambda_expr(op, "const Tensor& self, const Tensor& other")
     union_grads = (
-        (f"    auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,\n"
-         f"                                         d_self(g_f, fa, fb, out_fill), fa);\n"
+        ("    auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,\n"
+         "                                         d_self(g_f, fa, fb, out_fill), fa);\n"
          if ds else "    Tensor ga_v, ga_f;\n") +
-        (f"    auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,\n"
-         f"                                         d_other(g_f, fa, fb, out_fill), fb);\n"
+        ("    auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,\n"
+         "                                         d_other(g_f, fa, fb, out_fill), fb);\n"
          if do else "    Tensor gb_v, gb_f;\n"))
     same_grads = (
         ("    Tensor ga_v = d_self(g_v, va, vb, out_values);\n"
