@@ -118,11 +118,13 @@ sf_status sf_union_count(int64_t *nse_out, const int64_t *linear_a,
                          int64_t nse_a, const int64_t *linear_b,
                          int64_t nse_b);
 
-/* The union pattern and where each of its elements comes from. Outputs of
- * length nse_out (from sf_union_count): linear_out strictly increasing;
- * src_a[k] = position of linear_out[k] in A, or -1 where A has no stored
- * element there (the fill of A stands in); src_b likewise. */
-sf_status sf_union_plan(int64_t *linear_out, int64_t *src_a, int64_t *src_b,
+/* The union pattern and where each of its elements comes from, in one pass.
+ * Output buffers hold nse_a + nse_b (an upper bound; sf_union_count gives the
+ * exact size when memory matters more than the extra pass); the first
+ * *nse_out entries are written: linear_out strictly increasing; src_a[k] =
+ * position of linear_out[k] in A, or -1 where A has no stored element there
+ * (the fill of A stands in); src_b likewise. */
+sf_status sf_union_plan(int64_t *nse_out, int64_t *linear_out, int64_t *src_a, int64_t *src_b,
                         const int64_t *linear_a, int64_t nse_a,
                         const int64_t *linear_b, int64_t nse_b);
 

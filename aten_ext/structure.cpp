@@ -149,23 +149,39 @@ static Tensor crow_from_rows(const Tensor& rows_in, int64_t nrows) {
   return crow;
 }
 
+// Linear indices of checked COO indices. One sparse dim: the indices row
+// itself (checked, not copied).
+static Tensor linear_view(const Tensor& indices_in, at::IntArrayRef sparse_size) {
+  if (sparse_size.size() != 1) return coo_linearize(indices_in, sparse_size);
+  Tensor indices = index_arg(indices_in, "indices", 2);
+  TORCH_CHECK(indices.size(0) == 1, "sparsefill: indices rows (", indices.size(0),
+              ") != sparse dimensions (1)");
+  sf_site site{-1, -1, -1};
+  check_status(sf_coo_check(&site, nullptr, indices.data_ptr<int64_t>(), 1, indices.size(1),
+                            sparse_size.data()),
+               "indices", &site);
+  return indices.select(0, 0);
+}
+
 static std::tuple<Tensor, Tensor, Tensor> union_plan(const Tensor& indices_a,
                                                      const Tensor& indices_b,
                                                      at::IntArrayRef sparse_size) {
-  Tensor la = coo_linearize(indices_a, sparse_size);
-  Tensor lb = coo_linearize(indices_b, sparse_size);
+  Tensor la = linear_view(indices_a, sparse_size);
+  Tensor lb = linear_view(indices_b, sparse_size);
+  // One pass into buffers of the upper bound nse_a + nse_b, then narrowed.
+  const int64_t bound = la.numel() + lb.numel();
+  Tensor lout = at::empty({bound}, la.options());
+  Tensor src_a = at::empty({bound}, la.options());
+  Tensor src_b = at::empty({bound}, la.options());
   int64_t n = 0;
-  check_status(sf_union_count(&n, la.data_ptr<int64_t>(), la.numel(), lb.data_ptr<int64_t>(),
-                              lb.numel()),
-               "indices of a binary op's operands (they must be coalesced)");
-  Tensor lout = at::empty({n}, la.options());
-  Tensor src_a = at::empty({n}, la.options());
-  Tensor src_b = at::empty({n}, la.options());
-  check_status(sf_union_plan(lout.data_ptr<int64_t>(), src_a.data_ptr<int64_t>(),
+  check_status(sf_union_plan(&n, lout.data_ptr<int64_t>(), src_a.data_ptr<int64_t>(),
                              src_b.data_ptr<int64_t>(), la.data_ptr<int64_t>(), la.numel(),
                              lb.data_ptr<int64_t>(), lb.numel()),
-               "indices of a binary op's operands");
-  return {coo_delinearize(lout, sparse_size), src_a, src_b};
+               "indices of a binary op's operands (they must be coalesced)");
+  // The result keeps these indices: an exact-size copy, not a view of the bound.
+  Tensor indices = sparse_size.size() == 1 ? lout.narrow(0, 0, n).clone().view({1, n})
+                                           : coo_delinearize(lout.narrow(0, 0, n), sparse_size);
+  return {indices, src_a.narrow(0, 0, n), src_b.narrow(0, 0, n)};
 }
 
 // ---- gather_with_fill: fill substitution, differentiable -----------------

@@ -29,9 +29,10 @@ sf_status sf_union_count(int64_t *nse_out, const int64_t *linear_a, int64_t nse_
   return SF_OK;
 }
 
-sf_status sf_union_plan(int64_t *linear_out, int64_t *src_a, int64_t *src_b,
+sf_status sf_union_plan(int64_t *nse_out, int64_t *linear_out, int64_t *src_a, int64_t *src_b,
                         const int64_t *linear_a, int64_t nse_a, const int64_t *linear_b,
                         int64_t nse_b) {
+  SF_FAIL_IF(nse_out == NULL, SF_ERR_NULL_POINTER);
   SF_FAIL_IF(nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);
   SF_NEED(linear_a, nse_a);
   SF_NEED(linear_b, nse_b);
@@ -60,6 +61,7 @@ sf_status sf_union_plan(int64_t *linear_out, int64_t *src_a, int64_t *src_b,
     src_a[n] = -1;
     src_b[n] = j;
   }
+  *nse_out = n;
   return SF_OK;
 }
 

@@ -340,10 +340,14 @@ void check_union(const Vec& a, const Vec& b) {
   Vec expected;
   std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(expected));
   ASSERT_EQ(n, (int64_t)expected.size());
-  Vec out(n), src_a(n), src_b(n);
-  ASSERT_EQ(sf_union_plan(out.data(), src_a.data(), src_b.data(), a.data(), a.size(), b.data(),
-                          b.size()),
+  const size_t bound = a.size() + b.size();
+  Vec out(bound), src_a(bound), src_b(bound);
+  int64_t written = -1;
+  ASSERT_EQ(sf_union_plan(&written, out.data(), src_a.data(), src_b.data(), a.data(), a.size(),
+                          b.data(), b.size()),
             SF_OK);
+  ASSERT_EQ(written, n);
+  out.resize(n);
   EXPECT_EQ(out, expected);
   for (int64_t k = 0; k < n; ++k) {
     auto ia = std::find(a.begin(), a.end(), out[k]);
@@ -379,8 +383,10 @@ TEST(Union, RejectsUncoalesced) {
   int64_t n = 0;
   EXPECT_EQ(sf_union_count(&n, a.data(), 2, b.data(), 1), SF_ERR_NOT_COALESCED);
   Vec out(3), sa(3), sb(3);
-  EXPECT_EQ(sf_union_plan(out.data(), sa.data(), sb.data(), a.data(), 2, b.data(), 1),
+  EXPECT_EQ(sf_union_plan(&n, out.data(), sa.data(), sb.data(), a.data(), 2, b.data(), 1),
             SF_ERR_NOT_COALESCED);
+  EXPECT_EQ(sf_union_plan(nullptr, out.data(), sa.data(), sb.data(), b.data(), 1, b.data(), 1),
+            SF_ERR_NULL_POINTER);
   Vec dup{2, 2};
   EXPECT_EQ(sf_union_count(&n, b.data(), 1, dup.data(), 2), SF_ERR_NOT_COALESCED);
 }

@@ -105,7 +105,9 @@ static void fuzz_union(reader *r) {
   int64_t n = -1;
   if (sf_union_count(&n, a, na, b, nb) != SF_OK) return;
   require(n >= (na > nb ? na : nb) && n <= na + nb);
-  require(sf_union_plan(out, src_a, src_b, a, na, b, nb) == SF_OK);
+  int64_t written = -1;
+  require(sf_union_plan(&written, out, src_a, src_b, a, na, b, nb) == SF_OK);
+  require(written == n);
   for (int64_t k = 0; k < n; ++k) {
     require(k == 0 || out[k] > out[k - 1]);
     require(src_a[k] >= 0 || src_b[k] >= 0);
