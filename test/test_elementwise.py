@@ -148,3 +148,11 @@ def test_comparisons_give_bool_fill():
     out = A > 1.0
     assert out.dtype == torch.bool and out._fill_value().dtype == torch.bool
     assert out.fill_value().item() is True
+
+
+def test_where_method_form():
+    A = T.random_tensor("random", 1.5, seed=1)
+    B = T.random_tensor("random", -0.5, seed=2)
+    cond = A > 0.2
+    T.assert_dense_equal(A.where(cond, B).to_dense(),
+                         A.to_dense().where(cond.to_dense(), B.to_dense()))

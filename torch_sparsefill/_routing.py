@@ -43,6 +43,8 @@ _CASTS = {"float": torch.float32, "double": torch.float64, "half": torch.float16
 for _name, _dtype in _CASTS.items():
     METHODS[getattr(T, _name)] = (lambda d: lambda self, memory_format=None: self.to(d))(_dtype)
 METHODS[T.cpu] = lambda self, memory_format=None: self.to("cpu")
+# x.where(condition, y) is torch.where(condition, x, y): the generated where op.
+METHODS[T.where] = lambda self, condition, other: torch.where(condition, self, other)
 METHODS[T.__hash__] = lambda self: id(self)
 METHODS[T.__format__] = lambda self, spec: format(repr(self), spec)
 
