@@ -67,7 +67,8 @@ sf_status sf_sizes_numel(int64_t *numel, const int64_t *sizes, int64_t ndim);
  * *is_coalesced (may be NULL) = 1 when the linear indices are strictly
  * increasing, else 0. Errors: SF_ERR_INDEX_NEGATIVE / _OUT_OF_RANGE with the
  * first bad element in *site; SF_ERR_NEGATIVE_SIZE; SF_ERR_OVERFLOW when the
- * product of sizes overflows. sparse_dim may be 0 (then nse must be 0 or 1). */
+ * product of sizes overflows. sparse_dim may be 0: one position, so nse > 1
+ * means duplicates (valid, *is_coalesced = 0). */
 sf_status sf_coo_check(sf_site *site, int *is_coalesced, const int64_t *indices,
                        int64_t sparse_dim, int64_t nse, const int64_t *sizes);
 
@@ -78,7 +79,9 @@ sf_status sf_coo_linearize(int64_t *linear, const int64_t *indices,
                            int64_t sparse_dim, int64_t nse,
                            const int64_t *sizes);
 
-/* Inverse of sf_coo_linearize: indices[d * nse + k] from linear[k]. */
+/* Inverse of sf_coo_linearize: indices[d * nse + k] from linear[k].
+ * Errors: SF_ERR_INDEX_NEGATIVE / _OUT_OF_RANGE for a linear index outside
+ * [0, numel), SF_ERR_OVERFLOW for sizes. */
 sf_status sf_coo_delinearize(int64_t *indices, const int64_t *linear,
                              int64_t sparse_dim, int64_t nse,
                              const int64_t *sizes);
@@ -87,7 +90,9 @@ sf_status sf_coo_delinearize(int64_t *indices, const int64_t *linear,
  * Outputs: unique_linear[0..*nse_out) strictly increasing (buffer of nse);
  * segment[k] = slot in unique_linear of input element k (buffer of nse).
  * The caller sums values with segment (index_add). Stable; O(nse) extra
- * memory; linear time when the input is already sorted. */
+ * memory; linear time when the input is already sorted. unique_linear or
+ * segment may be `linear` itself (in place). Errors: SF_ERR_INDEX_NEGATIVE
+ * for a negative linear index, SF_ERR_NO_MEMORY. */
 sf_status sf_coalesce_plan(int64_t *unique_linear, int64_t *segment,
                            int64_t *nse_out, const int64_t *linear,
                            int64_t nse);

@@ -10,16 +10,14 @@ sf_status sf_csr_check(sf_site *site, const int64_t *crow, const int64_t *col, i
     sf_set_site(site, 0, -1, crow[0]);
     return SF_ERR_CROW_FIRST;
   }
-  /* Pointers first: once they are known to be in [0, nse], reading col
-   * through them is safe. */
+  /* Pointers first, reading crow only: once crow is known to run from 0 to
+   * nse without decreasing, every crow[i] is in [0, nse] and reading col
+   * through them is safe. A pointer past nse in the middle shows up as a
+   * decrease further on or as a wrong last entry. */
   for (int64_t i = 0; i < nrows; ++i) {
     if (crow[i + 1] < crow[i]) {
       sf_set_site(site, i, -1, crow[i + 1]);
       return SF_ERR_CROW_DECREASING;
-    }
-    if (crow[i + 1] > nse) {
-      sf_set_site(site, i + 1, -1, crow[i + 1]);
-      return SF_ERR_CROW_LAST;
     }
   }
   if (crow[nrows] != nse) {

@@ -36,9 +36,11 @@ sf_status sf_union_plan(int64_t *nse_out, int64_t *linear_out, int64_t *src_a, i
   SF_FAIL_IF(nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);
   SF_NEED(linear_a, nse_a);
   SF_NEED(linear_b, nse_b);
-  SF_NEED(linear_out, nse_a + nse_b);
-  SF_NEED(src_a, nse_a + nse_b);
-  SF_NEED(src_b, nse_a + nse_b);
+  /* The outputs hold nse_a + nse_b (the sum is not formed: it could overflow). */
+  const int64_t any = (nse_a > 0 || nse_b > 0);
+  SF_NEED(linear_out, any);
+  SF_NEED(src_a, any);
+  SF_NEED(src_b, any);
   SF_FAIL_IF(!strictly_increasing(linear_a, nse_a) || !strictly_increasing(linear_b, nse_b),
              SF_ERR_NOT_COALESCED);
   int64_t i = 0, j = 0, n = 0;

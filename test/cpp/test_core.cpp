@@ -180,7 +180,7 @@ TEST(Delinearize, RejectsOutOfRange) {
             SF_ERR_INDEX_OUT_OF_RANGE);
   linear[0] = -1;
   EXPECT_EQ(sf_coo_delinearize(out.data(), linear.data(), 2, 1, sizes.data()),
-            SF_ERR_INDEX_OUT_OF_RANGE);
+            SF_ERR_INDEX_NEGATIVE);
 }
 
 // ---- coalescing plan --------------------------------------------------------------
@@ -270,7 +270,13 @@ TEST(CsrCheck, EachRuleWithItsSite) {
   Vec last{0, 1, 1};
   EXPECT_EQ(sf_csr_check(&site, last.data(), col.data(), 2, 2, 2), SF_ERR_CROW_LAST);
   Vec beyond{0, 5, 2};  // crow past nse must be caught before col is read through it
-  EXPECT_EQ(sf_csr_check(&site, beyond.data(), col.data(), 2, 2, 2), SF_ERR_CROW_LAST);
+  EXPECT_EQ(sf_csr_check(&site, beyond.data(), col.data(), 2, 2, 2), SF_ERR_CROW_DECREASING);
+  EXPECT_EQ(site.position, 1);
+  EXPECT_EQ(site.value, 2);
+  Vec beyond_last{0, 5, 5};
+  EXPECT_EQ(sf_csr_check(&site, beyond_last.data(), col.data(), 2, 2, 2), SF_ERR_CROW_LAST);
+  EXPECT_EQ(site.position, 2);
+  EXPECT_EQ(site.value, 5);
   Vec ok{0, 1, 2};
   Vec col_out{0, 7};
   EXPECT_EQ(sf_csr_check(&site, ok.data(), col_out.data(), 2, 2, 2), SF_ERR_INDEX_OUT_OF_RANGE);
