@@ -86,12 +86,6 @@ def assert_dense_equal(actual: torch.Tensor, expected: torch.Tensor, **kw):
     torch.testing.assert_close(actual, expected, equal_nan=True, **kw)
 
 
-def check_result(out, expected_dense, layout):
-    assert isinstance(out, sf.SparseFillTensor), type(out)
-    assert out.layout == layout
-    assert_dense_equal(out.to_dense(), expected_dense)
-
-
 # ---- element-wise checks used by the generated tests ------------------------
 
 @dataclass(frozen=True)
@@ -155,13 +149,13 @@ def _second_operands(A: sf.SparseFillTensor, case: Case, layout, spec: OpSpec):
         B = [mask(1, 1.0), mask(2, 0.0)]
         dense = A.to_dense() > 0.3
         return B + [dense, dense[(0,) * A.sparse_dim()]]
-    kind = "float" if spec.dtypes in ("mask",) else spec.dtypes
     out = []
     for seed, fill in ((1, 6.0), (2, case.fill), (3, -math.inf)):
-        out.append(_retype(random_tensor(pattern, fill, layout, seed=seed), kind, spec.domain))
+        out.append(_retype(random_tensor(pattern, fill, layout, seed=seed), spec.dtypes,
+                           spec.domain))
     base = A.coalesce() if layout == torch.sparse_coo else A
     out.append(_retype(base._with(base._values().flip(0), base._fill_value() * 0.5 + 1),
-                       kind, spec.domain))
+                       spec.dtypes, spec.domain))
     out += list(spec.scalars)
     dense = out[0].to_dense()
     out.append(dense[(0,) * A.sparse_dim()].clone())  # over the dense part
