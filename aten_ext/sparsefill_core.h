@@ -141,6 +141,18 @@ sf_status sf_gather_rows_with_fill(void *out, const void *values,
                                    const int64_t *src, int64_t n,
                                    size_t row_bytes);
 
+/* ---- products (sf_products.c) ------------------------------------------ */
+
+
+
+/* ---- softmax and reductions (sf_reduce.c) ------------------------------- */
+
+
+
+/* ---- shape and indexing (sf_shape.c) ------------------------------------ */
+
+
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
