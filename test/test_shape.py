@@ -1,0 +1,460 @@
+"""Shape and indexing ops (RFC.md 11): every op on a SparseFillTensor equals
+the same op on the dense tensor, gradients included, on COO, CSR, hybrid and
+per-slice fills.
+
+The dense reference is computed here (`dense_of`), not with to_dense(), so
+that per-slice fills are checked independently of the library's conversions.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import torch_sparsefill as sf
+from sf_testing import random_tensor
+
+COO, CSR = torch.sparse_coo, torch.sparse_csr
+ERRORS = (RuntimeError, IndexError, NotImplementedError, TypeError, ValueError)
+
+
+def dense_of(A) -> torch.Tensor:
+    """Strided equivalent of A, differentiable w.r.t. values and fill: the
+    fill broadcast over the size, the (summed) stored values at their indices."""
+    if not isinstance(A, sf.SparseFillTensor):
+        return A
+    size = tuple(A.shape)
+    s = A.sparse_dim()
+    values, fill = A._values(), A._fill_value()
+    if A.layout == CSR:
+        rows = torch.repeat_interleave(torch.arange(size[0]), A.crow_indices().diff())
+        indices = torch.stack([rows, A.col_indices()])
+    else:
+        indices = A._indices()
+    base = fill.expand(size) if fill.dim() > A.dense_dim() else \
+        fill.expand(size[s:]).expand(size)
+    if s == 0:
+        if values.shape[0] == 0:
+            return base.clone()
+        return values.sum(0) + base * 0
+    stored = torch.zeros(size[:s], dtype=torch.bool)
+    stored[tuple(indices)] = True
+    vals = torch.zeros(size, dtype=values.dtype).index_put(tuple(indices), values,
+                                                           accumulate=True)
+    return torch.where(stored.view(size[:s] + (1,) * (len(size) - s)), vals, base)
+
+
+def with_fill(A, fill):
+    """A's pattern and values with another fill (per-slice fills included)."""
+    A = A.coalesce() if A.layout == COO else A
+    return A._with(A._values(), fill.to(A.dtype))
+
+
+def tensors():
+    g = torch.Generator().manual_seed(5)
+    coo = random_tensor("random", 1.5, COO, seed=1)
+    csr = random_tensor("random", -2.0, CSR, seed=2)
+    hyb = random_tensor("hybrid", 1.5, COO, seed=3)
+    three = sf.to_sparse(torch.where(torch.rand(4, 5, 6, generator=g) < 0.3,
+                                     torch.randn(4, 5, 6, generator=g, dtype=torch.float64),
+                                     torch.tensor(2.0, dtype=torch.float64)), fill_value=2.0)
+    return {
+        "coo": coo,
+        "coo_uncoalesced": random_tensor("duplicates", 0.5, COO, seed=4),
+        "csr": csr,
+        "csr_empty": random_tensor("empty", math.nan, CSR, seed=1),
+        "coo_full": random_tensor("full", -math.inf, COO, seed=1),
+        "hybrid_coo": hyb,
+        "hybrid_csr": random_tensor("hybrid", -1.0, CSR, seed=5),
+        "coo_3d": three,
+        "rowfill_coo": with_fill(coo, torch.randn(5, 1, generator=g, dtype=torch.float64)),
+        "colfill_csr": with_fill(csr, torch.randn(1, 7, generator=g, dtype=torch.float64)),
+        "slicefill_hybrid": with_fill(hyb, torch.randn(5, 1, 3, generator=g,
+                                                       dtype=torch.float64)),
+    }
+
+
+TENSORS = tensors()
+
+# Ops that apply to any tensor with two leading sparse dims of sizes (5, 7).
+OPS_2D = {
+    "transpose": lambda x: x.transpose(0, 1),
+    "transpose_neg": lambda x: torch.transpose(x, 1, -x.dim()),
+    "swapaxes": lambda x: torch.swapaxes(x, 0, 1),
+    "permute": lambda x: x.permute(1, 0, *range(2, x.dim())),
+    "unsqueeze0": lambda x: x.unsqueeze(0),
+    "unsqueeze1": lambda x: torch.unsqueeze(x, 1),
+    "unsqueeze2": lambda x: x.unsqueeze(2),
+    "unsqueeze_last": lambda x: x.unsqueeze(-1),
+    "squeeze": lambda x: x.unsqueeze(1).unsqueeze(-1).squeeze(),
+    "squeeze_dim": lambda x: torch.squeeze(x.unsqueeze(0), 0),
+    "reshape_sparse": lambda x: x.reshape((35,) + tuple(x.shape[2:])),
+    "reshape_swap": lambda x: x.reshape((7, 5) + tuple(x.shape[2:])),
+    "reshape_infer": lambda x: torch.reshape(x, (-1, 5) + tuple(x.shape[2:])),
+    "view": lambda x: x.view(35, *x.shape[2:]),
+    "flatten": lambda x: x.flatten(0, 1),
+    "narrow_rows": lambda x: x.narrow(0, 1, 3),
+    "narrow_empty": lambda x: torch.narrow(x, 0, 2, 0),
+    "narrow_cols": lambda x: x.narrow(1, 2, 4),
+    "select_row": lambda x: x.select(0, 2),
+    "select_col": lambda x: torch.select(x, 1, -1),
+    "index_select_rows": lambda x: x.index_select(0, torch.tensor([4, 0, 4, 2])),
+    "index_select_cols": lambda x: torch.index_select(x, 1, torch.tensor([6, 1, 1, 3])),
+    "index_select_none": lambda x: x.index_select(1, torch.tensor([], dtype=torch.int64)),
+    "getitem_int": lambda x: x[2],
+    "getitem_int_int": lambda x: x[2, 3],
+    "getitem_neg": lambda x: x[-1, -7],
+    "getitem_col": lambda x: x[:, 3],
+    "getitem_step": lambda x: x[1:5:2],
+    "getitem_col_step": lambda x: x[:, ::3],
+    "getitem_both_slices": lambda x: x[3:, 1:6:2],
+    "getitem_ellipsis": lambda x: x[..., 1:3] if x.dim() > 2 else x[..., 4],
+    "getitem_none": lambda x: x[None, 1],
+    "getitem_none_mid": lambda x: x[:, None, 2:],
+    "getitem_list": lambda x: x[[3, 1, 3]],
+    "getitem_tensor_cols": lambda x: x[:, torch.tensor([0, -1, 2])],
+    "getitem_bool": lambda x: x[torch.tensor([True, False, True, True, False])],
+    "getitem_int_tensor": lambda x: x[1, torch.tensor([6, 0])],
+    "getitem_tensor_int": lambda x: x[torch.tensor([4, 1]), 2],
+    "getitem_row_slice": lambda x: x[-1, 2:],
+    "getitem_0d_tensor": lambda x: x[torch.tensor(3)],
+    "contiguous": lambda x: x.contiguous(),
+    "clone": lambda x: x.clone(),
+}
+OPS_2D_ONLY = {  # need exactly two dims
+    "t": lambda x: x.t(),
+    "torch_t": lambda x: torch.t(x),
+    "mT": lambda x: x.mT,
+    "T": lambda x: x.T,
+}
+OPS_HYBRID = {
+    "select_dense": lambda x: x.select(2, 1),
+    "narrow_dense": lambda x: x.narrow(-1, 1, 2),
+    "index_select_dense": lambda x: x.index_select(2, torch.tensor([2, 0, 2])),
+    "getitem_element": lambda x: x[1, 2, 0],
+    "getitem_dense_slice": lambda x: x[..., ::2],
+    "getitem_dense_part": lambda x: x[4, 6],
+    "reshape_dense": lambda x: x.unsqueeze(-1).reshape(5, 7, 3),
+    "reshape_dense_split": lambda x: x.unsqueeze(-1).expand(5, 7, 3, 2).reshape(5, 7, 6),
+    "expand": lambda x: x.unsqueeze(-1).expand(5, 7, 3, 4),
+    "expand_as": lambda x: x.unsqueeze(-1).expand_as(torch.empty(5, 7, 3, 2)),
+    "transpose_sparse": lambda x: x.transpose(1, 0),
+}
+OPS_3D = {
+    "permute": lambda x: x.permute(2, 0, 1),
+    "transpose02": lambda x: x.transpose(0, 2),
+    "index_select1": lambda x: x.index_select(1, torch.tensor([4, 4, 0])),
+    "index_select2": lambda x: x.index_select(2, torch.tensor([5, 1])),
+    "select2": lambda x: x.select(2, 3),
+    "getitem_mixed": lambda x: x[1, :, 2],
+    "getitem_element": lambda x: x[3, 4, 5],
+    "getitem_ellipsis_int": lambda x: x[..., 0, 1:],
+    "reshape": lambda x: x.reshape(20, 6),
+    "reshape_all": lambda x: x.reshape(-1),
+    "reshape_more": lambda x: x.reshape(2, 2, 5, 3, 2),
+    "flatten": lambda x: x.flatten(),
+    "flatten_tail": lambda x: torch.flatten(x, 1),
+    "narrow2": lambda x: x.narrow(2, 1, 4),
+    "getitem_step": lambda x: x[:, 1::2, ::4],
+    "unsqueeze_mid": lambda x: x.unsqueeze(2),
+}
+
+
+def check(fn, A):
+    expected = fn(dense_of(A))
+    out = fn(A)
+    if isinstance(out, sf.SparseFillTensor):
+        if A.layout == COO:
+            assert out.layout == COO
+            # Results are coalesced; clone and contiguous keep the input as it is.
+            assert out.is_coalesced() or fn in (OPS_2D["clone"], OPS_2D["contiguous"])
+    else:
+        assert out.layout == torch.strided
+    actual = dense_of(out)
+    assert actual.shape == expected.shape
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual, expected, equal_nan=True, rtol=0, atol=0)
+    return out
+
+
+def _cases(ops, names):
+    return [pytest.param(TENSORS[t], op, id=f"{t}-{o}") for t in names for o, op in ops.items()]
+
+
+TWO_SPARSE = ["coo", "coo_uncoalesced", "csr", "csr_empty", "coo_full", "hybrid_coo",
+              "hybrid_csr", "rowfill_coo", "colfill_csr", "slicefill_hybrid"]
+
+
+@pytest.mark.parametrize("A,op", _cases(OPS_2D, TWO_SPARSE)
+                         + _cases(OPS_2D_ONLY, ["coo", "csr", "csr_empty", "rowfill_coo",
+                                                "colfill_csr"])
+                         + _cases(OPS_HYBRID, ["hybrid_coo", "hybrid_csr", "slicefill_hybrid"])
+                         + _cases(OPS_3D, ["coo_3d"]))
+def test_dense_equivalence(A, op):
+    if op in (OPS_2D["reshape_sparse"], OPS_2D["reshape_swap"], OPS_2D["reshape_infer"],
+              OPS_2D["view"], OPS_2D["flatten"]) and A._fill_value().dim() > A.dense_dim():
+        with pytest.raises(NotImplementedError, match="per-slice fill"):
+            op(A)
+        return
+    check(op, A)
+
+
+# ---- results: layout, fill, strided elements ----------------------------------------
+
+def test_single_element_is_strided_0d():
+    A = sf.sparse_coo_tensor([[0, 1], [2, 0]], [3., 4.], (2, 3), fill_value=5.)
+    for layout in (COO, CSR):
+        B = A.to_sparse(layout=layout)
+        stored, unspecified = B[0, 2], B[1, 1]
+        assert type(stored) is torch.Tensor and stored.dim() == 0 and stored.item() == 3.
+        assert type(unspecified) is torch.Tensor and unspecified.item() == 5.
+
+
+def test_slice_keeps_fill_and_layout():
+    A = random_tensor("random", 1.5, CSR, seed=1)
+    R = A[1:4]
+    assert R.layout == CSR and R._fill_value().item() == 1.5
+    assert R.crow_indices()[0] == 0 and R.nse() == int(A.crow_indices()[4] - A.crow_indices()[1])
+    C = A.index_select(0, torch.tensor([3, 3]))
+    assert C.layout == CSR and C.nse() == 2 * int(A.crow_indices().diff()[3])
+
+
+CSR_KEEPS = ["transpose", "permute", "narrow_rows", "narrow_cols", "index_select_rows",
+             "index_select_cols", "getitem_step", "getitem_both_slices", "getitem_list",
+             "getitem_tensor_cols", "getitem_bool", "contiguous"]
+
+
+@pytest.mark.parametrize("name", ["csr", "hybrid_csr", "colfill_csr"])
+@pytest.mark.parametrize("op", CSR_KEEPS)
+def test_csr_stays_csr(name, op):
+    assert check(OPS_2D[op], TENSORS[name]).layout == CSR
+
+
+def test_csr_transpose_is_csr():
+    A = random_tensor("random", 1.5, CSR, seed=1)
+    B = A.t()
+    assert B.layout == CSR and B.shape == (7, 5)
+    torch.testing.assert_close(dense_of(B), dense_of(A).t())
+
+
+def test_per_slice_fill_is_sliced_along():
+    A = TENSORS["rowfill_coo"]
+    rows = A._fill_value()
+    assert A[1:4]._fill_value().shape == (3, 1)
+    torch.testing.assert_close(A[1:4]._fill_value(), rows[1:4])
+    # Selecting a row leaves one fill value: stored in the dense-part form.
+    assert A[2]._fill_value().shape == ()
+    torch.testing.assert_close(A[2]._fill_value(), rows[2, 0])
+    assert A.t()._fill_value().shape == (1, 5)
+    # Narrowing columns: the per-row fill is unchanged.
+    assert A[:, 2:5]._fill_value().shape == (5, 1)
+
+
+def test_dense_part_fill_follows_dense_ops():
+    A = TENSORS["hybrid_coo"]  # fill (3,) = [0.5, 1.5, 1.5]
+    torch.testing.assert_close(A[..., 0]._fill_value(), A._fill_value()[0])
+    torch.testing.assert_close(A.index_select(2, torch.tensor([2, 0]))._fill_value(),
+                               A._fill_value()[[2, 0]])
+
+
+# ---- cat and stack ---------------------------------------------------------------
+
+def _pieces(layout=COO, fills=(1.5, 1.5, 1.5), hybrid=False):
+    pattern = "hybrid" if hybrid else "random"
+    out = []
+    for k, (rows, f) in enumerate(zip((5, 2, 4), fills)):
+        A = random_tensor(pattern, f, layout, seed=10 + k, size=(rows, 7))
+        out.append(A)
+    return out
+
+
+@pytest.mark.parametrize("layout", [COO, CSR])
+@pytest.mark.parametrize("hybrid", [False, True])
+@pytest.mark.parametrize("fills", [(1.5, 1.5, 1.5), (1.5, -2.0, math.nan)])
+def test_cat_rows(layout, hybrid, fills):
+    parts = _pieces(layout, fills, hybrid)
+    out = torch.cat(parts)
+    torch.testing.assert_close(dense_of(out), torch.cat([dense_of(p) for p in parts]),
+                               equal_nan=True, rtol=0, atol=0)
+    assert out.layout == layout
+    if fills[0] == fills[1] == fills[2]:
+        assert out._fill_value().shape == parts[0]._fill_value().shape  # one fill
+    else:
+        assert out._fill_value().shape[:2] == (11, 1)  # per-row fill
+
+
+@pytest.mark.parametrize("layout", [COO, CSR])
+@pytest.mark.parametrize("fills", [(1.5, 1.5), (1.5, -2.0)])
+def test_cat_cols_and_dense(layout, fills):
+    A = random_tensor("hybrid", fills[0], layout, seed=1)
+    B = random_tensor("hybrid", fills[1], layout, seed=2)
+    for dim in (1, 2, -1):
+        out = torch.cat([A, B], dim=dim)
+        torch.testing.assert_close(dense_of(out), torch.cat([dense_of(A), dense_of(B)], dim),
+                                   rtol=0, atol=0)
+        assert out.layout == layout
+    out = torch.cat([A, B], 2)
+    assert out._fill_value().dim() <= out.dense_dim()  # along a dense dim: dense-part fill
+
+
+def test_cat_per_slice_inputs_and_stack():
+    A, B = TENSORS["rowfill_coo"], TENSORS["coo"]
+    for dim in (0, 1):
+        out = torch.cat([A, B, A], dim)
+        torch.testing.assert_close(dense_of(out), torch.cat([dense_of(A), dense_of(B),
+                                                             dense_of(A)], dim), rtol=0, atol=0)
+    for dim in (0, 1, 2, -1):
+        out = torch.stack([A, B], dim)
+        torch.testing.assert_close(dense_of(out), torch.stack([dense_of(A), dense_of(B)], dim),
+                                   rtol=0, atol=0)
+    C, D = TENSORS["csr"], TENSORS["colfill_csr"]
+    for fn in (torch.hstack, torch.vstack, lambda ts: torch.concat(ts, dim=1),
+               lambda ts: torch.concatenate(ts, axis=0)):
+        out = fn([C, D])
+        torch.testing.assert_close(dense_of(out), fn([dense_of(C), dense_of(D)]),
+                                   equal_nan=True, rtol=0, atol=0)
+    v, w = sf.full((3,), 2.), sf.sparse_coo_tensor([[1]], [4.], (4,), fill_value=-1.)
+    for fn in (torch.hstack, torch.vstack):
+        if fn is torch.vstack:
+            w = w[:3]
+        torch.testing.assert_close(dense_of(fn([v, w])), fn([dense_of(v), dense_of(w)]))
+
+
+def test_cat_shared_fill_stays_one_and_dtype_promotion():
+    f = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    A = sf.sparse_coo_tensor([[0, 1], [2, 0]], torch.tensor([3., 4.], dtype=torch.float64), (2, 3),
+                             fill_value=f)
+    B = sf.sparse_coo_tensor([[0], [1]], torch.tensor([6.], dtype=torch.float64), (1, 3),
+                             fill_value=f)
+    out = torch.cat([A, B])
+    assert out._fill_value().shape == ()  # one fill, not per-row
+    dense_of(out).sum().backward()
+    assert f.grad.item() == 6.  # 4 + 2 unspecified elements
+    F = sf.full((2, 3), 3, dtype=torch.float32)
+    out = torch.cat([A.detach(), F])
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(dense_of(out), torch.cat([dense_of(A), dense_of(F).double()]))
+
+
+# ---- gradients ------------------------------------------------------------------
+
+def _leaves(name):
+    A = TENSORS[name]
+    A = A.coalesce() if A.layout == COO else A
+    v = A._values().detach().clone().requires_grad_()
+    f = A._fill_value().detach().clone()
+    f = torch.nan_to_num(f, nan=0.25, posinf=3.0, neginf=-3.0).requires_grad_()
+    return A, v, f
+
+
+GRAD_OPS = {
+    "transpose": lambda x: x.transpose(0, 1),
+    "unsqueeze_squeeze": lambda x: x.unsqueeze(1).squeeze(1),
+    "reshape": lambda x: x.reshape(7, 5, *x.shape[2:]),
+    "narrow": lambda x: x.narrow(0, 1, 3),
+    "select": lambda x: x.select(1, 2),
+    "index_select_rows": lambda x: x.index_select(0, torch.tensor([4, 0, 4])),
+    "index_select_cols": lambda x: x.index_select(1, torch.tensor([6, 6, 1])),
+    "getitem": lambda x: x[1:4:2, [0, 3, 3]],
+    "element": lambda x: x[2, 3],
+    "cat_cols": lambda x: torch.cat([x, x[:, 2:5]], 1),
+    "cat_rows": lambda x: torch.cat([x[1:3], x], 0),
+    "stack": lambda x: torch.stack([x, x], 0),
+}
+
+
+@pytest.mark.parametrize("name", ["coo", "csr", "hybrid_csr", "rowfill_coo", "slicefill_hybrid"])
+@pytest.mark.parametrize("op", list(GRAD_OPS), ids=list(GRAD_OPS))
+def test_gradcheck(name, op):
+    A, v, f = _leaves(name)
+    fn = GRAD_OPS[op]
+    if op == "reshape" and f.dim() > A.dense_dim():
+        pytest.skip("reshape of sparse dims refuses per-slice fills (tested above)")
+
+    def run(v, f):
+        return dense_of(fn(A._with(v, f)))
+
+    assert torch.autograd.gradcheck(run, (v, f))
+
+
+def test_unspecified_element_sends_gradient_to_fill():
+    v = torch.tensor([3., 4.], requires_grad=True)
+    f = torch.tensor(5., requires_grad=True)
+    for layout in (COO, CSR):
+        A = sf.sparse_coo_tensor([[0, 1], [2, 0]], v, (2, 3), fill_value=f).to_sparse(
+            layout=layout)
+        (A[1, 1] * 7 + A[0, 2] * 3).backward()
+        assert f.grad.item() == 7. and v.grad.tolist() == [3., 0.]
+        f.grad = v.grad = None
+        # A selected row: its 2 unspecified elements add to the fill gradient.
+        dense_of(A[1]).sum().backward()
+        assert f.grad.item() == 2. and v.grad.tolist() == [0., 1.]
+        f.grad = v.grad = None
+
+
+def test_cat_gradients_keep_fills_apart():
+    fa = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    fb = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    A = sf.full((2, 3), fa)
+    B = sf.full((1, 3), fb)
+    dense_of(torch.cat([A, B])).sum().backward()
+    assert fa.grad.item() == 6. and fb.grad.item() == 3.
+
+
+# ---- errors --------------------------------------------------------------------
+
+def test_errors():
+    A = TENSORS["hybrid_coo"]
+    with pytest.raises(RuntimeError, match="sparse dim 1 with dense dim 2"):
+        A.transpose(1, 2)
+    with pytest.raises(RuntimeError, match="cannot move dims between"):
+        A.permute(2, 0, 1)
+    with pytest.raises(NotImplementedError, match="mixes them"):
+        A.reshape(5, 21)
+    with pytest.raises(NotImplementedError, match="per-slice fill"):
+        TENSORS["rowfill_coo"].reshape(35)
+    with pytest.raises(NotImplementedError, match="only dense dims expand"):
+        A.unsqueeze(0).expand(4, 5, 7, 3)
+    with pytest.raises(NotImplementedError, match="adding dims"):
+        A.expand(2, 5, 7, 3)
+    with pytest.raises(RuntimeError, match="non-singleton dimension 2"):
+        A.expand(5, 7, 4)
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        A[::-1]
+    with pytest.raises(IndexError, match="out of range"):
+        A[5]
+    with pytest.raises(IndexError, match="out of range"):
+        A.select(1, -8)
+    with pytest.raises(IndexError, match="out of bounds"):
+        A.index_select(0, torch.tensor([5]))
+    with pytest.raises(IndexError, match="out of bounds"):
+        A[torch.tensor([0, -6])]
+    with pytest.raises(TypeError, match="integer tensor"):
+        A.index_select(0, torch.tensor([True]))
+    with pytest.raises(IndexError, match="dimension out of range"):
+        A.select(3, 0)
+    with pytest.raises(IndexError, match="too many indices"):
+        A[0, 0, 0, 0]
+    with pytest.raises(NotImplementedError, match="more than one index tensor"):
+        A[[0, 1], [1, 2]]
+    with pytest.raises(NotImplementedError, match="separated by slices"):
+        TENSORS["coo_3d"][1, :, [0, 2]]
+    with pytest.raises(RuntimeError, match=r"exceeds dimension size"):
+        A.narrow(0, 3, 3)
+    with pytest.raises(RuntimeError, match="invalid for input of size"):
+        A.reshape(4, 7, 3)
+    with pytest.raises(RuntimeError, match="2 dimensions"):
+        A.t()
+    with pytest.raises(TypeError, match="must be SparseFillTensors"):
+        torch.cat([A, A.to_dense()])
+    with pytest.raises(RuntimeError, match="must match except in dimension 0"):
+        torch.cat([A, A[:, :3]])
+    with pytest.raises(RuntimeError, match="sparse and"):
+        torch.cat([A, A.select(2, 0)])
+    with pytest.raises(RuntimeError, match="equal size"):
+        torch.stack([A, A[1:]])
+    with pytest.raises(NotImplementedError, match="view\\(dtype\\)"):
+        A.view(torch.int64)
+    with pytest.raises(NotImplementedError, match="no fill-value semantics"):
+        A.transpose_(0, 1)
