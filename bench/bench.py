@@ -102,6 +102,54 @@ def rows(quick: bool):
     yield ("per-op overhead: A * 2, 3 elements", lambda: tiny * 2,
            "torch COO * 2", lambda: tiny_native * 2)
     yield ("per-op overhead: -A, 3 elements", lambda: -tiny, "torch COO neg", lambda: -tiny_native)
+    yield from shape_rows(quick)
+
+
+def _random_large(rows, cols, nse, fill, seed=0):
+    """(SparseFillTensor, native coalesced COO) with about nse random elements,
+    without materialising rows * cols (randperm would)."""
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.stack([torch.randint(0, rows, (nse,), generator=g),
+                       torch.randint(0, cols, (nse,), generator=g)])
+    native = torch.sparse_coo_tensor(idx, torch.randn(nse, generator=g) + 10, (rows, cols),
+                                     check_invariants=False).coalesce()
+    A = sf.sparse_coo_tensor(native.indices(), native.values(), native.shape, fill_value=fill)
+    return A, native
+
+
+def shape_rows(quick: bool):
+    """Shape and indexing (RFC.md 11): index_select and CSR row slicing against
+    torch's own sparse ops. torch has no index_select or slicing for CSR, so
+    its COO index_select / narrow_copy on the same data are the anchors."""
+    m = 2000 if quick else 4000
+    A, N = random_coo((m, m), 0.01, 5.0)
+    C = A.to_sparse_csr()
+    g = torch.Generator().manual_seed(4)
+    rows = torch.randint(0, m, (m // 10,), generator=g)
+    k = len(rows)
+    yield (f"index_select {k} rows, CSR {m}x{m} 1%", lambda: C.index_select(0, rows),
+           "torch COO index_select", lambda: N.index_select(0, rows))
+    yield (f"index_select {k} rows, COO {m}x{m} 1%", lambda: A.index_select(0, rows),
+           "torch COO index_select", lambda: N.index_select(0, rows))
+    yield (f"index_select {k} cols, COO {m}x{m} 1%", lambda: A.index_select(1, rows),
+           "torch COO index_select", lambda: N.index_select(1, rows))
+    lo = m // 4
+    yield (f"rows A[{lo}:{lo + k}], CSR {m}x{m} 1%", lambda: C[lo: lo + k],
+           "torch COO narrow_copy", lambda: N.narrow_copy(0, lo, k))
+    yield (f"rows A[{lo}:{lo + k}:2], CSR {m}x{m} 1%", lambda: C[lo: lo + 2 * k: 2],
+           "torch COO index_select", lambda: N.index_select(0, torch.arange(lo, lo + 2 * k, 2)))
+    NC = N.to_sparse_csr()
+    yield (f"one row A[{lo}], CSR {m}x{m} 1%", lambda: C[lo], "torch CSR select",
+           lambda: NC.select(0, lo))
+    n = 20_000 if quick else 200_000
+    big, big_native = _random_large(n, n, 2_000_000 if not quick else 200_000, 5.0, seed=5)
+    big_csr = big.to_sparse_csr()
+    few = torch.randint(0, n, (100,), generator=g)
+    yield (f"index_select 100 rows, CSR {n}^2, {big.nse():,} stored",
+           lambda: big_csr.index_select(0, few), "torch COO index_select",
+           lambda: big_native.index_select(0, few))
+    yield (f"rows A[{n // 2}:{n // 2 + 100}], CSR {n}^2", lambda: big_csr[n // 2: n // 2 + 100],
+           "torch COO narrow_copy", lambda: big_native.narrow_copy(0, n // 2, 100))
 
 
 def main() -> None:

@@ -82,14 +82,31 @@ def _stored_fill(F: torch.Tensor, sparse_dim: int) -> torch.Tensor:
     return F.reshape(shape)
 
 
-def _finish(p: _Parts):
-    """Build the result tensor from parts; CSR when asked for and possible."""
-    fill = _stored_fill(p.F, p.sparse_dim)
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr() if t.numel() else 0
+
+
+def _own(t: torch.Tensor, inputs) -> torch.Tensor:
+    """t, or a copy of it when it shares memory with an input's values or
+    fill. Results are never views: writing into one in place (an in-place op,
+    ``_fill_value().fill_()``) must not change the input, whose fill covers
+    elements the result does not have."""
+    ptr = _storage(t)
+    if ptr and any(ptr in (_storage(x._sf_values), _storage(x._sf_fill)) for x in inputs):
+        return t.clone()
+    return t
+
+
+def _finish(p: _Parts, *inputs, values_view=False):
+    """Build the result tensor from parts; CSR when asked for and possible.
+    Values and fill that alias one of `inputs` are copied (see _own)."""
+    fill = _own(_stored_fill(p.F, p.sparse_dim), inputs)
+    values = p.values if values_view else _own(p.values, inputs)
     if p.layout == torch.sparse_csr and p.sparse_dim == 2:
         crow = _ops.crow_from_rows(p.indices[0].contiguous(), p.size[0])
-        return SparseFillTensor(torch.sparse_csr, p.size, p.values, fill, crow=crow,
+        return SparseFillTensor(torch.sparse_csr, p.size, values, fill, crow=crow,
                                 col=p.indices[1].contiguous())
-    return SparseFillTensor(torch.sparse_coo, p.size, p.values, fill, indices=p.indices,
+    return SparseFillTensor(torch.sparse_coo, p.size, values, fill, indices=p.indices,
                             coalesced=True)
 
 
@@ -186,7 +203,7 @@ def permute(input, *dims):
     if dims[s:] != list(range(s, nd)):
         values = values.permute([0] + [d - s + 1 for d in dims[s:]])
     size = tuple(p.size[d] for d in dims)
-    return _finish(_Parts(indices, values, p.F.permute(dims), size, p.layout))
+    return _finish(_Parts(indices, values, p.F.permute(dims), size, p.layout), a)
 
 
 def transpose(input, dim0, dim1):
@@ -244,9 +261,9 @@ def unsqueeze(input, dim):
     if d <= s:
         zero = p.indices.new_zeros((1, p.indices.shape[1]))
         indices = torch.cat([p.indices[:d], zero, p.indices[d:]])
-        return _finish(_Parts(indices, p.values, p.F.unsqueeze(d), size, p.layout))
+        return _finish(_Parts(indices, p.values, p.F.unsqueeze(d), size, p.layout), a)
     return _finish(_Parts(p.indices, p.values.unsqueeze(d - s + 1), p.F.unsqueeze(d), size,
-                          p.layout))
+                          p.layout), a)
 
 
 def squeeze(input, dim=None):
@@ -268,7 +285,8 @@ def squeeze(input, dim=None):
     dense_drop = tuple(d - s + 1 for d in dims if d >= s)
     values = p.values.squeeze(dense_drop) if dense_drop else p.values
     size = tuple(p.size[d] for d in range(nd) if d not in dims)
-    return _finish(_Parts(p.indices[keep], values, p.F.squeeze(tuple(dims)), size, p.layout))
+    F = p.F.squeeze(tuple(dims))
+    return _finish(_Parts(p.indices[keep], values, F, size, p.layout), a)
 
 
 # ---- reshape, view, flatten, expand, contiguous ----------------------------------
@@ -300,8 +318,7 @@ def reshape(input, *shape):
     reshaped among themselves (the dense part unchanged; a per-slice fill is
     refused) or the dense dims among themselves (the sparse dims unchanged).
     A reshape that would merge sparse with dense dims raises
-    NotImplementedError. The result shares ``values`` with the input when the
-    sparse dims are reshaped (only the indices are recomputed).
+    NotImplementedError.
 
     Example::
 
@@ -330,12 +347,12 @@ def reshape(input, *shape):
                 p.indices.new_zeros(p.indices.shape[1])
             indices = _ops.coo_delinearize(linear, list(shape[:new_s]))
         F = p.F.reshape((1,) * new_s + tuple(p.F.shape[s:]))
-        return _finish(_Parts(indices, p.values, F, shape, p.layout))
+        return _finish(_Parts(indices, p.values, F, shape, p.layout), a)
     if shape[:s] == sparse:
         new_dense = shape[s:]
         values = p.values.reshape((p.values.shape[0],) + new_dense)
         F = p.F.expand(tuple(p.F.shape[:s]) + dense).reshape(tuple(p.F.shape[:s]) + new_dense)
-        return _finish(_Parts(p.indices, values, F, shape, p.layout))
+        return _finish(_Parts(p.indices, values, F, shape, p.layout), a)
     raise NotImplementedError(
         f"reshape(): a SparseFillTensor of size {tuple(a.shape)} ({s} sparse, {dd} dense dims) "
         f"can be reshaped among its sparse dims or among its dense dims, not to {list(shape)}, "
@@ -343,7 +360,7 @@ def reshape(input, *shape):
 
 
 def view(input, *shape):
-    """Like :func:`reshape` (the result is not an alias of the input's indices)."""
+    """Like :func:`reshape`. The result is a copy, not a view (RFC.md 11.5)."""
     if len(shape) == 1 and isinstance(shape[0], torch.dtype):
         raise NotImplementedError("view(dtype) is not supported on SparseFillTensor")
     return reshape(input, *shape)
@@ -363,8 +380,8 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 def expand(input, *sizes, implicit=False):
-    """Expand dense dims of size 1 (``values`` and the fill are expanded views,
-    no copy). Expanding a sparse dim or adding dims is refused: it would
+    """Expand dense dims of size 1 (``values`` becomes an expanded view, which
+    torch refuses to write into in place). Expanding a sparse dim or adding dims is refused: it would
     store a copy of every stored element per new position."""
     a = _sft(input, "expand")
     sizes = _shape_arg(sizes)
@@ -389,7 +406,9 @@ def expand(input, *sizes, implicit=False):
         return a
     p = _parts(a)
     values = p.values.expand((p.values.shape[0],) + tuple(new[s:]))
-    return _finish(_Parts(p.indices, values, p.F, new, p.layout))
+    # An expanded values tensor may stay a view: torch refuses in-place
+    # writes into it. The fill is copied.
+    return _finish(_Parts(p.indices, values, p.F, new, p.layout), a, values_view=True)
 
 
 def _expand_as(input, other):
@@ -421,7 +440,7 @@ def _slice(a: SparseFillTensor, d: int, start, stop, step):
     F = _fill_index(p.F, d, lambda f: f[(slice(None),) * d + (slice(start, stop, step),)])
     if d >= s:
         values = p.values[(slice(None),) * (d - s + 1) + (slice(start, stop, step),)]
-        return _finish(_Parts(p.indices, values, F, size, p.layout))
+        return _finish(_Parts(p.indices, values, F, size, p.layout), a)
     c = p.indices[d]
     keep = (c >= start) & (c < start + step * length)
     if step != 1:
@@ -430,19 +449,21 @@ def _slice(a: SparseFillTensor, d: int, start, stop, step):
     indices = p.indices.index_select(1, keep)
     # A monotone map of one coordinate keeps row-major order: no re-sort.
     indices[d] = (indices[d] - start) // step
-    return _finish(_Parts(indices, p.values.index_select(0, keep), F, size, p.layout))
+    return _finish(_Parts(indices, p.values.index_select(0, keep), F, size, p.layout), a)
 
 
 def _csr_rows(a: SparseFillTensor, start: int, length: int):
-    """Rows start..start+length of a CSR tensor: O(length) for crow, views of
-    col and values (no work proportional to the other rows)."""
+    """Rows start..start+length of a CSR tensor: O(length + their elements),
+    nothing proportional to the other rows (col is shared: indices are never
+    written in place)."""
     crow = a._sf_crow[start: start + length + 1]
     lo, hi = int(crow[0]), int(crow[-1])
     F = _full_fill(a)
     F = _fill_index(F, 0, lambda f: f[start: start + length])
     size = (length,) + a._sf_size[1:]
-    return SparseFillTensor(torch.sparse_csr, size, a._sf_values[lo:hi],
-                            _stored_fill(F, 2), crow=crow - lo, col=a._sf_col[lo:hi])
+    return SparseFillTensor(torch.sparse_csr, size, a._sf_values[lo:hi].clone(),
+                            _own(_stored_fill(F, 2), (a,)), crow=crow - lo,
+                            col=a._sf_col[lo:hi])
 
 
 def _csr_index_rows(a: SparseFillTensor, index: torch.Tensor):
@@ -458,12 +479,13 @@ def _csr_index_rows(a: SparseFillTensor, index: torch.Tensor):
     F = _fill_index(_full_fill(a), 0, lambda f: f.index_select(0, index))
     size = (index.numel(),) + a._sf_size[1:]
     return SparseFillTensor(torch.sparse_csr, size, a._sf_values.index_select(0, src),
-                            _stored_fill(F, 2), crow=new_crow, col=a._sf_col.index_select(0, src))
+                            _own(_stored_fill(F, 2), (a,)), crow=new_crow,
+                            col=a._sf_col.index_select(0, src))
 
 
 def narrow(input, dim, start, length):
     """``length`` elements of dim `dim` from `start`: CSR rows in O(rows + their
-    elements), other sparse dims in O(nse), dense dims as views.
+    elements), other sparse dims in O(nse).
 
     Example::
 
@@ -508,7 +530,7 @@ def _select(a: SparseFillTensor, d: int, i: int):
     F = F.select(d, 0 if F.shape[d] == 1 else i)
     size = a._sf_size[:d] + a._sf_size[d + 1:]
     out = _Parts(indices, values, F, size, a.layout)
-    return _strided(out) if out.sparse_dim == 0 and s > 0 and d < s else _finish(out)
+    return _strided(out) if out.sparse_dim == 0 and s > 0 and d < s else _finish(out, a)
 
 
 def select(input, dim, index):
@@ -560,28 +582,43 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
     F = _fill_index(p.F, d, lambda f: f.index_select(d, index))
     if d >= s:
         values = p.values.index_select(d - s + 1, index)
-        return _finish(_Parts(p.indices, values, F, size, p.layout))
-    # Group the stored elements by their coordinate along d (a stable sort, not
-    # needed for d = 0 where coalesced order already groups them), then take
-    # each selected coordinate's group: O(nse + size[d] + result).
+        return _finish(_Parts(p.indices, values, F, size, p.layout), a)
     c = p.indices[d]
-    order = None if d == 0 else torch.sort(c, stable=True).indices
-    counts = torch.bincount(c, minlength=p.size[d])
-    starts = counts.cumsum(0) - counts
-    taken = counts.index_select(0, index)
-    total = int(taken.sum())
-    j = torch.repeat_interleave(torch.arange(index.numel(), device=c.device), taken,
-                                output_size=total)
-    within = torch.arange(total, device=c.device) - (taken.cumsum(0) - taken).index_select(0, j)
-    src = starts.index_select(0, index).index_select(0, j) + within
-    if order is not None:
-        src = order.index_select(0, src)
+    arange = torch.arange
+    if d == 0:
+        # Coalesced order groups the elements by their first coordinate: take
+        # each selected coordinate's group in turn, which is already the
+        # result's order. O(nse + size[0] + result).
+        counts = torch.bincount(c, minlength=p.size[d])
+        starts = counts.cumsum(0) - counts
+        taken = counts.index_select(0, index)
+        total = int(taken.sum())
+        j = torch.repeat_interleave(arange(index.numel(), device=c.device), taken,
+                                    output_size=total)
+        within = arange(total, device=c.device) - (taken.cumsum(0) - taken).index_select(0, j)
+        src = starts.index_select(0, index).index_select(0, j) + within
+    else:
+        # Copy each stored element once per position of its coordinate in
+        # `index` (positions grouped by value: a sort of the index, not of the
+        # nse elements), then sort only the result.
+        by_value = torch.sort(index, stable=True).indices
+        sel = torch.bincount(index, minlength=p.size[d])
+        first = sel.cumsum(0) - sel
+        copies = sel.index_select(0, c)
+        kept = copies.nonzero().view(-1)  # the rest of the work is O(result)
+        copies = copies.index_select(0, kept)
+        total = int(copies.sum())
+        slot = torch.repeat_interleave(arange(kept.numel(), device=c.device), copies,
+                                       output_size=total)
+        src = kept.index_select(0, slot)
+        within = arange(total, device=c.device) - (copies.cumsum(0) - copies).index_select(0, slot)
+        j = by_value.index_select(0, first.index_select(0, c.index_select(0, src)) + within)
     indices = p.indices.index_select(1, src)
     indices[d] = j
     values = p.values.index_select(0, src)
     if d > 0:
         indices, values = _sort(indices, values, size)
-    return _finish(_Parts(indices, values, F, size, p.layout))
+    return _finish(_Parts(indices, values, F, size, p.layout), a)
 
 
 def index_select(input, dim, index):
@@ -791,9 +828,9 @@ def cat(tensors, dim=0):
         values = torch.cat([p.values for p in ps])
         if d > 0:
             indices, values = _sort(indices, values, size)
-        return _finish(_Parts(indices, values, F, size, layout))
+        return _finish(_Parts(indices, values, F, size, layout), *tensors)
     indices, values = _union_values(ps, s)
-    return _finish(_Parts(indices, torch.cat(values, d - s + 1), F, size, layout))
+    return _finish(_Parts(indices, torch.cat(values, d - s + 1), F, size, layout), *tensors)
 
 
 def concatenate(tensors, axis=0):
