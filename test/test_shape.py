@@ -150,6 +150,9 @@ OPS_3D = {
     "getitem_mixed": lambda x: x[1, :, 2],
     "getitem_element": lambda x: x[3, 4, 5],
     "getitem_ellipsis_int": lambda x: x[..., 0, 1:],
+    "getitem_tensor_slice_int": lambda x: x[torch.tensor([3, 0]), :, 4],
+    "getitem_slice_tensor_int": lambda x: x[:, [4, 4, 1], 0],
+    "getitem_ellipsis_tensor": lambda x: x[..., torch.tensor([1, 0, 1, 0, 1, 1]).bool()],
     "reshape": lambda x: x.reshape(20, 6),
     "reshape_all": lambda x: x.reshape(-1),
     "reshape_more": lambda x: x.reshape(2, 2, 5, 3, 2),
@@ -431,6 +434,15 @@ def test_cat_gradients_keep_fills_apart():
     B = sf.full((1, 3), fb)
     dense_of(torch.cat([A, B])).sum().backward()
     assert fa.grad.item() == 6. and fb.grad.item() == 3.
+
+
+def test_docstring_examples():
+    import doctest
+
+    from torch_sparsefill import _shape
+
+    result = doctest.testmod(_shape, extraglobs={"sf": sf, "torch": torch})
+    assert result.attempted >= 15 and result.failed == 0
 
 
 # ---- errors --------------------------------------------------------------------

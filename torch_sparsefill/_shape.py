@@ -381,8 +381,18 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 def expand(input, *sizes, implicit=False):
     """Expand dense dims of size 1 (``values`` becomes an expanded view, which
-    torch refuses to write into in place). Expanding a sparse dim or adding dims is refused: it would
-    store a copy of every stored element per new position."""
+    torch refuses to write into in place). Expanding a sparse dim or adding
+    dims is refused: it would store a copy of every stored element per new
+    position.
+
+    Example::
+
+        >>> A = sf.sparse_coo_tensor([[1]], [[2.]], (3, 1), fill_value=7.)
+        >>> A.expand(3, 2).to_dense()
+        tensor([[7., 7.],
+                [2., 2.],
+                [7., 7.]])
+    """
     a = _sft(input, "expand")
     sizes = _shape_arg(sizes)
     nd, s = a.dim(), a.sparse_dim()
