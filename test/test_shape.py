@@ -97,6 +97,7 @@ OPS_2D = {
     "narrow_rows": lambda x: x.narrow(0, 1, 3),
     "narrow_empty": lambda x: torch.narrow(x, 0, 2, 0),
     "narrow_cols": lambda x: x.narrow(1, 2, 4),
+    "narrow_copy": lambda x: x.narrow_copy(1, 6, 1),
     "select_row": lambda x: x.select(0, 2),
     "select_col": lambda x: torch.select(x, 1, -1),
     "index_select_rows": lambda x: x.index_select(0, torch.tensor([4, 0, 4, 2])),
@@ -341,14 +342,14 @@ def test_cat_per_slice_inputs_and_stack():
         torch.testing.assert_close(dense_of(out), torch.stack([dense_of(A), dense_of(B)], dim),
                                    rtol=0, atol=0)
     C, D = TENSORS["csr"], TENSORS["colfill_csr"]
-    for fn in (torch.hstack, torch.vstack, lambda ts: torch.concat(ts, dim=1),
+    for fn in (torch.hstack, torch.vstack, torch.dstack, lambda ts: torch.concat(ts, dim=1),
                lambda ts: torch.concatenate(ts, axis=0)):
         out = fn([C, D])
         torch.testing.assert_close(dense_of(out), fn([dense_of(C), dense_of(D)]),
                                    equal_nan=True, rtol=0, atol=0)
     v, w = sf.full((3,), 2.), sf.sparse_coo_tensor([[1]], [4.], (4,), fill_value=-1.)
-    for fn in (torch.hstack, torch.vstack):
-        if fn is torch.vstack:
+    for fn in (torch.hstack, torch.vstack, torch.dstack):
+        if fn is not torch.hstack:
             w = w[:3]
         torch.testing.assert_close(dense_of(fn([v, w])), fn([dense_of(v), dense_of(w)]))
 

@@ -861,6 +861,20 @@ def stack(tensors, dim=0):
     return cat([unsqueeze(x, d) for x in tensors], d)
 
 
+def dstack(tensors):
+    """torch.dstack: 1-D (n,) becomes (1, n, 1), 2-D (m, n) becomes (m, n, 1),
+    then cat along dim 2."""
+    tensors = [_sft(x, "dstack") for x in tensors]
+    shaped = []
+    for x in tensors:
+        if x.dim() == 1:
+            x = unsqueeze(x, 0)
+        if x.dim() == 2:
+            x = unsqueeze(x, 2)
+        shaped.append(x)
+    return cat(shaped, 2)
+
+
 def hstack(tensors):
     """torch.hstack: cat along dim 1, or dim 0 for 1-D tensors."""
     tensors = [_sft(x, "hstack") for x in tensors]
@@ -887,10 +901,11 @@ _ROUTES = {
     T.flatten: flatten, torch.flatten: flatten,
     T.expand: expand, T.expand_as: _expand_as, T.contiguous: contiguous,
     T.narrow: narrow, torch.narrow: narrow,
+    T.narrow_copy: narrow, torch.narrow_copy: narrow,  # results are copies anyway
     T.select: select, torch.select: select,
     T.index_select: index_select, torch.index_select: index_select,
     T.__getitem__: getitem,
     torch.cat: cat, torch.concat: cat, torch.concatenate: concatenate,
-    torch.stack: stack, torch.hstack: hstack, torch.vstack: vstack,
+    torch.stack: stack, torch.hstack: hstack, torch.vstack: vstack, torch.dstack: dstack,
 }
 _routing.METHODS.update(_ROUTES)
