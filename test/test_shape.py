@@ -486,6 +486,9 @@ def test_errors():
         TENSORS["coo_3d"][1, :, [0, 2]]
     with pytest.raises(RuntimeError, match=r"exceeds dimension size"):
         A.narrow(0, 3, 3)
+    with pytest.raises(NotImplementedError, match="mixes them"):
+        sf.sparse_coo_tensor(torch.zeros(1, 0, dtype=torch.int64), torch.zeros(0, 4), (0, 4),
+                             fill_value=1.).flatten()  # empty: the dense part cannot merge
     with pytest.raises(RuntimeError, match="invalid for input of size"):
         A.reshape(4, 7, 3)
     with pytest.raises(RuntimeError, match="2 dimensions"):

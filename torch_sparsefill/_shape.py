@@ -348,7 +348,7 @@ def reshape(input, *shape):
             indices = _ops.coo_delinearize(linear, list(shape[:new_s]))
         F = p.F.reshape((1,) * new_s + tuple(p.F.shape[s:]))
         return _finish(_Parts(indices, p.values, F, shape, p.layout), a)
-    if shape[:s] == sparse:
+    if shape[:s] == sparse and _prod(shape[s:]) == _prod(dense):
         new_dense = shape[s:]
         values = p.values.reshape((p.values.shape[0],) + new_dense)
         F = p.F.expand(tuple(p.F.shape[:s]) + dense).reshape(tuple(p.F.shape[:s]) + new_dense)
