@@ -102,6 +102,7 @@ OPS_2D = {
     "select_col": lambda x: torch.select(x, 1, -1),
     "index_select_rows": lambda x: x.index_select(0, torch.tensor([4, 0, 4, 2])),
     "index_select_cols": lambda x: torch.index_select(x, 1, torch.tensor([6, 1, 1, 3])),
+    "index_select_cols_sorted": lambda x: x.index_select(1, torch.tensor([0, 2, 2, 5, 6])),
     "index_select_none": lambda x: x.index_select(1, torch.tensor([], dtype=torch.int64)),
     "getitem_int": lambda x: x[2],
     "getitem_int_int": lambda x: x[2, 3],
@@ -147,6 +148,7 @@ OPS_3D = {
     "transpose02": lambda x: x.transpose(0, 2),
     "index_select1": lambda x: x.index_select(1, torch.tensor([4, 4, 0])),
     "index_select2": lambda x: x.index_select(2, torch.tensor([5, 1])),
+    "index_select2_sorted": lambda x: x.index_select(2, torch.tensor([1, 1, 4])),
     "select2": lambda x: x.select(2, 3),
     "getitem_mixed": lambda x: x[1, :, 2],
     "getitem_element": lambda x: x[3, 4, 5],
@@ -165,10 +167,24 @@ OPS_3D = {
 }
 
 
+def assert_canonical(out):
+    """COO flagged coalesced really is (strictly increasing linear indices);
+    CSR passes the constructor's validation."""
+    if out.layout == CSR:
+        torch.ops.sparsefill.csr_check(out.crow_indices(), out.col_indices(), list(out.shape))
+    elif out.is_coalesced() and out.sparse_dim() > 0:
+        linear = torch.ops.sparsefill.coo_linearize(out._indices(),
+                                                    list(out.shape[:out.sparse_dim()]))
+        assert bool((linear[1:] > linear[:-1]).all()), "flagged coalesced but not sorted"
+    assert out._values().shape[0] == (out.col_indices() if out.layout == CSR
+                                      else out._indices()).shape[-1]
+
+
 def check(fn, A):
     expected = fn(dense_of(A))
     out = fn(A)
     if isinstance(out, sf.SparseFillTensor):
+        assert_canonical(out)
         if A.layout == COO:
             assert out.layout == COO
             # Results are coalesced; clone and contiguous keep the input as it is.
@@ -308,6 +324,7 @@ def _pieces(layout=COO, fills=(1.5, 1.5, 1.5), hybrid=False):
 def test_cat_rows(layout, hybrid, fills):
     parts = _pieces(layout, fills, hybrid)
     out = torch.cat(parts)
+    assert_canonical(out)
     torch.testing.assert_close(dense_of(out), torch.cat([dense_of(p) for p in parts]),
                                equal_nan=True, rtol=0, atol=0)
     assert out.layout == layout
@@ -324,10 +341,12 @@ def test_cat_cols_and_dense(layout, fills):
     B = random_tensor("hybrid", fills[1], layout, seed=2)
     for dim in (1, 2, -1):
         out = torch.cat([A, B], dim=dim)
+        assert_canonical(out)
         torch.testing.assert_close(dense_of(out), torch.cat([dense_of(A), dense_of(B)], dim),
                                    rtol=0, atol=0)
         assert out.layout == layout
     out = torch.cat([A, B], 2)
+    assert_canonical(out)
     assert out._fill_value().dim() <= out.dense_dim()  # along a dense dim: dense-part fill
 
 
@@ -335,16 +354,19 @@ def test_cat_per_slice_inputs_and_stack():
     A, B = TENSORS["rowfill_coo"], TENSORS["coo"]
     for dim in (0, 1):
         out = torch.cat([A, B, A], dim)
+        assert_canonical(out)
         torch.testing.assert_close(dense_of(out), torch.cat([dense_of(A), dense_of(B),
                                                              dense_of(A)], dim), rtol=0, atol=0)
     for dim in (0, 1, 2, -1):
         out = torch.stack([A, B], dim)
+        assert_canonical(out)
         torch.testing.assert_close(dense_of(out), torch.stack([dense_of(A), dense_of(B)], dim),
                                    rtol=0, atol=0)
     C, D = TENSORS["csr"], TENSORS["colfill_csr"]
     for fn in (torch.hstack, torch.vstack, torch.dstack, lambda ts: torch.concat(ts, dim=1),
                lambda ts: torch.concatenate(ts, axis=0)):
         out = fn([C, D])
+        assert_canonical(out)
         torch.testing.assert_close(dense_of(out), fn([dense_of(C), dense_of(D)]),
                                    equal_nan=True, rtol=0, atol=0)
     v, w = sf.full((3,), 2.), sf.sparse_coo_tensor([[1]], [4.], (4,), fill_value=-1.)
@@ -361,11 +383,13 @@ def test_cat_shared_fill_stays_one_and_dtype_promotion():
     B = sf.sparse_coo_tensor([[0], [1]], torch.tensor([6.], dtype=torch.float64), (1, 3),
                              fill_value=f)
     out = torch.cat([A, B])
+    assert_canonical(out)
     assert out._fill_value().shape == ()  # one fill, not per-row
     dense_of(out).sum().backward()
     assert f.grad.item() == 6.  # 4 + 2 unspecified elements
     F = sf.full((2, 3), 3, dtype=torch.float32)
     out = torch.cat([A.detach(), F])
+    assert_canonical(out)
     assert out.dtype == torch.float64
     torch.testing.assert_close(dense_of(out), torch.cat([dense_of(A), dense_of(F).double()]))
 

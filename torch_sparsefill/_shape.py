@@ -596,17 +596,16 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
     c = p.indices[d]
     arange = torch.arange
     if d == 0:
-        # Coalesced order groups the elements by their first coordinate: take
-        # each selected coordinate's group in turn, which is already the
-        # result's order. O(nse + size[0] + result).
-        counts = torch.bincount(c, minlength=p.size[d])
-        starts = counts.cumsum(0) - counts
-        taken = counts.index_select(0, index)
+        # Coalesced order sorts the elements by their first coordinate: a
+        # binary search finds each selected coordinate's run, and taking the
+        # runs in turn is already the result's order. O(k log nse + result).
+        begin = torch.searchsorted(c, index)
+        taken = torch.searchsorted(c, index, right=True) - begin
         total = int(taken.sum())
         j = torch.repeat_interleave(arange(index.numel(), device=c.device), taken,
                                     output_size=total)
         within = arange(total, device=c.device) - (taken.cumsum(0) - taken).index_select(0, j)
-        src = starts.index_select(0, index).index_select(0, j) + within
+        src = begin.index_select(0, j) + within
     else:
         # Copy each stored element once per position of its coordinate in
         # `index` (positions grouped by value: a sort of the index, not of the
@@ -626,7 +625,9 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
     indices = p.indices.index_select(1, src)
     indices[d] = j
     values = p.values.index_select(0, src)
-    if d > 0:
+    # A non-decreasing index maps coordinates monotonically (copies of one
+    # element come out in increasing j), so the result is already sorted.
+    if d > 0 and not bool((index[1:] >= index[:-1]).all()):
         indices, values = _sort(indices, values, size)
     return _finish(_Parts(indices, values, F, size, p.layout), a)
 
