@@ -634,8 +634,9 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
 
 def index_select(input, dim, index):
     """Elements at positions `index` (1-D integer tensor) along `dim`. On CSR
-    rows: O(len(index) + elements of the selected rows); other sparse dims:
-    O(nse + size of the dim + result). Unspecified selected elements keep
+    rows: O(len(index) + elements of the selected rows); COO's first dim:
+    O(len(index) log nse + result); other sparse dims: O(nse + size of the
+    dim + result). Unspecified selected elements keep
     the fill (and send it their gradient).
 
     Example::
