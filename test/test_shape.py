@@ -220,6 +220,25 @@ def test_dense_equivalence(A, op):
     check(op, A)
 
 
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int64, torch.complex128, torch.float32])
+@pytest.mark.parametrize("layout", [COO, CSR])
+def test_dtypes(dtype, layout):
+    base = TENSORS["coo"]
+    v = base._values()
+    values = v > 0 if dtype == torch.bool else (v * 5).round().to(dtype) \
+        if dtype == torch.int64 else v.to(dtype) * (1 + 1j if dtype.is_complex else 1)
+    fill = torch.tensor(True) if dtype == torch.bool else torch.tensor(7).to(dtype)
+    A = base._with(values, fill).to_sparse(layout=layout)
+    B = base._with(values.flip(0), torch.zeros((), dtype=dtype)).to_sparse(layout=layout)
+    for name in ("transpose", "index_select_cols", "getitem_int_int", "getitem_step",
+                 "reshape_swap", "select_col"):
+        check(OPS_2D[name], A)
+    for dim in (0, 1):
+        out = torch.cat([A, B], dim)
+        assert_canonical(out)
+        torch.testing.assert_close(dense_of(out), torch.cat([dense_of(A), dense_of(B)], dim))
+
+
 # ---- results: layout, fill, strided elements ----------------------------------------
 
 def test_single_element_is_strided_0d():
