@@ -523,6 +523,10 @@ def test_errors():
         A.select(3, 0)
     with pytest.raises(IndexError, match="too many indices"):
         A[0, 0, 0, 0]
+    with pytest.raises(NotImplementedError, match="more than one dim"):
+        A[torch.ones(5, 7, dtype=torch.bool)]
+    with pytest.raises(IndexError, match="boolean index must be 1-D of the dim's size 5"):
+        A[torch.ones(4, dtype=torch.bool)]
     with pytest.raises(NotImplementedError, match="more than one index tensor"):
         A[[0, 1], [1, 2]]
     with pytest.raises(NotImplementedError, match="separated by slices"):

@@ -565,6 +565,9 @@ def _index_arg(index, n, what, *, wrap=False):
         index = torch.as_tensor(index)
     if isinstance(index, SparseFillTensor) or index.layout != torch.strided:
         raise TypeError(f"{what}: index must be a strided tensor")
+    if index.dim() > 1:
+        raise NotImplementedError(f"{what}: index tensors of more than one dim (shape "
+                                  f"{tuple(index.shape)}) are not supported on SparseFillTensor")
     if index.dtype == torch.bool:
         if index.dim() != 1 or index.numel() != n:
             raise IndexError(f"{what}: a boolean index must be 1-D of the dim's size {n}, got "
@@ -572,8 +575,6 @@ def _index_arg(index, n, what, *, wrap=False):
         return index.nonzero().view(-1)
     if index.dtype.is_floating_point or index.dtype.is_complex:
         raise TypeError(f"{what}: index must be an integer tensor, got dtype {index.dtype}")
-    if index.dim() > 1:
-        raise IndexError(f"{what}: index must be 0-D or 1-D, got shape {tuple(index.shape)}")
     index = index.reshape(-1).to(torch.int64)
     if wrap:
         index = torch.where(index < 0, index + n, index)
