@@ -239,6 +239,40 @@ def test_dtypes(dtype, layout):
         torch.testing.assert_close(dense_of(out), torch.cat([dense_of(A), dense_of(B)], dim))
 
 
+MULTI_OPS = {
+    "unbind0": lambda x: x.unbind(0),
+    "unbind1": lambda x: torch.unbind(x, 1),
+    "iterate": lambda x: list(x),
+    "split": lambda x: torch.split(x, 2),
+    "split_sizes": lambda x: x.split([1, 4, 2], 1),
+    "chunk": lambda x: torch.chunk(x, 3, 1),
+    "chunk_rows": lambda x: x.chunk(2),
+}
+
+
+@pytest.mark.parametrize("name", ["coo", "csr", "hybrid_csr", "colfill_csr", "slicefill_hybrid"])
+@pytest.mark.parametrize("op", list(MULTI_OPS))
+def test_multi_output_ops(name, op):
+    A = TENSORS[name]
+    fn = MULTI_OPS[op]
+    pieces, expected = fn(A), fn(dense_of(A))
+    assert len(pieces) == len(expected)
+    for out, exp in zip(pieces, expected):
+        if isinstance(out, sf.SparseFillTensor):
+            assert_canonical(out)
+        torch.testing.assert_close(dense_of(out), exp, equal_nan=True, rtol=0, atol=0)
+
+
+def test_split_gradcheck():
+    A, v, f = _leaves("rowfill_coo")
+
+    def run(v, f):
+        B = A._with(v, f)
+        return torch.cat([dense_of(p) * k for k, p in enumerate(B.split([2, 3, 2], 1))], 1)
+
+    assert torch.autograd.gradcheck(run, (v, f))
+
+
 # ---- results: layout, fill, strided elements ----------------------------------------
 
 def test_single_element_is_strided_0d():
@@ -548,6 +582,10 @@ def test_errors():
         torch.cat([A, A.select(2, 0)])
     with pytest.raises(RuntimeError, match="equal size"):
         torch.stack([A, A[1:]])
+    with pytest.raises(RuntimeError, match="sum exactly to 5"):
+        A.split([2, 2])
+    with pytest.raises(RuntimeError, match="greater than 0"):
+        A.chunk(0)
     with pytest.raises(NotImplementedError, match="view\\(dtype\\)"):
         A.view(torch.int64)
     with pytest.raises(NotImplementedError, match="no fill-value semantics"):

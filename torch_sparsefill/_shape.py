@@ -560,6 +560,55 @@ def select(input, dim, index):
     return _select(a, _dim(dim, a.dim(), "select()"), _int(index, "select()"))
 
 
+def unbind(input, dim=0):
+    """All slices along `dim` as a tuple (also what ``for row in A`` uses):
+    one :func:`select` each, so O(nse) per slice except for CSR rows."""
+    a = _sft(input, "unbind")
+    d = _dim(dim, a.dim(), "unbind()")
+    return tuple(_select(a, d, i) for i in range(a.shape[d]))
+
+
+def split(input, split_size_or_sections, dim=0):
+    """Pieces of `split_size` along `dim` (the last may be smaller), or of the
+    listed sizes, as torch.split; each is a :func:`narrow`.
+
+    Example::
+
+        >>> A = sf.sparse_coo_tensor([[1, 3]], [1., 2.], (5,), fill_value=9.)
+        >>> [p.to_dense() for p in A.split(2)]
+        [tensor([9., 1.]), tensor([9., 2.]), tensor([9.])]
+    """
+    a = _sft(input, "split")
+    d = _dim(dim, a.dim(), "split()")
+    n = a.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [_int(x, "split()") for x in split_size_or_sections]
+        if sum(sizes) != n or any(x < 0 for x in sizes):
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {d}), but got "
+                               f"split_sizes={sizes}")
+    else:
+        size = _int(split_size_or_sections, "split()")
+        if size <= 0 and n > 0 or size < 0:
+            raise RuntimeError(f"split(): split_size must be positive, got {size}")
+        sizes = [min(size, n - start) for start in range(0, n, size)] if n else [0]
+    out, start = [], 0
+    for size in sizes:
+        out.append(_slice(a, d, start, start + size, 1))
+        start += size
+    return tuple(out)
+
+
+def chunk(input, chunks, dim=0):
+    """torch.chunk: pieces of ceil(size / chunks) along `dim`."""
+    a = _sft(input, "chunk")
+    chunks = _int(chunks, "chunk()")
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    n = a.shape[_dim(dim, a.dim(), "chunk()")]
+    return split(a, max(-(-n // chunks), 1), dim)
+
+
 def _index_arg(index, n, what, *, wrap=False):
     if not isinstance(index, torch.Tensor):
         index = torch.as_tensor(index)
@@ -908,6 +957,9 @@ _ROUTES = {
     T.select: select, torch.select: select,
     T.index_select: index_select, torch.index_select: index_select,
     T.__getitem__: getitem,
+    T.unbind: unbind, torch.unbind: unbind, T.split: split, torch.split: split,
+    T.chunk: chunk,
+    torch.chunk: chunk,
     torch.cat: cat, torch.concat: cat, torch.concatenate: concatenate,
     torch.stack: stack, torch.hstack: hstack, torch.vstack: vstack, torch.dstack: dstack,
 }
