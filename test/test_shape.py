@@ -263,6 +263,15 @@ def test_multi_output_ops(name, op):
         torch.testing.assert_close(dense_of(out), exp, equal_nan=True, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("op", ["transpose", "element", "index_select_cols", "cat_rows"])
+def test_gradgradcheck(op):
+    """Double backward works too (the ops are linear, so this checks that
+    their backward graphs are themselves differentiable)."""
+    A, v, f = _leaves("csr")
+    fn = GRAD_OPS[op]
+    assert torch.autograd.gradgradcheck(lambda v, f: dense_of(fn(A._with(v, f))) ** 2, (v, f))
+
+
 def test_split_gradcheck():
     A, v, f = _leaves("rowfill_coo")
 
