@@ -1,0 +1,329 @@
+/* sf_products.c -- fill-aware sparse matrix products on CSR operands.
+ *
+ * A (m x k) with fill F is A0 + F, where A0 holds `values - F` on A's pattern
+ * with fill 0. For a dense B (k x n):
+ *     C[i, :] = sum_{p in row i} (v_p - F[i, j_p]) B[j_p, :] + (F B)[i, :]
+ * and F B is a rank-one term: a scalar or per-row fill r gives r_i (1^T B),
+ * a per-column fill c gives (c^T B) on every row. The kernels below write
+ * that correction row first and accumulate the sparse part on top, so C is
+ * written once, in the same pass (RFC.md section 5).
+ *
+ * Every function works on the rows [row_begin, row_end) only, so that the
+ * caller can run disjoint row ranges on several threads. Index data is
+ * checked as it is read (a row pointer outside [0, nse] or a column outside
+ * [0, ncols) returns an error), so malformed input never reads out of bounds.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sf_internal.h"
+
+/* Shared argument checks of the row-range functions. */
+#define SF_CHECK_RANGE(nrows, row_begin, row_end)                                   \
+  do {                                                                              \
+    SF_FAIL_IF((nrows) < 0, SF_ERR_NEGATIVE_SIZE);                                  \
+    SF_FAIL_IF((row_begin) < 0 || (row_end) < (row_begin) || (row_end) > (nrows),   \
+               SF_ERR_INVALID_ARGUMENT);                                            \
+  } while (0)
+
+/* Row i's stored range [*lo, *hi), checked against nse. */
+static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *crow, int64_t i,
+                                    int64_t nse) {
+  *lo = crow[i];
+  *hi = crow[i + 1];
+  if (*lo < 0 || *hi < *lo || *hi > nse) return SF_ERR_CROW_DECREASING;
+  return SF_OK;
+}
+
+/* ---- type-generic kernels ---------------------------------------------------- */
+
+#define SF_DEFINE_PRODUCTS(T, SUFFIX)                                                          \
+  sf_status sf_csr_spmm_##SUFFIX(T *c, int64_t ldc, const int64_t *crow, const int64_t *col,  \
+                                 const T *values, int64_t nrows, int64_t ncols, int64_t nse,  \
+                                 const T *b, int64_t ldb, int64_t n, const T *row_fill,       \
+                                 int64_t row_fill_stride, const T *col_fill, const T *colsum, \
+                                 const T *corr, int64_t row_begin, int64_t row_end) {         \
+    SF_CHECK_RANGE(nrows, row_begin, row_end);                                                 \
+    SF_FAIL_IF(ncols < 0 || nse < 0 || n < 0, SF_ERR_NEGATIVE_SIZE);                          \
+    SF_FAIL_IF(ldc < n || ldb < n, SF_ERR_INVALID_ARGUMENT);                                  \
+    if (row_end == row_begin || n == 0) return SF_OK;                                          \
+    SF_FAIL_IF(c == NULL || crow == NULL, SF_ERR_NULL_POINTER);                                \
+    SF_NEED(col, nse);                                                                         \
+    SF_NEED(values, nse);                                                                      \
+    SF_NEED2(b, ncols, n);                                                                     \
+    for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      int64_t lo, hi;                                                                          \
+      sf_status st = sf_row_span(&lo, &hi, crow, i, nse);                                      \
+      if (st != SF_OK) return st;                                                              \
+      const T rf = row_fill ? row_fill[i * row_fill_stride] : (T)0;                           \
+      T *restrict ci = c + i * ldc;                                                            \
+      /* The correction row first: C is written once, in this pass. */                         \
+      for (int64_t t = 0; t < n; ++t) {                                                        \
+        T v = colsum ? rf * colsum[t] : (T)0;                                                  \
+        ci[t] = corr ? v + corr[t] : v;                                                        \
+      }                                                                                        \
+      for (int64_t p = lo; p < hi; ++p) {                                                      \
+        const int64_t j = col[p];                                                              \
+        if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                             \
+        const T a = values[p] - rf - (col_fill ? col_fill[j] : (T)0);                          \
+        const T *restrict bj = b + j * ldb;                                                    \
+        for (int64_t t = 0; t < n; ++t) ci[t] += a * bj[t];                                    \
+      }                                                                                        \
+    }                                                                                          \
+    return SF_OK;                                                                              \
+  }                                                                                            \
+                                                                                               \
+  sf_status sf_csr_spmv_##SUFFIX(T *y, int64_t incy, const int64_t *crow, const int64_t *col, \
+                                 const T *values, int64_t nrows, int64_t ncols, int64_t nse,  \
+                                 const T *x, int64_t incx, const T *row_fill,                 \
+                                 int64_t row_fill_stride, const T *col_fill, T xsum, T corr,   \
+                                 int64_t row_begin, int64_t row_end) {                        \
+    SF_CHECK_RANGE(nrows, row_begin, row_end);                                                 \
+    SF_FAIL_IF(ncols < 0 || nse < 0, SF_ERR_NEGATIVE_SIZE);                                   \
+    if (row_end == row_begin) return SF_OK;                                                    \
+    SF_FAIL_IF(y == NULL || crow == NULL, SF_ERR_NULL_POINTER);                                \
+    SF_NEED(col, nse);                                                                         \
+    SF_NEED(values, nse);                                                                      \
+    SF_NEED(x, ncols);                                                                         \
+    for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      int64_t lo, hi;                                                                          \
+      sf_status st = sf_row_span(&lo, &hi, crow, i, nse);                                      \
+      if (st != SF_OK) return st;                                                              \
+      const T rf = row_fill ? row_fill[i * row_fill_stride] : (T)0;                           \
+      T acc = rf * xsum + corr;                                                                \
+      for (int64_t p = lo; p < hi; ++p) {                                                      \
+        const int64_t j = col[p];                                                              \
+        if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                             \
+        acc += (values[p] - rf - (col_fill ? col_fill[j] : (T)0)) * x[j * incx];              \
+      }                                                                                        \
+      y[i * incy] = acc;                                                                       \
+    }                                                                                          \
+    return SF_OK;                                                                              \
+  }                                                                                            \
+                                                                                               \
+  sf_status sf_csr_sddmm_##SUFFIX(T *out, const int64_t *crow, const int64_t *col,            \
+                                  int64_t nrows, int64_t ncols, int64_t nse, const T *x,      \
+                                  int64_t ldx, const T *y, int64_t ldy, int64_t n,            \
+                                  int64_t row_begin, int64_t row_end) {                       \
+    SF_CHECK_RANGE(nrows, row_begin, row_end);                                                 \
+    SF_FAIL_IF(ncols < 0 || nse < 0 || n < 0, SF_ERR_NEGATIVE_SIZE);                          \
+    SF_FAIL_IF(ldx < n || ldy < n, SF_ERR_INVALID_ARGUMENT);                                  \
+    if (row_end == row_begin) return SF_OK;                                                    \
+    SF_FAIL_IF(crow == NULL, SF_ERR_NULL_POINTER);                                             \
+    SF_NEED(out, nse);                                                                         \
+    SF_NEED(col, nse);                                                                         \
+    SF_NEED2(x, nrows, n);                                                                     \
+    SF_NEED2(y, ncols, n);                                                                     \
+    for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      int64_t lo, hi;                                                                          \
+      sf_status st = sf_row_span(&lo, &hi, crow, i, nse);                                      \
+      if (st != SF_OK) return st;                                                              \
+      const T *restrict xi = x + i * ldx;                                                      \
+      for (int64_t p = lo; p < hi; ++p) {                                                      \
+        const int64_t j = col[p];                                                              \
+        if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                             \
+        const T *restrict yj = y + j * ldy;                                                    \
+        T acc = 0;                                                                             \
+        for (int64_t t = 0; t < n; ++t) acc += xi[t] * yj[t];                                  \
+        out[p] = acc;                                                                          \
+      }                                                                                        \
+    }                                                                                          \
+    return SF_OK;                                                                              \
+  }                                                                                            \
+                                                                                               \
+  sf_status sf_csr_spgemm_##SUFFIX(                                                            \
+      int64_t *col_c, T *val_c, const int64_t *crow_c, const int64_t *crow_a,                 \
+      const int64_t *col_a, const T *val_a, int64_t m, int64_t k, int64_t nse_a,              \
+      const int64_t *crow_b, const int64_t *col_b, const T *val_b, int64_t n, int64_t nse_b,  \
+      T *acc, int64_t *marker, int64_t row_begin, int64_t row_end) {                          \
+    SF_CHECK_RANGE(m, row_begin, row_end);                                                     \
+    SF_FAIL_IF(k < 0 || n < 0 || nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);               \
+    if (row_end == row_begin) return SF_OK;                                                    \
+    SF_FAIL_IF(crow_c == NULL || crow_a == NULL || crow_b == NULL, SF_ERR_NULL_POINTER);       \
+    SF_NEED(col_a, nse_a);                                                                     \
+    SF_NEED(val_a, nse_a);                                                                     \
+    SF_NEED(col_b, nse_b);                                                                     \
+    SF_NEED(val_b, nse_b);                                                                     \
+    SF_NEED(acc, n);                                                                           \
+    SF_NEED(marker, n);                                                                        \
+    for (int64_t t = 0; t < n; ++t) marker[t] = -1;                                            \
+    for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      int64_t lo, hi, cnt = 0;                                                                 \
+      sf_status st = sf_row_span(&lo, &hi, crow_a, i, nse_a);                                  \
+      if (st != SF_OK) return st;                                                              \
+      const int64_t out0 = crow_c[i], out_len = crow_c[i + 1] - crow_c[i];                     \
+      SF_FAIL_IF(out0 < 0 || out_len < 0, SF_ERR_INVALID_ARGUMENT);                            \
+      for (int64_t p = lo; p < hi; ++p) {                                                      \
+        const int64_t j = col_a[p];                                                            \
+        if (j < 0 || j >= k) return SF_ERR_INDEX_OUT_OF_RANGE;                                 \
+        int64_t blo, bhi;                                                                      \
+        st = sf_row_span(&blo, &bhi, crow_b, j, nse_b);                                        \
+        if (st != SF_OK) return st;                                                            \
+        const T a = val_a[p];                                                                  \
+        for (int64_t q = blo; q < bhi; ++q) {                                                  \
+          const int64_t t = col_b[q];                                                          \
+          if (t < 0 || t >= n) return SF_ERR_INDEX_OUT_OF_RANGE;                               \
+          if (marker[t] != i) {                                                                \
+            /* a count that disagrees with the symbolic pass is refused */                     \
+            if (cnt == out_len) return SF_ERR_INVALID_ARGUMENT;                                \
+            marker[t] = i;                                                                     \
+            acc[t] = a * val_b[q];                                                             \
+            col_c[out0 + cnt++] = t;                                                           \
+          } else {                                                                             \
+            acc[t] += a * val_b[q];                                                            \
+          }                                                                                    \
+        }                                                                                      \
+      }                                                                                        \
+      if (cnt != out_len) return SF_ERR_INVALID_ARGUMENT;                                      \
+      sf_sort_i64(col_c + out0, cnt);                                                          \
+      for (int64_t q = 0; q < cnt; ++q) val_c[out0 + q] = acc[col_c[out0 + q]];                \
+    }                                                                                          \
+    return SF_OK;                                                                              \
+  }                                                                                            \
+                                                                                               \
+  sf_status sf_csr_sddmm_sparse_##SUFFIX(                                                      \
+      T *out, const int64_t *crow_p, const int64_t *col_p, int64_t nrows, int64_t ncols,      \
+      int64_t nse_p, const int64_t *crow_x, const int64_t *col_x, const T *val_x,             \
+      int64_t nse_x, const int64_t *crow_s, const int64_t *col_s, const T *val_s,             \
+      int64_t nse_s, int64_t n, T *acc, int64_t row_begin, int64_t row_end) {                 \
+    SF_CHECK_RANGE(nrows, row_begin, row_end);                                                 \
+    SF_FAIL_IF(ncols < 0 || n < 0 || nse_p < 0 || nse_x < 0 || nse_s < 0,                     \
+               SF_ERR_NEGATIVE_SIZE);                                                          \
+    if (row_end == row_begin) return SF_OK;                                                    \
+    SF_FAIL_IF(crow_p == NULL || crow_x == NULL || crow_s == NULL, SF_ERR_NULL_POINTER);       \
+    SF_NEED(out, nse_p);                                                                       \
+    SF_NEED(col_p, nse_p);                                                                     \
+    SF_NEED(col_x, nse_x);                                                                     \
+    SF_NEED(val_x, nse_x);                                                                     \
+    SF_NEED(col_s, nse_s);                                                                     \
+    SF_NEED(val_s, nse_s);                                                                     \
+    SF_NEED(acc, n);                                                                           \
+    for (int64_t t = 0; t < n; ++t) acc[t] = 0;                                                \
+    for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      int64_t lo, hi, xlo, xhi;                                                                \
+      sf_status st = sf_row_span(&lo, &hi, crow_p, i, nse_p);                                  \
+      if (st != SF_OK) return st;                                                              \
+      st = sf_row_span(&xlo, &xhi, crow_x, i, nse_x);                                          \
+      if (st != SF_OK) return st;                                                              \
+      /* Row i of X, scattered into a dense row; duplicates add up. */                         \
+      for (int64_t q = xlo; q < xhi; ++q) {                                                    \
+        if (col_x[q] < 0 || col_x[q] >= n) return SF_ERR_INDEX_OUT_OF_RANGE;                   \
+        acc[col_x[q]] += val_x[q];                                                             \
+      }                                                                                        \
+      for (int64_t p = lo; p < hi; ++p) {                                                      \
+        const int64_t j = col_p[p];                                                            \
+        if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                             \
+        int64_t slo, shi;                                                                      \
+        st = sf_row_span(&slo, &shi, crow_s, j, nse_s);                                        \
+        if (st != SF_OK) return st;                                                            \
+        T sum = 0;                                                                             \
+        for (int64_t q = slo; q < shi; ++q) {                                                  \
+          if (col_s[q] < 0 || col_s[q] >= n) return SF_ERR_INDEX_OUT_OF_RANGE;                 \
+          sum += acc[col_s[q]] * val_s[q];                                                     \
+        }                                                                                      \
+        out[p] = sum;                                                                          \
+      }                                                                                        \
+      for (int64_t q = xlo; q < xhi; ++q) acc[col_x[q]] = 0;                                   \
+    }                                                                                          \
+    return SF_OK;                                                                              \
+  }
+
+/* Sort a row's columns. Rows are usually short: insertion sort; long rows
+ * go to qsort. */
+static int sf_cmp_i64(const void *x, const void *y) {
+  const int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+  return (a > b) - (a < b);
+}
+
+static void sf_sort_i64(int64_t *x, int64_t n) {
+  if (n > 32) {
+    qsort(x, (size_t)n, sizeof(int64_t), sf_cmp_i64);
+    return;
+  }
+  for (int64_t i = 1; i < n; ++i) {
+    const int64_t v = x[i];
+    int64_t j = i - 1;
+    while (j >= 0 && x[j] > v) {
+      x[j + 1] = x[j];
+      --j;
+    }
+    x[j + 1] = v;
+  }
+}
+
+SF_DEFINE_PRODUCTS(float, f32)
+SF_DEFINE_PRODUCTS(double, f64)
+
+/* ---- index-only functions ------------------------------------------------------ */
+
+sf_status sf_csr_spgemm_count(int64_t *row_nse, const int64_t *crow_a, const int64_t *col_a,
+                              int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
+                              const int64_t *col_b, int64_t n, int64_t nse_b, int64_t *marker,
+                              int64_t row_begin, int64_t row_end) {
+  SF_CHECK_RANGE(m, row_begin, row_end);
+  SF_FAIL_IF(k < 0 || n < 0 || nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);
+  if (row_end == row_begin) return SF_OK;
+  SF_FAIL_IF(row_nse == NULL || crow_a == NULL || crow_b == NULL, SF_ERR_NULL_POINTER);
+  SF_NEED(col_a, nse_a);
+  SF_NEED(col_b, nse_b);
+  SF_NEED(marker, n);
+  for (int64_t t = 0; t < n; ++t) marker[t] = -1;
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    int64_t lo, hi, cnt = 0;
+    sf_status st = sf_row_span(&lo, &hi, crow_a, i, nse_a);
+    if (st != SF_OK) return st;
+    for (int64_t p = lo; p < hi; ++p) {
+      const int64_t j = col_a[p];
+      if (j < 0 || j >= k) return SF_ERR_INDEX_OUT_OF_RANGE;
+      int64_t blo, bhi;
+      st = sf_row_span(&blo, &bhi, crow_b, j, nse_b);
+      if (st != SF_OK) return st;
+      for (int64_t q = blo; q < bhi; ++q) {
+        const int64_t t = col_b[q];
+        if (t < 0 || t >= n) return SF_ERR_INDEX_OUT_OF_RANGE;
+        if (marker[t] != i) {
+          marker[t] = i;
+          ++cnt;
+        }
+      }
+    }
+    row_nse[i] = cnt;
+  }
+  return SF_OK;
+}
+
+sf_status sf_csr_transpose(int64_t *crow_t, int64_t *col_t, int64_t *perm, const int64_t *crow,
+                           const int64_t *col, int64_t nrows, int64_t ncols, int64_t nse) {
+  SF_FAIL_IF(nrows < 0 || ncols < 0 || nse < 0, SF_ERR_NEGATIVE_SIZE);
+  SF_FAIL_IF(crow_t == NULL || crow == NULL, SF_ERR_NULL_POINTER);
+  SF_NEED(col_t, nse);
+  SF_NEED(perm, nse);
+  SF_NEED(col, nse);
+  SF_FAIL_IF(crow[0] != 0, SF_ERR_CROW_FIRST);
+  SF_FAIL_IF(crow[nrows] != nse, SF_ERR_CROW_LAST);
+  /* Counting sort by column: stable, so each transposed row lists its
+   * original rows in increasing order, i.e. the result is valid CSR. */
+  for (int64_t j = 0; j <= ncols; ++j) crow_t[j] = 0;
+  for (int64_t i = 0; i < nrows; ++i) {
+    SF_FAIL_IF(crow[i + 1] < crow[i] || crow[i + 1] > nse, SF_ERR_CROW_DECREASING);
+  }
+  for (int64_t p = 0; p < nse; ++p) {
+    const int64_t j = col[p];
+    SF_FAIL_IF(j < 0 || j >= ncols, SF_ERR_INDEX_OUT_OF_RANGE);
+    ++crow_t[j + 1];
+  }
+  for (int64_t j = 0; j < ncols; ++j) crow_t[j + 1] += crow_t[j];
+  /* crow_t[j] serves as row j's write cursor, then is shifted back. */
+  for (int64_t i = 0; i < nrows; ++i) {
+    for (int64_t p = crow[i]; p < crow[i + 1]; ++p) {
+      const int64_t j = col[p];
+      const int64_t dst = crow_t[j]++;
+      col_t[dst] = i;
+      perm[dst] = p;
+    }
+  }
+  /* crow_t[j] now holds the end of row j: shift back to the starts. */
+  for (int64_t j = ncols; j > 0; --j) crow_t[j] = crow_t[j - 1];
+  crow_t[0] = 0;
+  return SF_OK;
+}
