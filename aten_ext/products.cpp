@@ -7,6 +7,7 @@
 //   spgemm           fill-0 CSR @ fill-0 CSR -> CSR (two-pass SpGEMM)
 //   sparse_mm_dense  SparseFill @ SparseFill with fills -> strided
 //   csr_transpose    the transposed pattern and the values' permutation
+//   sddmm            (X Y^T) sampled on a pattern (the values' gradient)
 //
 // A fill of A (m x k) is one of: a single element (a scalar, shape () or
 // (1, 1)), per row (m, 1) or per column (1, k). Nothing of size m x k is
@@ -41,6 +42,18 @@ FillKind fill_kind(const Tensor& fill, int64_t m, int64_t k) {
   if (fill.size(0) == 1 && fill.size(1) == k) return FillKind::Col;
   TORCH_CHECK(false, "sparsefill: a matrix product supports a per-row (", m, ", 1) or per-column (1, ",
               k, ") fill of an ", m, " x ", k, " operand, got a fill of shape ", fill.sizes());
+}
+
+// The same decision from the fill's own shape, valid once fill_kind has
+// accepted it; safe on symbolic shapes (the backward may be traced).
+FillKind fill_kind_of(const Tensor& fill) {
+  if (fill.dim() <= 2 && fill.sym_numel() == 1) return FillKind::Scalar;
+  return fill.sym_size(1) == 1 ? FillKind::Row : FillKind::Col;
+}
+
+// rows of a CSR operand from its crow_indices, specialised if symbolic.
+int64_t rows_of_crow(const Tensor& crow) {
+  return crow.sym_size(0).guard_int(__FILE__, __LINE__) - 1;
 }
 
 at::ScalarType compute_type(at::ScalarType t) {
@@ -203,8 +216,19 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
 }
 
 // out[p] = dot(X[i_p, :], Y[j_p, :]) on the pattern (crow, col).
-Tensor sddmm_cpu(const Tensor& crow, const Tensor& col, int64_t ncols, const Tensor& x_in,
+Tensor sddmm_cpu(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, const Tensor& x_in,
                  const Tensor& y_in) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  check_float(x_in, "x");
+  check_float(y_in, "y");
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: sddmm: crow_indices must not be empty");
+  TORCH_CHECK(x_in.dim() == 2 && y_in.dim() == 2 && x_in.size(0) == crow.numel() - 1 &&
+                  y_in.size(0) == ncols && x_in.size(1) == y_in.size(1) &&
+                  x_in.scalar_type() == y_in.scalar_type(),
+              "sparsefill: sddmm: expected x (rows x n) and y (ncols x n) of one dtype for ",
+              crow.numel() - 1, " rows and ", ncols, " columns, got ", x_in.sizes(), " and ",
+              y_in.sizes());
   const auto out_type = x_in.scalar_type();
   const auto ct = compute_type(out_type);
   Tensor x = x_in.to(ct).contiguous(), y = y_in.to(ct).contiguous();
@@ -259,6 +283,15 @@ std::tuple<Tensor, Tensor, Tensor> call_transpose(const Tensor& crow, const Tens
   return op.call(crow, col, ncols);
 }
 
+Tensor call_sddmm(const Tensor& crow, const Tensor& col, int64_t ncols, const Tensor& x,
+                  const Tensor& y) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("sparsefill::sddmm", "")
+                       .typed<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&,
+                                     const Tensor&)>();
+  return op.call(crow, col, ncols, x, y);
+}
+
 Tensor rows_of(const Tensor& crow) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("sparsefill::rows_from_crow", "")
@@ -289,34 +322,37 @@ class SpmmFunction : public torch::autograd::Function<SpmmFunction> {
     const Tensor &crow = saved[0], &col = saved[1], &values = saved[2], &fill = saved[3],
                  &b = saved[4];
     const int64_t k = ctx->saved_data["ncols"].toInt();
-    const int64_t m = crow.numel() - 1;
-    Tensor g = grads[0];
+    const Tensor& g = grads[0];
     Tensor g_values, g_fill, g_b;
     const bool need_v = ctx->needs_input_grad(2), need_f = ctx->needs_input_grad(3),
                need_b = ctx->needs_input_grad(4);
     if (!g.defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
-    Tensor crow64 = crow.to(at::kLong).contiguous(), col64 = col.to(at::kLong).contiguous();
-    if (need_v || need_f) {
-      g_values = sddmm_cpu(crow64, col64, k, g, b);
-    }
+    // Only dispatcher ops and ATen below, so the backward can be traced.
+    if (need_v || need_f) g_values = call_sddmm(crow, col, k, g, b);
     if (need_f) {
-      const FillKind kind = fill_kind(fill, m, k);
       Tensor gf;
-      if (kind == FillKind::Scalar) {
-        gf = at::dot(g.sum(0), b.sum(0)) - g_values.sum();
-      } else if (kind == FillKind::Row) {
-        Tensor per_row = at::zeros({m}, g_values.options()).index_add(0, rows_of(crow64), g_values);
-        gf = (at::mv(g, b.sum(0)) - per_row).view({m, 1});
-      } else {
-        Tensor per_col = at::zeros({k}, g_values.options()).index_add(0, col64, g_values);
-        gf = (at::mv(b, g.sum(0)) - per_col).view({1, k});
+      switch (fill_kind_of(fill)) {
+        case FillKind::Scalar:
+          gf = at::dot(g.sum(0), b.sum(0)) - g_values.sum();
+          break;
+        case FillKind::Row: {
+          Tensor per_row = at::zeros({rows_of_crow(crow)}, g_values.options())
+                               .index_add(0, rows_of(crow), g_values);
+          gf = (at::mv(g, b.sum(0)) - per_row).unsqueeze(1);
+          break;
+        }
+        case FillKind::Col: {
+          Tensor per_col = at::zeros({k}, g_values.options()).index_add(0, col, g_values);
+          gf = (at::mv(b, g.sum(0)) - per_col).unsqueeze(0);
+          break;
+        }
       }
-      g_fill = gf.reshape(fill.sizes()).to(fill.scalar_type());
+      g_fill = gf.reshape_symint(fill.sym_sizes()).to(fill.scalar_type());
     }
     if (need_b) {
-      auto [crow_t, col_t, perm] = call_transpose(crow64, col64, k);
+      auto [crow_t, col_t, perm] = call_transpose(crow, col, k);
       g_b = call_spmm(crow_t, col_t, values.index_select(0, perm), transposed_fill(fill),
-                      g.contiguous(), m);
+                      g.contiguous(), rows_of_crow(crow));
     }
     return {Tensor(), Tensor(), need_v ? g_values : Tensor(), g_fill, g_b, Tensor()};
   }
@@ -333,11 +369,11 @@ Tensor dense_spmm(const Tensor& d, const Tensor& crow, const Tensor& col, const 
                   const Tensor& fill, int64_t ncols) {
   TORCH_CHECK(d.dim() == 2, "sparsefill: dense_spmm: the dense operand must be 2-D, got shape ",
               d.sizes());
-  const int64_t m = crow.numel() - 1;
   auto [crow_t, col_t, perm] = call_transpose(crow, col, ncols);
   return call_spmm(crow_t, col_t, values.index_select(0, perm), transposed_fill(fill),
-                   d.t().contiguous(), m)
-      .t();
+                   d.t().contiguous(), rows_of_crow(crow))
+      .t()
+      .contiguous();
 }
 
 // ---- spgemm (fill 0) -------------------------------------------------------------
@@ -383,11 +419,12 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_cpu(const Tensor& crow_a_in, const Ten
     for_rows(ca, m, 4, "spgemm operands", [&](int64_t r0, int64_t r1) {
       std::vector<scalar_t> acc(n);
       std::vector<int64_t> marker(n);
+      std::vector<uint64_t> bits((n + 63) / 64);
       return Core<scalar_t>::spgemm(col_c.data_ptr<int64_t>(), val_c.data_ptr<scalar_t>(),
                                     crow_c.data_ptr<int64_t>(), ca, col_a.data_ptr<int64_t>(),
                                     va.data_ptr<scalar_t>(), m, k, nse_a, cb,
                                     col_b.data_ptr<int64_t>(), vb.data_ptr<scalar_t>(), n, nse_b,
-                                    acc.data(), marker.data(), r0, r1);
+                                    acc.data(), marker.data(), bits.data(), r0, r1);
     });
   });
   return {crow_c, col_c, val_c.to(out_type)};
@@ -569,6 +606,7 @@ TORCH_LIBRARY_FRAGMENT(sparsefill, m) {
         "int ncols) -> Tensor");
   m.def("dense_spmm(Tensor other, Tensor crow_indices, Tensor col_indices, Tensor values, "
         "Tensor fill, int ncols) -> Tensor");
+  m.def("sddmm(Tensor crow_indices, Tensor col_indices, int ncols, Tensor x, Tensor y) -> Tensor");
   m.def("csr_transpose(Tensor crow_indices, Tensor col_indices, int ncols) -> "
         "(Tensor crow_indices, Tensor col_indices, Tensor perm)");
   m.def("spgemm(Tensor crow_a, Tensor col_a, Tensor values_a, Tensor crow_b, Tensor col_b, "
@@ -580,6 +618,7 @@ TORCH_LIBRARY_FRAGMENT(sparsefill, m) {
 TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("spmm", &sparsefill::spmm_cpu);
   m.impl("csr_transpose", &sparsefill::csr_transpose_cpu);
+  m.impl("sddmm", &sparsefill::sddmm_cpu);
   m.impl("spgemm", &sparsefill::spgemm_cpu);
 }
 

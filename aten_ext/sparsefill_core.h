@@ -206,19 +206,21 @@ sf_status sf_csr_spgemm_count(int64_t *row_nse, const int64_t *crow_a, const int
                               const int64_t *col_b, int64_t n, int64_t nse_b, int64_t *marker,
                               int64_t row_begin, int64_t row_end);
 /* Numeric: crow_c is the prefix sum of row_nse; writes col_c (sorted within
- * each row) and val_c. acc (n values) and marker (n int64) are per-thread
- * scratch. A row whose size disagrees with crow_c gives
- * SF_ERR_INVALID_ARGUMENT. */
+ * each row) and val_c. acc (n values), marker (n int64) and bits
+ * ((n + 63) / 64 words) are per-thread scratch. A row whose size disagrees
+ * with crow_c gives SF_ERR_INVALID_ARGUMENT. */
 sf_status sf_csr_spgemm_f32(int64_t *col_c, float *val_c, const int64_t *crow_c,
                             const int64_t *crow_a, const int64_t *col_a, const float *val_a,
                             int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
                             const int64_t *col_b, const float *val_b, int64_t n, int64_t nse_b,
-                            float *acc, int64_t *marker, int64_t row_begin, int64_t row_end);
+                            float *acc, int64_t *marker, uint64_t *bits, int64_t row_begin,
+                            int64_t row_end);
 sf_status sf_csr_spgemm_f64(int64_t *col_c, double *val_c, const int64_t *crow_c,
                             const int64_t *crow_a, const int64_t *col_a, const double *val_a,
                             int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
                             const int64_t *col_b, const double *val_b, int64_t n, int64_t nse_b,
-                            double *acc, int64_t *marker, int64_t row_begin, int64_t row_end);
+                            double *acc, int64_t *marker, uint64_t *bits, int64_t row_begin,
+                            int64_t row_end);
 
 /* SDDMM with two sparse factors, for the SpGEMM backward: for the stored
  * element p at (i, j) of pattern P (nrows x ncols),

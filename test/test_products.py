@@ -370,11 +370,12 @@ def test_opcheck():
     v = A._sf_values.detach().clone().requires_grad_()
     f = A._sf_fill.detach().clone().requires_grad_()
     B = _randn(5, 3).requires_grad_()
-    # The backward calls the CPU kernels directly: eager autograd only, so
-    # test_aot_dispatch_dynamic (tracing the backward) is not claimed.
-    torch.library.opcheck(torch.ops.sparsefill.spmm, (A._sf_crow, A._sf_col, v, f, B, 5),
-                          test_utils=("test_schema", "test_autograd_registration",
-                                      "test_faketensor"))
+    torch.library.opcheck(torch.ops.sparsefill.spmm, (A._sf_crow, A._sf_col, v, f, B, 5))
+    for fill in (_randn(6, 1), _randn(1, 5)):  # per-row, per-column
+        torch.library.opcheck(torch.ops.sparsefill.spmm,
+                              (A._sf_crow, A._sf_col, v, fill.requires_grad_(), B, 5))
+    torch.library.opcheck(torch.ops.sparsefill.sddmm, (A._sf_crow, A._sf_col, 5, _randn(6, 3),
+                                                       _randn(5, 3)))
     torch.library.opcheck(torch.ops.sparsefill.csr_transpose, (A._sf_crow, A._sf_col, 5))
 
 

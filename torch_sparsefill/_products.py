@@ -292,6 +292,11 @@ def _csr_transpose_fake(crow_indices, col_indices, ncols):
             col_indices.new_empty((nse,), dtype=torch.int64))
 
 
+@torch.library.register_fake("sparsefill::sddmm")
+def _sddmm_fake(crow_indices, col_indices, ncols, x, y):
+    return x.new_empty((col_indices.shape[0],))
+
+
 @torch.library.register_fake("sparsefill::spgemm")
 def _spgemm_fake(crow_a, col_a, values_a, crow_b, col_b, values_b, n):
     nse = torch.library.get_ctx().new_dynamic_size()

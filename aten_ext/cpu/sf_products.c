@@ -18,6 +18,16 @@
 
 #include "sf_internal.h"
 
+/* The inner loops are axpy and dot products over rows of a dense operand:
+ * with GCC on x86-64, each hot kernel is compiled for AVX-512, AVX2+FMA and
+ * the baseline, and the loader picks one for the machine (ifunc). Elsewhere
+ * the baseline build alone. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define SF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SF_CLONES
+#endif
+
 /* Shared argument checks of the row-range functions. */
 #define SF_CHECK_RANGE(nrows, row_begin, row_end)                                   \
   do {                                                                              \
@@ -38,7 +48,7 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
 /* ---- type-generic kernels ---------------------------------------------------- */
 
 #define SF_DEFINE_PRODUCTS(T, SUFFIX)                                                          \
-  sf_status sf_csr_spmm_##SUFFIX(T *c, int64_t ldc, const int64_t *crow, const int64_t *col,  \
+  SF_CLONES sf_status sf_csr_spmm_##SUFFIX(T *c, int64_t ldc, const int64_t *crow, const int64_t *col,  \
                                  const T *values, int64_t nrows, int64_t ncols, int64_t nse,  \
                                  const T *b, int64_t ldb, int64_t n, const T *row_fill,       \
                                  int64_t row_fill_stride, const T *col_fill, const T *colsum, \
@@ -73,7 +83,7 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
     return SF_OK;                                                                              \
   }                                                                                            \
                                                                                                \
-  sf_status sf_csr_spmv_##SUFFIX(T *y, int64_t incy, const int64_t *crow, const int64_t *col, \
+  SF_CLONES sf_status sf_csr_spmv_##SUFFIX(T *y, int64_t incy, const int64_t *crow, const int64_t *col, \
                                  const T *values, int64_t nrows, int64_t ncols, int64_t nse,  \
                                  const T *x, int64_t incx, const T *row_fill,                 \
                                  int64_t row_fill_stride, const T *col_fill, T xsum, T corr,   \
@@ -101,7 +111,7 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
     return SF_OK;                                                                              \
   }                                                                                            \
                                                                                                \
-  sf_status sf_csr_sddmm_##SUFFIX(T *out, const int64_t *crow, const int64_t *col,            \
+  SF_CLONES sf_status sf_csr_sddmm_##SUFFIX(T *out, const int64_t *crow, const int64_t *col,            \
                                   int64_t nrows, int64_t ncols, int64_t nse, const T *x,      \
                                   int64_t ldx, const T *y, int64_t ldy, int64_t n,            \
                                   int64_t row_begin, int64_t row_end) {                       \
@@ -131,11 +141,11 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
     return SF_OK;                                                                              \
   }                                                                                            \
                                                                                                \
-  sf_status sf_csr_spgemm_##SUFFIX(                                                            \
+  SF_CLONES sf_status sf_csr_spgemm_##SUFFIX(                                                            \
       int64_t *col_c, T *val_c, const int64_t *crow_c, const int64_t *crow_a,                 \
       const int64_t *col_a, const T *val_a, int64_t m, int64_t k, int64_t nse_a,              \
       const int64_t *crow_b, const int64_t *col_b, const T *val_b, int64_t n, int64_t nse_b,  \
-      T *acc, int64_t *marker, int64_t row_begin, int64_t row_end) {                          \
+      T *acc, int64_t *marker, uint64_t *bits, int64_t row_begin, int64_t row_end) {          \
     SF_CHECK_RANGE(m, row_begin, row_end);                                                     \
     SF_FAIL_IF(k < 0 || n < 0 || nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);               \
     if (row_end == row_begin) return SF_OK;                                                    \
@@ -146,9 +156,11 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
     SF_NEED(val_b, nse_b);                                                                     \
     SF_NEED(acc, n);                                                                           \
     SF_NEED(marker, n);                                                                        \
+    SF_NEED(bits, n);                                                                          \
     for (int64_t t = 0; t < n; ++t) marker[t] = -1;                                            \
+    for (int64_t w = 0; w < (n + 63) / 64; ++w) bits[w] = 0;                                   \
     for (int64_t i = row_begin; i < row_end; ++i) {                                            \
-      int64_t lo, hi, cnt = 0;                                                                 \
+      int64_t lo, hi, cnt = 0, cmin = n, cmax = -1;                                            \
       sf_status st = sf_row_span(&lo, &hi, crow_a, i, nse_a);                                  \
       if (st != SF_OK) return st;                                                              \
       const int64_t out0 = crow_c[i], out_len = crow_c[i + 1] - crow_c[i];                     \
@@ -169,13 +181,16 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
             marker[t] = i;                                                                     \
             acc[t] = a * val_b[q];                                                             \
             col_c[out0 + cnt++] = t;                                                           \
+            bits[t >> 6] |= (uint64_t)1 << (t & 63);                                           \
+            if (t < cmin) cmin = t;                                                            \
+            if (t > cmax) cmax = t;                                                            \
           } else {                                                                             \
             acc[t] += a * val_b[q];                                                            \
           }                                                                                    \
         }                                                                                      \
       }                                                                                        \
       if (cnt != out_len) return SF_ERR_INVALID_ARGUMENT;                                      \
-      sf_sort_i64(col_c + out0, cnt);                                                          \
+      if (cnt > 0) sf_sorted_columns(col_c + out0, cnt, bits, cmin, cmax);                     \
       for (int64_t q = 0; q < cnt; ++q) val_c[out0 + q] = acc[col_c[out0 + q]];                \
     }                                                                                          \
     return SF_OK;                                                                              \
@@ -229,7 +244,21 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
   }
 
 /* Sort a row's columns. Rows are usually short: insertion sort; long rows
- * go to qsort. */
+ * go to qsort, unless the bitmap below is cheaper. */
+/* Index of the lowest set bit of a non-zero word. */
+static inline int64_t sf_ctz64(uint64_t w) {
+#if defined(__GNUC__)
+  return (int64_t)__builtin_ctzll(w);
+#else
+  int64_t n = 0;
+  while (!(w & 1)) {
+    w >>= 1;
+    ++n;
+  }
+  return n;
+#endif
+}
+
 static int sf_cmp_i64(const void *x, const void *y) {
   const int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
   return (a > b) - (a < b);
@@ -249,6 +278,29 @@ static void sf_sort_i64(int64_t *x, int64_t n) {
     }
     x[j + 1] = v;
   }
+}
+
+/* The row's columns x[0..cnt), all in [cmin, cmax], in increasing order.
+ * They are also set in `bits` (one bit per column); when the words spanning
+ * [cmin, cmax] are few compared with a sort's work, read them back from the
+ * bitmap in order. Either way the row's bits are cleared. */
+static void sf_sorted_columns(int64_t *x, int64_t cnt, uint64_t *bits, int64_t cmin,
+                              int64_t cmax) {
+  const int64_t w0 = cmin >> 6, w1 = cmax >> 6;
+  if (cnt > 16 && w1 - w0 + 1 <= 4 * cnt) {
+    int64_t q = 0;
+    for (int64_t w = w0; w <= w1; ++w) {
+      uint64_t word = bits[w];
+      bits[w] = 0;
+      while (word) {
+        x[q++] = (w << 6) + sf_ctz64(word);
+        word &= word - 1;
+      }
+    }
+    return;
+  }
+  for (int64_t q = 0; q < cnt; ++q) bits[x[q] >> 6] = 0;
+  sf_sort_i64(x, cnt);
 }
 
 SF_DEFINE_PRODUCTS(float, f32)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "sparsefill_core.h"
@@ -156,10 +157,20 @@ TEST(Products, TransposeIsStableAndValid) {
     }
 }
 
-TEST(Products, SpgemmMatchesDenseAndIsSorted) {
+// (m, k, n, density of A, density of B): short rows (insertion sort), rows
+// dense in a narrow span (bitmap) and long rows over a wide span (qsort).
+class Spgemm : public ::testing::TestWithParam<std::tuple<int, int, int, double, double>> {};
+
+INSTANTIATE_TEST_SUITE_P(Products, Spgemm,
+                         ::testing::Values(std::make_tuple(10, 7, 9, 0.35, 0.35),
+                                           std::make_tuple(12, 30, 300, 0.3, 0.3),
+                                           std::make_tuple(6, 40, 20000, 0.1, 0.0005)));
+
+TEST_P(Spgemm, MatchesDenseAndIsSorted) {
   std::mt19937_64 rng(11);
-  const int64_t m = 10, k = 7, n = 9;
-  Csr a = random_csr(m, k, 0.35, rng), b = random_csr(k, n, 0.35, rng);
+  const auto [m_, k_, n_, da, db] = GetParam();
+  const int64_t m = m_, k = k_, n = n_;
+  Csr a = random_csr(m, k, da, rng), b = random_csr(k, n, db, rng);
   const int64_t nse_a = (int64_t)a.val.size(), nse_b = (int64_t)b.val.size();
   Vec row_nse(m), marker(n);
   ASSERT_EQ(sf_csr_spgemm_count(row_nse.data(), a.crow.data(), a.col.data(), m, k, nse_a,
@@ -169,11 +180,12 @@ TEST(Products, SpgemmMatchesDenseAndIsSorted) {
   for (int64_t i = 0; i < m; ++i) crow_c[i + 1] = crow_c[i] + row_nse[i];
   Vec col_c(crow_c[m]);
   std::vector<double> val_c(crow_c[m]), acc(n);
-  for (auto range : {std::pair<int64_t, int64_t>{0, 4}, {4, m}}) {
+  std::vector<uint64_t> bits((n + 63) / 64);
+  for (auto range : {std::pair<int64_t, int64_t>{0, m / 2}, {m / 2, m}}) {
     ASSERT_EQ(sf_csr_spgemm_f64(col_c.data(), val_c.data(), crow_c.data(), a.crow.data(),
                                 a.col.data(), a.val.data(), m, k, nse_a, b.crow.data(),
                                 b.col.data(), b.val.data(), n, nse_b, acc.data(), marker.data(),
-                                range.first, range.second),
+                                bits.data(), range.first, range.second),
               SF_OK);
   }
   ASSERT_EQ(sf_csr_check(nullptr, crow_c.data(), col_c.data(), m, n, crow_c[m]), SF_OK);
@@ -181,13 +193,13 @@ TEST(Products, SpgemmMatchesDenseAndIsSorted) {
   std::vector<double> got(m * n, 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t q = crow_c[i]; q < crow_c[i + 1]; ++q) got[i * n + col_c[q]] = val_c[q];
-  for (int64_t e = 0; e < m * n; ++e) EXPECT_NEAR(got[e], expected[e], 1e-12) << e;
+  for (int64_t e = 0; e < m * n; ++e) ASSERT_NEAR(got[e], expected[e], 1e-12) << e;
   // A count that disagrees with the numeric pass is refused, not overrun.
   Vec short_crow = crow_c;
   for (int64_t i = 1; i <= m; ++i) short_crow[i] = crow_c[i] > 0 ? crow_c[i] - 1 : 0;
   EXPECT_EQ(sf_csr_spgemm_f64(col_c.data(), val_c.data(), short_crow.data(), a.crow.data(),
                               a.col.data(), a.val.data(), m, k, nse_a, b.crow.data(), b.col.data(),
-                              b.val.data(), n, nse_b, acc.data(), marker.data(), 0, m),
+                              b.val.data(), n, nse_b, acc.data(), marker.data(), bits.data(), 0, m),
             SF_ERR_INVALID_ARGUMENT);
 }
 
