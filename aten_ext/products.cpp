@@ -568,17 +568,21 @@ Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const Tensor& 
   Tensor rows_a = rows_of(crow_a), rows_b = rows_of(crow_b);
   Tensor va0 = a_zero ? va : shifted_values(va, ra, ca, rows_a, col_a);
   Tensor vb0 = b_zero ? vb : shifted_values(vb, rb, cb, rows_b, col_b);
-  auto [crow_c, col_c, vc] = call_spgemm(crow_a, col_a, va0, crow_b, col_b, vb0, n);
-  Tensor linear = rows_of(crow_c) * n + col_c;
-  Tensor out = at::zeros({m * n}, vc.options()).index_add(0, linear, vc).view({m, n});
+  // The rank-one terms first, as a column vector, a row vector and outer
+  // products: the m x n result is written once by the broadcast sum and
+  // updated in place (no temporary of its size), then the SpGEMM's stored
+  // products are added at their positions.
+  Tensor colvec, rowvec;  // (m), (n); undefined = 0
+  std::vector<std::pair<Tensor, Tensor>> outers;
+  auto add_to = [](Tensor& acc, const Tensor& t) { acc = acc.defined() ? acc + t : t; };
   if (!a_zero) {
     if (ra.defined()) {
       Tensor colsum_b0 = at::zeros({n}, vb0.options()).index_add(0, col_b, vb0);
-      out = out + (ra.dim() == 0 ? ra * colsum_b0 : at::outer(ra, colsum_b0));
+      if (ra.dim() == 0) add_to(rowvec, ra * colsum_b0);
+      else outers.emplace_back(ra, colsum_b0);
     }
     if (ca.defined()) {
-      Tensor w = at::zeros({n}, vb0.options()).index_add(0, col_b, vb0 * ca.index_select(0, rows_b));
-      out = out + w.unsqueeze(0);
+      add_to(rowvec, at::zeros({n}, vb0.options()).index_add(0, col_b, vb0 * ca.index_select(0, rows_b)));
     }
   }
   if (!b_zero) {
@@ -590,11 +594,24 @@ Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const Tensor& 
     Tensor ab = call_spmm(crow_a, col_a, va, fa, at::stack(cols, 1), k);
     int64_t c = 0;
     if (rb.defined()) {
-      Tensor col0 = ab.select(1, c++).unsqueeze(1);
-      out = out + (rb.dim() == 0 ? col0 * rb : col0);
+      Tensor col0 = ab.select(1, c++);
+      add_to(colvec, rb.dim() == 0 ? col0 * rb : col0);
     }
-    if (cb.defined()) out = out + at::outer(ab.select(1, c), cb);
+    if (cb.defined()) outers.emplace_back(ab.select(1, c), cb);
   }
+  Tensor out;
+  const auto opts = va0.options();
+  if (colvec.defined() || rowvec.defined()) {
+    Tensor cv = colvec.defined() ? colvec.unsqueeze(1) : at::zeros({m, 1}, opts);
+    Tensor rv = rowvec.defined() ? rowvec.unsqueeze(0) : at::zeros({1, n}, opts);
+    out = cv + rv;
+  } else {
+    out = at::zeros({m, n}, opts);
+  }
+  for (auto& [u, v] : outers) out.addcmul_(u.unsqueeze(1), v.unsqueeze(0));
+  auto [crow_c, col_c, vc] = call_spgemm(crow_a, col_a, va0, crow_b, col_b, vb0, n);
+  Tensor linear = rows_of(crow_c) * n + col_c;
+  out = out.view({m * n}).index_add_(0, linear, vc).view({m, n});
   return out;
 }
 

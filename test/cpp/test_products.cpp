@@ -125,7 +125,7 @@ TEST(Products, SpmmFloatAndPaddedStrides) {
 
 TEST(Products, Sddmm) {
   std::mt19937_64 rng(3);
-  const int64_t m = 8, k = 6, n = 4;
+  const int64_t m = 8, k = 6, n = 13;  // one block of 8 lanes and a tail
   Csr a = random_csr(m, k, 0.4, rng);
   auto x = random_vec(m * n, rng), y = random_vec(k * n, rng);
   std::vector<double> out(a.val.size());
