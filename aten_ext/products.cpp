@@ -402,9 +402,9 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_cpu(const Tensor& crow_a_in, const Ten
   const int64_t nse_a = va.numel(), nse_b = vb.numel();
   Tensor row_nse = at::empty({m}, crow_a.options());
   for_rows(ca, m, 4, "spgemm operands", [&](int64_t r0, int64_t r1) {
-    std::vector<int64_t> marker(n);
+    std::vector<uint64_t> bits((n + 63) / 64);
     return sf_csr_spgemm_count(row_nse.data_ptr<int64_t>(), ca, col_a.data_ptr<int64_t>(), m, k,
-                               nse_a, cb, col_b.data_ptr<int64_t>(), n, nse_b, marker.data(), r0,
+                               nse_a, cb, col_b.data_ptr<int64_t>(), n, nse_b, bits.data(), r0,
                                r1);
   });
   Tensor crow_c = at::zeros({m + 1}, crow_a.options());
@@ -418,13 +418,12 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_cpu(const Tensor& crow_a_in, const Ten
   SF_DISPATCH_FLOAT(ct, "spgemm", [&] {
     for_rows(ca, m, 4, "spgemm operands", [&](int64_t r0, int64_t r1) {
       std::vector<scalar_t> acc(n);
-      std::vector<int64_t> marker(n);
       std::vector<uint64_t> bits((n + 63) / 64);
       return Core<scalar_t>::spgemm(col_c.data_ptr<int64_t>(), val_c.data_ptr<scalar_t>(),
                                     crow_c.data_ptr<int64_t>(), ca, col_a.data_ptr<int64_t>(),
                                     va.data_ptr<scalar_t>(), m, k, nse_a, cb,
                                     col_b.data_ptr<int64_t>(), vb.data_ptr<scalar_t>(), n, nse_b,
-                                    acc.data(), marker.data(), bits.data(), r0, r1);
+                                    acc.data(), bits.data(), r0, r1);
     });
   });
   return {crow_c, col_c, val_c.to(out_type)};

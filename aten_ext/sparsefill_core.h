@@ -199,27 +199,27 @@ sf_status sf_csr_sddmm_f64(double *out, const int64_t *crow, const int64_t *col,
 
 /* SpGEMM of two fill-0 CSR operands, A (m x k) and B (k x n), in two passes.
  * Symbolic: row_nse[i] = stored elements of row i of A @ B (the pattern's
- * size; numerically cancelling entries are kept). marker: n int64 of scratch
- * per calling thread. */
+ * size; numerically cancelling entries are kept). bits: (n + 63) / 64 words
+ * of scratch per calling thread (a bitmap of the row's columns). */
 sf_status sf_csr_spgemm_count(int64_t *row_nse, const int64_t *crow_a, const int64_t *col_a,
                               int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
-                              const int64_t *col_b, int64_t n, int64_t nse_b, int64_t *marker,
+                              const int64_t *col_b, int64_t n, int64_t nse_b, uint64_t *bits,
                               int64_t row_begin, int64_t row_end);
 /* Numeric: crow_c is the prefix sum of row_nse; writes col_c (sorted within
- * each row) and val_c. acc (n values), marker (n int64) and bits
- * ((n + 63) / 64 words) are per-thread scratch. A row whose size disagrees
+ * each row) and val_c. acc (n values) and bits ((n + 63) / 64 words) are
+ * per-thread scratch. A row whose size disagrees
  * with crow_c gives SF_ERR_INVALID_ARGUMENT. */
 sf_status sf_csr_spgemm_f32(int64_t *col_c, float *val_c, const int64_t *crow_c,
                             const int64_t *crow_a, const int64_t *col_a, const float *val_a,
                             int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
                             const int64_t *col_b, const float *val_b, int64_t n, int64_t nse_b,
-                            float *acc, int64_t *marker, uint64_t *bits, int64_t row_begin,
+                            float *acc, uint64_t *bits, int64_t row_begin,
                             int64_t row_end);
 sf_status sf_csr_spgemm_f64(int64_t *col_c, double *val_c, const int64_t *crow_c,
                             const int64_t *crow_a, const int64_t *col_a, const double *val_a,
                             int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
                             const int64_t *col_b, const double *val_b, int64_t n, int64_t nse_b,
-                            double *acc, int64_t *marker, uint64_t *bits, int64_t row_begin,
+                            double *acc, uint64_t *bits, int64_t row_begin,
                             int64_t row_end);
 
 /* SDDMM with two sparse factors, for the SpGEMM backward: for the stored

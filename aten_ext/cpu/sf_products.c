@@ -166,7 +166,7 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
       int64_t *col_c, T *val_c, const int64_t *crow_c, const int64_t *crow_a,                 \
       const int64_t *col_a, const T *val_a, int64_t m, int64_t k, int64_t nse_a,              \
       const int64_t *crow_b, const int64_t *col_b, const T *val_b, int64_t n, int64_t nse_b,  \
-      T *acc, int64_t *marker, uint64_t *bits, int64_t row_begin, int64_t row_end) {          \
+      T *acc, uint64_t *bits, int64_t row_begin, int64_t row_end) {                           \
     SF_CHECK_RANGE(m, row_begin, row_end);                                                     \
     SF_FAIL_IF(k < 0 || n < 0 || nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);               \
     if (row_end == row_begin) return SF_OK;                                                    \
@@ -176,9 +176,7 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
     SF_NEED(col_b, nse_b);                                                                     \
     SF_NEED(val_b, nse_b);                                                                     \
     SF_NEED(acc, n);                                                                           \
-    SF_NEED(marker, n);                                                                        \
     SF_NEED(bits, n);                                                                          \
-    for (int64_t t = 0; t < n; ++t) marker[t] = -1;                                            \
     for (int64_t w = 0; w < (n + 63) / 64; ++w) bits[w] = 0;                                   \
     for (int64_t i = row_begin; i < row_end; ++i) {                                            \
       int64_t lo, hi, cnt = 0, cmin = n, cmax = -1;                                            \
@@ -196,13 +194,13 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
         for (int64_t q = blo; q < bhi; ++q) {                                                  \
           const int64_t t = col_b[q];                                                          \
           if (t < 0 || t >= n) return SF_ERR_INDEX_OUT_OF_RANGE;                               \
-          if (marker[t] != i) {                                                                \
+          const uint64_t bit = (uint64_t)1 << (t & 63);                                        \
+          if (!(bits[t >> 6] & bit)) { /* the row's bitmap marks columns seen */               \
             /* a count that disagrees with the symbolic pass is refused */                     \
             if (cnt == out_len) return SF_ERR_INVALID_ARGUMENT;                                \
-            marker[t] = i;                                                                     \
+            bits[t >> 6] |= bit;                                                               \
             acc[t] = a * val_b[q];                                                             \
             col_c[out0 + cnt++] = t;                                                           \
-            bits[t >> 6] |= (uint64_t)1 << (t & 63);                                           \
             if (t < cmin) cmin = t;                                                            \
             if (t > cmax) cmax = t;                                                            \
           } else {                                                                             \
@@ -331,7 +329,7 @@ SF_DEFINE_PRODUCTS(double, f64)
 
 sf_status sf_csr_spgemm_count(int64_t *row_nse, const int64_t *crow_a, const int64_t *col_a,
                               int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
-                              const int64_t *col_b, int64_t n, int64_t nse_b, int64_t *marker,
+                              const int64_t *col_b, int64_t n, int64_t nse_b, uint64_t *bits,
                               int64_t row_begin, int64_t row_end) {
   SF_CHECK_RANGE(m, row_begin, row_end);
   SF_FAIL_IF(k < 0 || n < 0 || nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);
@@ -339,10 +337,10 @@ sf_status sf_csr_spgemm_count(int64_t *row_nse, const int64_t *crow_a, const int
   SF_FAIL_IF(row_nse == NULL || crow_a == NULL || crow_b == NULL, SF_ERR_NULL_POINTER);
   SF_NEED(col_a, nse_a);
   SF_NEED(col_b, nse_b);
-  SF_NEED(marker, n);
-  for (int64_t t = 0; t < n; ++t) marker[t] = -1;
+  SF_NEED(bits, n);
+  for (int64_t w = 0; w < (n + 63) / 64; ++w) bits[w] = 0;
   for (int64_t i = row_begin; i < row_end; ++i) {
-    int64_t lo, hi, cnt = 0;
+    int64_t lo, hi, cnt = 0, cmin = n, cmax = -1;
     sf_status st = sf_row_span(&lo, &hi, crow_a, i, nse_a);
     if (st != SF_OK) return st;
     for (int64_t p = lo; p < hi; ++p) {
@@ -354,12 +352,16 @@ sf_status sf_csr_spgemm_count(int64_t *row_nse, const int64_t *crow_a, const int
       for (int64_t q = blo; q < bhi; ++q) {
         const int64_t t = col_b[q];
         if (t < 0 || t >= n) return SF_ERR_INDEX_OUT_OF_RANGE;
-        if (marker[t] != i) {
-          marker[t] = i;
+        const uint64_t bit = (uint64_t)1 << (t & 63);
+        if (!(bits[t >> 6] & bit)) {
+          bits[t >> 6] |= bit;
           ++cnt;
+          if (t < cmin) cmin = t;
+          if (t > cmax) cmax = t;
         }
       }
     }
+    for (int64_t w = cmin >> 6; w <= (cmax >> 6) && cnt > 0; ++w) bits[w] = 0;
     row_nse[i] = cnt;
   }
   return SF_OK;

@@ -172,19 +172,19 @@ TEST_P(Spgemm, MatchesDenseAndIsSorted) {
   const int64_t m = m_, k = k_, n = n_;
   Csr a = random_csr(m, k, da, rng), b = random_csr(k, n, db, rng);
   const int64_t nse_a = (int64_t)a.val.size(), nse_b = (int64_t)b.val.size();
-  Vec row_nse(m), marker(n);
+  Vec row_nse(m);
+  std::vector<uint64_t> bits((n + 63) / 64);
   ASSERT_EQ(sf_csr_spgemm_count(row_nse.data(), a.crow.data(), a.col.data(), m, k, nse_a,
-                                b.crow.data(), b.col.data(), n, nse_b, marker.data(), 0, m),
+                                b.crow.data(), b.col.data(), n, nse_b, bits.data(), 0, m),
             SF_OK);
   Vec crow_c(m + 1, 0);
   for (int64_t i = 0; i < m; ++i) crow_c[i + 1] = crow_c[i] + row_nse[i];
   Vec col_c(crow_c[m]);
   std::vector<double> val_c(crow_c[m]), acc(n);
-  std::vector<uint64_t> bits((n + 63) / 64);
   for (auto range : {std::pair<int64_t, int64_t>{0, m / 2}, {m / 2, m}}) {
     ASSERT_EQ(sf_csr_spgemm_f64(col_c.data(), val_c.data(), crow_c.data(), a.crow.data(),
                                 a.col.data(), a.val.data(), m, k, nse_a, b.crow.data(),
-                                b.col.data(), b.val.data(), n, nse_b, acc.data(), marker.data(),
+                                b.col.data(), b.val.data(), n, nse_b, acc.data(),
                                 bits.data(), range.first, range.second),
               SF_OK);
   }
@@ -199,7 +199,7 @@ TEST_P(Spgemm, MatchesDenseAndIsSorted) {
   for (int64_t i = 1; i <= m; ++i) short_crow[i] = crow_c[i] > 0 ? crow_c[i] - 1 : 0;
   EXPECT_EQ(sf_csr_spgemm_f64(col_c.data(), val_c.data(), short_crow.data(), a.crow.data(),
                               a.col.data(), a.val.data(), m, k, nse_a, b.crow.data(), b.col.data(),
-                              b.val.data(), n, nse_b, acc.data(), marker.data(), bits.data(), 0, m),
+                              b.val.data(), n, nse_b, acc.data(), bits.data(), 0, m),
             SF_ERR_INVALID_ARGUMENT);
 }
 
@@ -260,10 +260,11 @@ TEST(Products, MalformedIndicesAreRefused) {
   EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow_ok.data(), nullptr, val.data(), 2, 3, 2, b.data(), 2,
                             2, &fill, 0, nullptr, nullptr, nullptr, 0, 2),
             SF_ERR_NULL_POINTER);
-  Vec row_nse(2), marker(3);
+  Vec row_nse(2);
+  uint64_t bits1[1];
   Vec bad_col{0, 7};
   EXPECT_EQ(sf_csr_spgemm_count(row_nse.data(), crow_ok.data(), bad_col.data(), 2, 3, 2,
-                                crow_ok.data(), col.data(), 3, 2, marker.data(), 0, 2),
+                                crow_ok.data(), col.data(), 3, 2, bits1, 0, 2),
             SF_ERR_INDEX_OUT_OF_RANGE);
 }
 
