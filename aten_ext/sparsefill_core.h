@@ -143,6 +143,109 @@ sf_status sf_gather_rows_with_fill(void *out, const void *values,
 
 /* ---- products (sf_products.c) ------------------------------------------ */
 
+/* A (nrows x ncols, CSR: crow [nrows + 1], col/values [nse]) has a fill F
+ * that is the sum of a row part and a column part: F[i, j] = rf_i + cf_j,
+ * with rf_i = row_fill[i * row_fill_stride] (stride 0: one scalar; NULL: 0)
+ * and cf_j = col_fill[j] (NULL: 0). A scalar fill is rf with stride 0, a
+ * per-row fill rf with stride 1, a per-column fill cf.
+ *
+ * Every function below handles rows [row_begin, row_end) only, so the caller
+ * can run disjoint ranges on different threads. Index data is checked as it
+ * is read: a row pointer outside [0, nse] or decreasing gives
+ * SF_ERR_CROW_DECREASING, a column outside [0, ncols) SF_ERR_INDEX_OUT_OF_RANGE. */
+
+/* Fill-aware SpMM, C = A @ B for a dense row-major B (ncols x n, row stride
+ * ldb) into C (nrows x n, row stride ldc):
+ *   C[i, t] = sum_{p in row i} (values[p] - rf_i - cf_{col[p]}) B[col[p], t]
+ *             + rf_i colsum[t] + corr[t]
+ * The caller passes colsum = 1^T B and corr = cf^T B (either may be NULL for
+ * 0). The correction row is written first and the sparse part accumulated on
+ * top: one pass over C. */
+sf_status sf_csr_spmm_f32(float *c, int64_t ldc, const int64_t *crow, const int64_t *col,
+                          const float *values, int64_t nrows, int64_t ncols, int64_t nse,
+                          const float *b, int64_t ldb, int64_t n, const float *row_fill,
+                          int64_t row_fill_stride, const float *col_fill, const float *colsum,
+                          const float *corr, int64_t row_begin, int64_t row_end);
+sf_status sf_csr_spmm_f64(double *c, int64_t ldc, const int64_t *crow, const int64_t *col,
+                          const double *values, int64_t nrows, int64_t ncols, int64_t nse,
+                          const double *b, int64_t ldb, int64_t n, const double *row_fill,
+                          int64_t row_fill_stride, const double *col_fill, const double *colsum,
+                          const double *corr, int64_t row_begin, int64_t row_end);
+
+/* Fill-aware SpMV, y = A @ x with strides incx, incy; xsum = sum(x) and
+ * corr = cf^T x are the scalar counterparts of colsum and corr above. */
+sf_status sf_csr_spmv_f32(float *y, int64_t incy, const int64_t *crow, const int64_t *col,
+                          const float *values, int64_t nrows, int64_t ncols, int64_t nse,
+                          const float *x, int64_t incx, const float *row_fill,
+                          int64_t row_fill_stride, const float *col_fill, float xsum, float corr,
+                          int64_t row_begin, int64_t row_end);
+sf_status sf_csr_spmv_f64(double *y, int64_t incy, const int64_t *crow, const int64_t *col,
+                          const double *values, int64_t nrows, int64_t ncols, int64_t nse,
+                          const double *x, int64_t incx, const double *row_fill,
+                          int64_t row_fill_stride, const double *col_fill, double xsum,
+                          double corr, int64_t row_begin, int64_t row_end);
+
+/* SDDMM on A's pattern: out[p] = dot(X[i, :], Y[col[p], :]) for the stored
+ * element p of row i; X (nrows x n, row stride ldx), Y (ncols x n, ldy).
+ * With X = dL/dC and Y = B this is the values' gradient of A @ B. */
+sf_status sf_csr_sddmm_f32(float *out, const int64_t *crow, const int64_t *col, int64_t nrows,
+                           int64_t ncols, int64_t nse, const float *x, int64_t ldx,
+                           const float *y, int64_t ldy, int64_t n, int64_t row_begin,
+                           int64_t row_end);
+sf_status sf_csr_sddmm_f64(double *out, const int64_t *crow, const int64_t *col, int64_t nrows,
+                           int64_t ncols, int64_t nse, const double *x, int64_t ldx,
+                           const double *y, int64_t ldy, int64_t n, int64_t row_begin,
+                           int64_t row_end);
+
+/* SpGEMM of two fill-0 CSR operands, A (m x k) and B (k x n), in two passes.
+ * Symbolic: row_nse[i] = stored elements of row i of A @ B (the pattern's
+ * size; numerically cancelling entries are kept). bits: (n + 63) / 64 words
+ * of scratch per calling thread (a bitmap of the row's columns). */
+sf_status sf_csr_spgemm_count(int64_t *row_nse, const int64_t *crow_a, const int64_t *col_a,
+                              int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
+                              const int64_t *col_b, int64_t n, int64_t nse_b, uint64_t *bits,
+                              int64_t row_begin, int64_t row_end);
+/* Numeric: crow_c is the prefix sum of row_nse; writes col_c (sorted within
+ * each row) and val_c. acc (n values) and bits ((n + 63) / 64 words) are
+ * per-thread scratch. A row whose size disagrees
+ * with crow_c gives SF_ERR_INVALID_ARGUMENT. */
+sf_status sf_csr_spgemm_f32(int64_t *col_c, float *val_c, const int64_t *crow_c,
+                            const int64_t *crow_a, const int64_t *col_a, const float *val_a,
+                            int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
+                            const int64_t *col_b, const float *val_b, int64_t n, int64_t nse_b,
+                            float *acc, uint64_t *bits, int64_t row_begin,
+                            int64_t row_end);
+sf_status sf_csr_spgemm_f64(int64_t *col_c, double *val_c, const int64_t *crow_c,
+                            const int64_t *crow_a, const int64_t *col_a, const double *val_a,
+                            int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
+                            const int64_t *col_b, const double *val_b, int64_t n, int64_t nse_b,
+                            double *acc, uint64_t *bits, int64_t row_begin,
+                            int64_t row_end);
+
+/* SDDMM with two sparse factors, for the SpGEMM backward: for the stored
+ * element p at (i, j) of pattern P (nrows x ncols),
+ *   out[p] = sum_t X[i, t] S[j, t],
+ * X (nrows x n) and S (ncols x n) both CSR (X may hold duplicates: they add).
+ * acc: n values of per-thread scratch. */
+sf_status sf_csr_sddmm_sparse_f32(float *out, const int64_t *crow_p, const int64_t *col_p,
+                                  int64_t nrows, int64_t ncols, int64_t nse_p,
+                                  const int64_t *crow_x, const int64_t *col_x, const float *val_x,
+                                  int64_t nse_x, const int64_t *crow_s, const int64_t *col_s,
+                                  const float *val_s, int64_t nse_s, int64_t n, float *acc,
+                                  int64_t row_begin, int64_t row_end);
+sf_status sf_csr_sddmm_sparse_f64(double *out, const int64_t *crow_p, const int64_t *col_p,
+                                  int64_t nrows, int64_t ncols, int64_t nse_p,
+                                  const int64_t *crow_x, const int64_t *col_x,
+                                  const double *val_x, int64_t nse_x, const int64_t *crow_s,
+                                  const int64_t *col_s, const double *val_s, int64_t nse_s,
+                                  int64_t n, double *acc, int64_t row_begin, int64_t row_end);
+
+/* Transpose of a CSR pattern (nrows x ncols) into crow_t [ncols + 1] and
+ * col_t [nse]; perm[q] = position in the input of the transposed element q
+ * (values_t = values[perm]). Stable counting sort: O(nse + ncols),
+ * single-threaded; the result's columns are increasing within each row. */
+sf_status sf_csr_transpose(int64_t *crow_t, int64_t *col_t, int64_t *perm, const int64_t *crow,
+                           const int64_t *col, int64_t nrows, int64_t ncols, int64_t nse);
 
 
 /* ---- softmax and reductions (sf_reduce.c) ------------------------------- */

@@ -10,6 +10,7 @@ Usage: python bench/bench.py [--quick] [--rows substring]
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import time
 
@@ -152,6 +153,103 @@ def shape_rows(quick: bool):
            "torch COO narrow_copy", lambda: big_native.narrow_copy(0, n // 2, 100))
 
 
+def products_rows(quick: bool):
+    """Matrix products (issue "Fill-aware matrix products"). Anchors: the RFC's
+    manual workaround on torch's own CSR (`torch.sparse.mm(A0, B) + a * B.sum(0)`),
+    dense torch.mm, torch CSR @ dense, torch sparse @ sparse."""
+    m = 2000 if quick else 4000
+    n = 64  # columns of B
+    fill = 5.0
+    A, N = random_coo((m, m), 0.01, fill, seed=4)
+    A_csr = A.to_sparse_csr()
+    N0 = torch.sparse_coo_tensor(N.indices(), N.values() - fill, N.shape).coalesce().to_sparse_csr()
+    B = torch.randn(m, n)
+    yield (f"A @ B {m}x{m} 1%, n={n}, fill 5", lambda: A_csr @ B,
+           "torch CSR mm(A0,B)+a*colsum", lambda: torch.sparse.mm(N0, B) + fill * B.sum(0))
+    D = A.to_dense()
+    yield (f"A @ B {m}x{m} 1%, n={n}, fill 5", lambda: A_csr @ B,
+           "dense torch.mm(A.to_dense())", lambda: torch.mm(D, B))
+    yield (f"A @ B {m}x{m} 1%, n={n}, fill 5, COO", lambda: A @ B,
+           "torch CSR mm(A0,B)+a*colsum", lambda: torch.sparse.mm(N0, B) + fill * B.sum(0))
+    x = torch.randn(m)
+    yield (f"A @ x {m}x{m} 1%, fill 5", lambda: A_csr @ x,
+           "torch CSR mv(A0,x)+a*sum(x)", lambda: torch.mv(N0, x) + fill * x.sum())
+    L = torch.randn(n, m)
+    yield (f"D @ A {m}x{m} 1%, {n} rows, fill 5", lambda: L @ A_csr,
+           "torch mm(D, A0 CSR)+a*rowsum", lambda: torch.sparse.mm(N0.t(), L.t()).t()
+           + fill * L.sum(1, keepdim=True))
+    v = A_csr._values().detach().requires_grad_()
+    Bg = B.clone().requires_grad_()
+    Ag = sf.sparse_csr_tensor(A_csr.crow_indices(), A_csr.col_indices(), v, (m, m),
+                              fill_value=torch.tensor(fill, requires_grad=True))
+    Ng = N0.detach().clone().requires_grad_()
+
+    def ours_fwd_bwd():
+        (Ag @ Bg).sum().backward()
+
+    def torch_fwd_bwd():
+        (torch.sparse.mm(Ng, Bg) + fill * Bg.sum(0)).sum().backward()
+
+    yield (f"A @ B fwd+bwd {m}x{m} 1%, n={n}", ours_fwd_bwd, "torch CSR fwd+bwd (fill 0)",
+           torch_fwd_bwd)
+
+    # Real structure at scale: a shared matrix repeated block-diagonally.
+    import scipy.io
+    import scipy.sparse
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "matrices" / "bcsstk13.mtx"
+    if path.exists():
+        block = scipy.sparse.csr_array(scipy.io.mmread(str(path))).astype("float32")
+        reps = max(1, (1_000_000 if quick else 10_000_000) // block.nnz + 1)
+        big = scipy.sparse.block_diag([block] * reps, format="csr")
+        big.sort_indices()
+        crow = torch.from_numpy(big.indptr.astype("int64"))
+        col = torch.from_numpy(big.indices.astype("int64"))
+        vals = torch.from_numpy(big.data)
+        rows_, nse = big.shape[0], big.nnz
+        S = sf.sparse_csr_tensor(crow, col, vals, big.shape, fill_value=0.0)
+        S5 = sf.sparse_csr_tensor(crow, col, vals, big.shape, fill_value=-0.5)
+        Nt = torch.sparse_csr_tensor(crow, col, vals, big.shape)
+        nb = 16
+        Bb = torch.randn(big.shape[1], nb)
+        src = torch.empty(64 * 2**20 // 4)
+        t_copy = timeit(lambda: src.clone())
+        copy_bw = 2 * src.numel() * 4 / t_copy  # read + write
+        # Bytes an SpMM must move at least: values + columns + row pointers,
+        # B once and C once.
+        moved = nse * (4 + 8) + (rows_ + 1) * 8 + 2 * rows_ * nb * 4
+        flops = 2 * nse * nb
+
+        def note(label):
+            def f(t_ours, t_anchor):
+                return (f"{label}: {flops / t_ours / 1e9:.2f} GFLOP/s, "
+                        f"{moved / t_ours / copy_bw * 100:.0f}% of copy bandwidth "
+                        f"({copy_bw / 1e9:.1f} GB/s); torch CSR @ dense: "
+                        f"{flops / t_anchor / 1e9:.2f} GFLOP/s, "
+                        f"{moved / t_anchor / copy_bw * 100:.0f}%")
+            return f
+
+        label = f"bcsstk13 x{reps} block-diag, {nse:,} stored, n={nb}"
+        yield (f"{label}, fill 0", lambda: S @ Bb, "torch CSR @ dense", lambda: Nt @ Bb,
+               note(f"{label}, fill 0"))
+        yield (f"{label}, fill -0.5", lambda: S5 @ Bb, "torch CSR @ dense (fill 0)",
+               lambda: Nt @ Bb, note(f"{label}, fill -0.5"))
+
+    # sparse @ sparse, fill 0: SpGEMM
+    ms = 2000 if quick else 4000
+    P, PN = random_coo((ms, ms), 0.002, 0.0, seed=5)
+    Q, QN = random_coo((ms, ms), 0.002, 0.0, seed=6)
+    Pc, Qc, PNc, QNc = P.to_sparse_csr(), Q.to_sparse_csr(), PN.to_sparse_csr(), QN.to_sparse_csr()
+    yield (f"A @ B sparse {ms}x{ms} 0.2% CSR, fill 0", lambda: Pc @ Qc,
+           "torch CSR @ CSR", lambda: PNc @ QNc)
+    yield (f"A @ B sparse {ms}x{ms} 0.2% COO, fill 0", lambda: P @ Q,
+           "torch COO @ COO", lambda: PN @ QN)
+    P5 = P._with(P._values(), torch.tensor(0.5))
+    Q5 = Qc._with(Qc._values(), torch.tensor(-1.0))
+    yield (f"A @ B sparse {ms}x{ms} 0.2%, fills .5, -1", lambda: P5 @ Q5,
+           "torch CSR @ CSR (fill 0)", lambda: PNc @ QNc)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -163,13 +261,16 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     notes = []
-    for name, ours, anchor_name, anchor, *elements in rows(args.quick):
+    for name, ours, anchor_name, anchor, *elements in itertools.chain(rows(args.quick),
+                                                                      products_rows(args.quick)):
         if args.rows not in name:
             continue
         t_ours, t_anchor = timeit(ours), timeit(anchor)
         print(f"{name:<44} {fmt(t_ours):>11}   {anchor_name:<26} {fmt(t_anchor):>11}  "
               f"{t_ours / t_anchor:6.2f}")
-        if elements:
+        if elements and callable(elements[0]):
+            notes.append(elements[0](t_ours, t_anchor))
+        elif elements:
             notes.append(f"{name}: {t_ours / elements[0] * 1e9:.1f} ns per union element "
                          f"(torch: {t_anchor / elements[0] * 1e9:.1f} ns), {elements[0]:,} in the union")
     for note in notes:

@@ -20,6 +20,7 @@ from ._factories import (eliminate_fill, fill_value, full, ones, sparse_coo_tens
 from ._interop import from_pydata, from_scipy
 from . import _fake, _routing  # noqa: F401  -- fake kernels; routing tables
 from . import _shape  # noqa: F401  -- shape and indexing routes
+from . import _products  # noqa: F401  -- matrix products: routes and fake kernels
 
 # torch.load(weights_only=True), the default, may rebuild our tensors: the
 # rebuild function validates its input like the public constructors.

@@ -1,0 +1,404 @@
+/* sf_products.c -- fill-aware sparse matrix products on CSR operands.
+ *
+ * A (m x k) with fill F is A0 + F, where A0 holds `values - F` on A's pattern
+ * with fill 0. For a dense B (k x n):
+ *     C[i, :] = sum_{p in row i} (v_p - F[i, j_p]) B[j_p, :] + (F B)[i, :]
+ * and F B is a rank-one term: a scalar or per-row fill r gives r_i (1^T B),
+ * a per-column fill c gives (c^T B) on every row. The kernels below write
+ * that correction row first and accumulate the sparse part on top, so C is
+ * written once, in the same pass (RFC.md section 5).
+ *
+ * Every function works on the rows [row_begin, row_end) only, so that the
+ * caller can run disjoint row ranges on several threads. Index data is
+ * checked as it is read (a row pointer outside [0, nse] or a column outside
+ * [0, ncols) returns an error), so malformed input never reads out of bounds.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sf_internal.h"
+
+/* The inner loops are axpy and dot products over rows of a dense operand:
+ * with GCC on x86-64, each hot kernel is compiled for AVX-512, AVX2+FMA and
+ * the baseline, and the loader picks one for the machine (ifunc). Elsewhere
+ * the baseline build alone. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define SF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SF_CLONES
+#endif
+
+/* Shared argument checks of the row-range functions. */
+#define SF_CHECK_RANGE(nrows, row_begin, row_end)                                   \
+  do {                                                                              \
+    SF_FAIL_IF((nrows) < 0, SF_ERR_NEGATIVE_SIZE);                                  \
+    SF_FAIL_IF((row_begin) < 0 || (row_end) < (row_begin) || (row_end) > (nrows),   \
+               SF_ERR_INVALID_ARGUMENT);                                            \
+  } while (0)
+
+/* Row i's stored range [*lo, *hi), checked against nse. */
+static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *crow, int64_t i,
+                                    int64_t nse) {
+  *lo = crow[i];
+  *hi = crow[i + 1];
+  if (*lo < 0 || *hi < *lo || *hi > nse) return SF_ERR_CROW_DECREASING;
+  return SF_OK;
+}
+
+/* ---- type-generic kernels ---------------------------------------------------- */
+
+#define SF_DEFINE_PRODUCTS(T, SUFFIX)                                                          \
+  /* A dot product in 8 independent lanes, which the compiler vectorises (a   \
+   * single running sum may not be reassociated). */                                           \
+  static inline T sf_dot_##SUFFIX(const T *restrict x, const T *restrict y, int64_t n) {       \
+    T lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                      \
+    int64_t t = 0;                                                                             \
+    for (; t + 8 <= n; t += 8)                                                                 \
+      for (int u = 0; u < 8; ++u) lane[u] += x[t + u] * y[t + u];                              \
+    T s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7])); \
+    for (; t < n; ++t) s += x[t] * y[t];                                                       \
+    return s;                                                                                  \
+  }                                                                                            \
+                                                                                               \
+  SF_CLONES sf_status sf_csr_spmm_##SUFFIX(T *c, int64_t ldc, const int64_t *crow, const int64_t *col,  \
+                                 const T *values, int64_t nrows, int64_t ncols, int64_t nse,  \
+                                 const T *b, int64_t ldb, int64_t n, const T *row_fill,       \
+                                 int64_t row_fill_stride, const T *col_fill, const T *colsum, \
+                                 const T *corr, int64_t row_begin, int64_t row_end) {         \
+    SF_CHECK_RANGE(nrows, row_begin, row_end);                                                 \
+    SF_FAIL_IF(ncols < 0 || nse < 0 || n < 0, SF_ERR_NEGATIVE_SIZE);                          \
+    SF_FAIL_IF(ldc < n || ldb < n, SF_ERR_INVALID_ARGUMENT);                                  \
+    if (row_end == row_begin || n == 0) return SF_OK;                                          \
+    SF_FAIL_IF(c == NULL || crow == NULL, SF_ERR_NULL_POINTER);                                \
+    SF_NEED(col, nse);                                                                         \
+    SF_NEED(values, nse);                                                                      \
+    SF_NEED2(b, ncols, n);                                                                     \
+    for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      int64_t lo, hi;                                                                          \
+      sf_status st = sf_row_span(&lo, &hi, crow, i, nse);                                      \
+      if (st != SF_OK) return st;                                                              \
+      const T rf = row_fill ? row_fill[i * row_fill_stride] : (T)0;                           \
+      T *restrict ci = c + i * ldc;                                                            \
+      /* The correction row first: C is written once, in this pass. */                         \
+      for (int64_t t = 0; t < n; ++t) {                                                        \
+        T v = colsum ? rf * colsum[t] : (T)0;                                                  \
+        ci[t] = corr ? v + corr[t] : v;                                                        \
+      }                                                                                        \
+      for (int64_t p = lo; p < hi; ++p) {                                                      \
+        const int64_t j = col[p];                                                              \
+        if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                             \
+        const T a = values[p] - rf - (col_fill ? col_fill[j] : (T)0);                          \
+        const T *restrict bj = b + j * ldb;                                                    \
+        for (int64_t t = 0; t < n; ++t) ci[t] += a * bj[t];                                    \
+      }                                                                                        \
+    }                                                                                          \
+    return SF_OK;                                                                              \
+  }                                                                                            \
+                                                                                               \
+  SF_CLONES sf_status sf_csr_spmv_##SUFFIX(T *y, int64_t incy, const int64_t *crow, const int64_t *col, \
+                                 const T *values, int64_t nrows, int64_t ncols, int64_t nse,  \
+                                 const T *x, int64_t incx, const T *row_fill,                 \
+                                 int64_t row_fill_stride, const T *col_fill, T xsum, T corr,   \
+                                 int64_t row_begin, int64_t row_end) {                        \
+    SF_CHECK_RANGE(nrows, row_begin, row_end);                                                 \
+    SF_FAIL_IF(ncols < 0 || nse < 0, SF_ERR_NEGATIVE_SIZE);                                   \
+    if (row_end == row_begin) return SF_OK;                                                    \
+    SF_FAIL_IF(y == NULL || crow == NULL, SF_ERR_NULL_POINTER);                                \
+    SF_NEED(col, nse);                                                                         \
+    SF_NEED(values, nse);                                                                      \
+    SF_NEED(x, ncols);                                                                         \
+    for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      int64_t lo, hi;                                                                          \
+      sf_status st = sf_row_span(&lo, &hi, crow, i, nse);                                      \
+      if (st != SF_OK) return st;                                                              \
+      const T rf = row_fill ? row_fill[i * row_fill_stride] : (T)0;                           \
+      /* Four partial sums: one running sum would serialise on the add's latency. */           \
+      T a0 = 0, a1 = 0, a2 = 0, a3 = 0;                                                        \
+      int64_t p = lo;                                                                          \
+      for (; p + 4 <= hi; p += 4) {                                                            \
+        const int64_t j0 = col[p], j1 = col[p + 1], j2 = col[p + 2], j3 = col[p + 3];          \
+        if (((uint64_t)j0 >= (uint64_t)ncols) | ((uint64_t)j1 >= (uint64_t)ncols) |            \
+            ((uint64_t)j2 >= (uint64_t)ncols) | ((uint64_t)j3 >= (uint64_t)ncols))             \
+          return SF_ERR_INDEX_OUT_OF_RANGE;                                                    \
+        a0 += (values[p] - rf - (col_fill ? col_fill[j0] : (T)0)) * x[j0 * incx];             \
+        a1 += (values[p + 1] - rf - (col_fill ? col_fill[j1] : (T)0)) * x[j1 * incx];         \
+        a2 += (values[p + 2] - rf - (col_fill ? col_fill[j2] : (T)0)) * x[j2 * incx];         \
+        a3 += (values[p + 3] - rf - (col_fill ? col_fill[j3] : (T)0)) * x[j3 * incx];         \
+      }                                                                                        \
+      for (; p < hi; ++p) {                                                                    \
+        const int64_t j = col[p];                                                              \
+        if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                             \
+        a0 += (values[p] - rf - (col_fill ? col_fill[j] : (T)0)) * x[j * incx];               \
+      }                                                                                        \
+      y[i * incy] = (rf * xsum + corr) + ((a0 + a1) + (a2 + a3));                              \
+    }                                                                                          \
+    return SF_OK;                                                                              \
+  }                                                                                            \
+                                                                                               \
+  SF_CLONES sf_status sf_csr_sddmm_##SUFFIX(T *out, const int64_t *crow, const int64_t *col,            \
+                                  int64_t nrows, int64_t ncols, int64_t nse, const T *x,      \
+                                  int64_t ldx, const T *y, int64_t ldy, int64_t n,            \
+                                  int64_t row_begin, int64_t row_end) {                       \
+    SF_CHECK_RANGE(nrows, row_begin, row_end);                                                 \
+    SF_FAIL_IF(ncols < 0 || nse < 0 || n < 0, SF_ERR_NEGATIVE_SIZE);                          \
+    SF_FAIL_IF(ldx < n || ldy < n, SF_ERR_INVALID_ARGUMENT);                                  \
+    if (row_end == row_begin) return SF_OK;                                                    \
+    SF_FAIL_IF(crow == NULL, SF_ERR_NULL_POINTER);                                             \
+    SF_NEED(out, nse);                                                                         \
+    SF_NEED(col, nse);                                                                         \
+    SF_NEED2(x, nrows, n);                                                                     \
+    SF_NEED2(y, ncols, n);                                                                     \
+    for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      int64_t lo, hi;                                                                          \
+      sf_status st = sf_row_span(&lo, &hi, crow, i, nse);                                      \
+      if (st != SF_OK) return st;                                                              \
+      const T *restrict xi = x + i * ldx;                                                      \
+      for (int64_t p = lo; p < hi; ++p) {                                                      \
+        const int64_t j = col[p];                                                              \
+        if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                             \
+        out[p] = sf_dot_##SUFFIX(xi, y + j * ldy, n);                                          \
+      }                                                                                        \
+    }                                                                                          \
+    return SF_OK;                                                                              \
+  }                                                                                            \
+                                                                                               \
+  SF_CLONES sf_status sf_csr_spgemm_##SUFFIX(                                                            \
+      int64_t *col_c, T *val_c, const int64_t *crow_c, const int64_t *crow_a,                 \
+      const int64_t *col_a, const T *val_a, int64_t m, int64_t k, int64_t nse_a,              \
+      const int64_t *crow_b, const int64_t *col_b, const T *val_b, int64_t n, int64_t nse_b,  \
+      T *acc, uint64_t *bits, int64_t row_begin, int64_t row_end) {                           \
+    SF_CHECK_RANGE(m, row_begin, row_end);                                                     \
+    SF_FAIL_IF(k < 0 || n < 0 || nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);               \
+    if (row_end == row_begin) return SF_OK;                                                    \
+    SF_FAIL_IF(crow_c == NULL || crow_a == NULL || crow_b == NULL, SF_ERR_NULL_POINTER);       \
+    SF_NEED(col_a, nse_a);                                                                     \
+    SF_NEED(val_a, nse_a);                                                                     \
+    SF_NEED(col_b, nse_b);                                                                     \
+    SF_NEED(val_b, nse_b);                                                                     \
+    SF_NEED(acc, n);                                                                           \
+    SF_NEED(bits, n);                                                                          \
+    for (int64_t w = 0; w < (n + 63) / 64; ++w) bits[w] = 0;                                   \
+    for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      int64_t lo, hi, cnt = 0, cmin = n, cmax = -1;                                            \
+      sf_status st = sf_row_span(&lo, &hi, crow_a, i, nse_a);                                  \
+      if (st != SF_OK) return st;                                                              \
+      const int64_t out0 = crow_c[i], out_len = crow_c[i + 1] - crow_c[i];                     \
+      SF_FAIL_IF(out0 < 0 || out_len < 0, SF_ERR_INVALID_ARGUMENT);                            \
+      for (int64_t p = lo; p < hi; ++p) {                                                      \
+        const int64_t j = col_a[p];                                                            \
+        if (j < 0 || j >= k) return SF_ERR_INDEX_OUT_OF_RANGE;                                 \
+        int64_t blo, bhi;                                                                      \
+        st = sf_row_span(&blo, &bhi, crow_b, j, nse_b);                                        \
+        if (st != SF_OK) return st;                                                            \
+        const T a = val_a[p];                                                                  \
+        for (int64_t q = blo; q < bhi; ++q) {                                                  \
+          const int64_t t = col_b[q];                                                          \
+          if (t < 0 || t >= n) return SF_ERR_INDEX_OUT_OF_RANGE;                               \
+          const uint64_t bit = (uint64_t)1 << (t & 63);                                        \
+          if (!(bits[t >> 6] & bit)) { /* the row's bitmap marks columns seen */               \
+            /* a count that disagrees with the symbolic pass is refused */                     \
+            if (cnt == out_len) return SF_ERR_INVALID_ARGUMENT;                                \
+            bits[t >> 6] |= bit;                                                               \
+            acc[t] = a * val_b[q];                                                             \
+            col_c[out0 + cnt++] = t;                                                           \
+            if (t < cmin) cmin = t;                                                            \
+            if (t > cmax) cmax = t;                                                            \
+          } else {                                                                             \
+            acc[t] += a * val_b[q];                                                            \
+          }                                                                                    \
+        }                                                                                      \
+      }                                                                                        \
+      if (cnt != out_len) return SF_ERR_INVALID_ARGUMENT;                                      \
+      if (cnt > 0) sf_sorted_columns(col_c + out0, cnt, bits, cmin, cmax);                     \
+      for (int64_t q = 0; q < cnt; ++q) val_c[out0 + q] = acc[col_c[out0 + q]];                \
+    }                                                                                          \
+    return SF_OK;                                                                              \
+  }                                                                                            \
+                                                                                               \
+  sf_status sf_csr_sddmm_sparse_##SUFFIX(                                                      \
+      T *out, const int64_t *crow_p, const int64_t *col_p, int64_t nrows, int64_t ncols,      \
+      int64_t nse_p, const int64_t *crow_x, const int64_t *col_x, const T *val_x,             \
+      int64_t nse_x, const int64_t *crow_s, const int64_t *col_s, const T *val_s,             \
+      int64_t nse_s, int64_t n, T *acc, int64_t row_begin, int64_t row_end) {                 \
+    SF_CHECK_RANGE(nrows, row_begin, row_end);                                                 \
+    SF_FAIL_IF(ncols < 0 || n < 0 || nse_p < 0 || nse_x < 0 || nse_s < 0,                     \
+               SF_ERR_NEGATIVE_SIZE);                                                          \
+    if (row_end == row_begin) return SF_OK;                                                    \
+    SF_FAIL_IF(crow_p == NULL || crow_x == NULL || crow_s == NULL, SF_ERR_NULL_POINTER);       \
+    SF_NEED(out, nse_p);                                                                       \
+    SF_NEED(col_p, nse_p);                                                                     \
+    SF_NEED(col_x, nse_x);                                                                     \
+    SF_NEED(val_x, nse_x);                                                                     \
+    SF_NEED(col_s, nse_s);                                                                     \
+    SF_NEED(val_s, nse_s);                                                                     \
+    SF_NEED(acc, n);                                                                           \
+    for (int64_t t = 0; t < n; ++t) acc[t] = 0;                                                \
+    for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      int64_t lo, hi, xlo, xhi;                                                                \
+      sf_status st = sf_row_span(&lo, &hi, crow_p, i, nse_p);                                  \
+      if (st != SF_OK) return st;                                                              \
+      st = sf_row_span(&xlo, &xhi, crow_x, i, nse_x);                                          \
+      if (st != SF_OK) return st;                                                              \
+      /* Row i of X, scattered into a dense row; duplicates add up. */                         \
+      for (int64_t q = xlo; q < xhi; ++q) {                                                    \
+        if (col_x[q] < 0 || col_x[q] >= n) return SF_ERR_INDEX_OUT_OF_RANGE;                   \
+        acc[col_x[q]] += val_x[q];                                                             \
+      }                                                                                        \
+      for (int64_t p = lo; p < hi; ++p) {                                                      \
+        const int64_t j = col_p[p];                                                            \
+        if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                             \
+        int64_t slo, shi;                                                                      \
+        st = sf_row_span(&slo, &shi, crow_s, j, nse_s);                                        \
+        if (st != SF_OK) return st;                                                            \
+        T sum = 0;                                                                             \
+        for (int64_t q = slo; q < shi; ++q) {                                                  \
+          if (col_s[q] < 0 || col_s[q] >= n) return SF_ERR_INDEX_OUT_OF_RANGE;                 \
+          sum += acc[col_s[q]] * val_s[q];                                                     \
+        }                                                                                      \
+        out[p] = sum;                                                                          \
+      }                                                                                        \
+      for (int64_t q = xlo; q < xhi; ++q) acc[col_x[q]] = 0;                                   \
+    }                                                                                          \
+    return SF_OK;                                                                              \
+  }
+
+/* Sort a row's columns. Rows are usually short: insertion sort; long rows
+ * go to qsort, unless the bitmap below is cheaper. */
+/* Index of the lowest set bit of a non-zero word. */
+static inline int64_t sf_ctz64(uint64_t w) {
+#if defined(__GNUC__)
+  return (int64_t)__builtin_ctzll(w);
+#else
+  int64_t n = 0;
+  while (!(w & 1)) {
+    w >>= 1;
+    ++n;
+  }
+  return n;
+#endif
+}
+
+static int sf_cmp_i64(const void *x, const void *y) {
+  const int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+  return (a > b) - (a < b);
+}
+
+static void sf_sort_i64(int64_t *x, int64_t n) {
+  if (n > 32) {
+    qsort(x, (size_t)n, sizeof(int64_t), sf_cmp_i64);
+    return;
+  }
+  for (int64_t i = 1; i < n; ++i) {
+    const int64_t v = x[i];
+    int64_t j = i - 1;
+    while (j >= 0 && x[j] > v) {
+      x[j + 1] = x[j];
+      --j;
+    }
+    x[j + 1] = v;
+  }
+}
+
+/* The row's columns x[0..cnt), all in [cmin, cmax], in increasing order.
+ * They are also set in `bits` (one bit per column); when the words spanning
+ * [cmin, cmax] are few compared with a sort's work, read them back from the
+ * bitmap in order. Either way the row's bits are cleared. */
+static void sf_sorted_columns(int64_t *x, int64_t cnt, uint64_t *bits, int64_t cmin,
+                              int64_t cmax) {
+  const int64_t w0 = cmin >> 6, w1 = cmax >> 6;
+  if (cnt > 16 && w1 - w0 + 1 <= 4 * cnt) {
+    int64_t q = 0;
+    for (int64_t w = w0; w <= w1; ++w) {
+      uint64_t word = bits[w];
+      bits[w] = 0;
+      while (word) {
+        x[q++] = (w << 6) + sf_ctz64(word);
+        word &= word - 1;
+      }
+    }
+    return;
+  }
+  for (int64_t q = 0; q < cnt; ++q) bits[x[q] >> 6] = 0;
+  sf_sort_i64(x, cnt);
+}
+
+SF_DEFINE_PRODUCTS(float, f32)
+SF_DEFINE_PRODUCTS(double, f64)
+
+/* ---- index-only functions ------------------------------------------------------ */
+
+sf_status sf_csr_spgemm_count(int64_t *row_nse, const int64_t *crow_a, const int64_t *col_a,
+                              int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
+                              const int64_t *col_b, int64_t n, int64_t nse_b, uint64_t *bits,
+                              int64_t row_begin, int64_t row_end) {
+  SF_CHECK_RANGE(m, row_begin, row_end);
+  SF_FAIL_IF(k < 0 || n < 0 || nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);
+  if (row_end == row_begin) return SF_OK;
+  SF_FAIL_IF(row_nse == NULL || crow_a == NULL || crow_b == NULL, SF_ERR_NULL_POINTER);
+  SF_NEED(col_a, nse_a);
+  SF_NEED(col_b, nse_b);
+  SF_NEED(bits, n);
+  for (int64_t w = 0; w < (n + 63) / 64; ++w) bits[w] = 0;
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    int64_t lo, hi, cnt = 0, cmin = n, cmax = -1;
+    sf_status st = sf_row_span(&lo, &hi, crow_a, i, nse_a);
+    if (st != SF_OK) return st;
+    for (int64_t p = lo; p < hi; ++p) {
+      const int64_t j = col_a[p];
+      if (j < 0 || j >= k) return SF_ERR_INDEX_OUT_OF_RANGE;
+      int64_t blo, bhi;
+      st = sf_row_span(&blo, &bhi, crow_b, j, nse_b);
+      if (st != SF_OK) return st;
+      for (int64_t q = blo; q < bhi; ++q) {
+        const int64_t t = col_b[q];
+        if (t < 0 || t >= n) return SF_ERR_INDEX_OUT_OF_RANGE;
+        const uint64_t bit = (uint64_t)1 << (t & 63);
+        if (!(bits[t >> 6] & bit)) {
+          bits[t >> 6] |= bit;
+          ++cnt;
+          if (t < cmin) cmin = t;
+          if (t > cmax) cmax = t;
+        }
+      }
+    }
+    for (int64_t w = cmin >> 6; w <= (cmax >> 6) && cnt > 0; ++w) bits[w] = 0;
+    row_nse[i] = cnt;
+  }
+  return SF_OK;
+}
+
+sf_status sf_csr_transpose(int64_t *crow_t, int64_t *col_t, int64_t *perm, const int64_t *crow,
+                           const int64_t *col, int64_t nrows, int64_t ncols, int64_t nse) {
+  SF_FAIL_IF(nrows < 0 || ncols < 0 || nse < 0, SF_ERR_NEGATIVE_SIZE);
+  SF_FAIL_IF(crow_t == NULL || crow == NULL, SF_ERR_NULL_POINTER);
+  SF_NEED(col_t, nse);
+  SF_NEED(perm, nse);
+  SF_NEED(col, nse);
+  SF_FAIL_IF(crow[0] != 0, SF_ERR_CROW_FIRST);
+  SF_FAIL_IF(crow[nrows] != nse, SF_ERR_CROW_LAST);
+  /* Counting sort by column: stable, so each transposed row lists its
+   * original rows in increasing order, i.e. the result is valid CSR. */
+  for (int64_t j = 0; j <= ncols; ++j) crow_t[j] = 0;
+  for (int64_t i = 0; i < nrows; ++i) {
+    SF_FAIL_IF(crow[i + 1] < crow[i] || crow[i + 1] > nse, SF_ERR_CROW_DECREASING);
+  }
+  for (int64_t p = 0; p < nse; ++p) {
+    const int64_t j = col[p];
+    SF_FAIL_IF(j < 0 || j >= ncols, SF_ERR_INDEX_OUT_OF_RANGE);
+    ++crow_t[j + 1];
+  }
+  for (int64_t j = 0; j < ncols; ++j) crow_t[j + 1] += crow_t[j];
+  /* crow_t[j] serves as row j's write cursor, then is shifted back. */
+  for (int64_t i = 0; i < nrows; ++i) {
+    for (int64_t p = crow[i]; p < crow[i + 1]; ++p) {
+      const int64_t j = col[p];
+      const int64_t dst = crow_t[j]++;
+      col_t[dst] = i;
+      perm[dst] = p;
+    }
+  }
+  /* crow_t[j] now holds the end of row j: shift back to the starts. */
+  for (int64_t j = ncols; j > 0; --j) crow_t[j] = crow_t[j - 1];
+  crow_t[0] = 0;
+  return SF_OK;
+}

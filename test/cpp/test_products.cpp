@@ -1,0 +1,284 @@
+// GoogleTest of the C core's products (sf_products.c) against dense
+// references written here: every fill form (scalar, per row, per column),
+// row ranges, both dtypes, and malformed index data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "sparsefill_core.h"
+
+namespace {
+
+using Vec = std::vector<int64_t>;
+
+struct Csr {
+  int64_t m, k;
+  Vec crow, col;
+  std::vector<double> val;
+};
+
+Csr random_csr(int64_t m, int64_t k, double density, std::mt19937_64& rng) {
+  Csr a{m, k, Vec(m + 1, 0), {}, {}};
+  std::uniform_real_distribution<double> u(0, 1), v(-2, 2);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      if (u(rng) < density) {
+        a.col.push_back(j);
+        a.val.push_back(v(rng));
+      }
+    }
+    a.crow[i + 1] = (int64_t)a.col.size();
+  }
+  return a;
+}
+
+// Dense A with F[i, j] = rf[i * stride] + cf[j] at unspecified elements.
+std::vector<double> densify(const Csr& a, const double* rf, int64_t stride, const double* cf) {
+  std::vector<double> d(a.m * a.k);
+  for (int64_t i = 0; i < a.m; ++i)
+    for (int64_t j = 0; j < a.k; ++j) d[i * a.k + j] = (rf ? rf[i * stride] : 0) + (cf ? cf[j] : 0);
+  for (int64_t i = 0; i < a.m; ++i)
+    for (int64_t p = a.crow[i]; p < a.crow[i + 1]; ++p) d[i * a.k + a.col[p]] = a.val[p];
+  return d;
+}
+
+std::vector<double> dense_mm(const std::vector<double>& a, const std::vector<double>& b,
+                             int64_t m, int64_t k, int64_t n) {
+  std::vector<double> c(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t t = 0; t < n; ++t) c[i * n + t] += a[i * k + j] * b[j * n + t];
+  return c;
+}
+
+std::vector<double> random_vec(int64_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> v(-1, 1);
+  std::vector<double> x(n);
+  for (auto& e : x) e = v(rng);
+  return x;
+}
+
+enum Kind { kScalar, kRow, kCol };
+
+class SpmmFills : public ::testing::TestWithParam<int> {};
+
+TEST_P(SpmmFills, MatchesDenseProductInTwoRowRanges) {
+  const Kind kind = static_cast<Kind>(GetParam());
+  std::mt19937_64 rng(7 + GetParam());
+  const int64_t m = 13, k = 9, n = 5;
+  Csr a = random_csr(m, k, 0.3, rng);
+  std::vector<double> b = random_vec(k * n, rng);
+  std::vector<double> rfill = random_vec(m, rng), cfill = random_vec(k, rng);
+  const double* rf = kind == kCol ? nullptr : rfill.data();
+  const int64_t stride = kind == kRow ? 1 : 0;
+  const double* cf = kind == kCol ? cfill.data() : nullptr;
+  std::vector<double> colsum(n, 0.0), corr(n, 0.0);
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t t = 0; t < n; ++t) {
+      colsum[t] += b[j * n + t];
+      corr[t] += cfill[j] * b[j * n + t];
+    }
+  auto expected = dense_mm(densify(a, rf, stride, cf), b, m, k, n);
+  std::vector<double> c(m * n, NAN);
+  const int64_t nse = (int64_t)a.val.size();
+  for (auto range : {std::pair<int64_t, int64_t>{0, 6}, {6, m}}) {
+    ASSERT_EQ(sf_csr_spmm_f64(c.data(), n, a.crow.data(), a.col.data(), a.val.data(), m, k, nse,
+                              b.data(), n, n, rf, stride, cf, kind == kCol ? nullptr : colsum.data(),
+                              kind == kCol ? corr.data() : nullptr, range.first, range.second),
+              SF_OK);
+  }
+  for (int64_t e = 0; e < m * n; ++e) EXPECT_NEAR(c[e], expected[e], 1e-12) << e;
+
+  // SpMV on column 2 of B (stride n) against the same reference.
+  std::vector<double> y(m, NAN);
+  double xsum = colsum[2], cor = corr[2];
+  ASSERT_EQ(sf_csr_spmv_f64(y.data(), 1, a.crow.data(), a.col.data(), a.val.data(), m, k, nse,
+                            b.data() + 2, n, rf, stride, cf, kind == kCol ? 0.0 : xsum,
+                            kind == kCol ? cor : 0.0, 0, m),
+            SF_OK);
+  for (int64_t i = 0; i < m; ++i) EXPECT_NEAR(y[i], expected[i * n + 2], 1e-12) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Products, SpmmFills, ::testing::Values(0, 1, 2));
+
+TEST(Products, SpmmFloatAndPaddedStrides) {
+  // float32, with ldb and ldc larger than n, a fill of 0.5 and an empty row.
+  const int64_t m = 3, k = 2, n = 2, ld = 4;
+  Vec crow{0, 1, 1, 3}, col{1, 0, 1};
+  std::vector<float> val{2, 3, 4}, b{1, 2, -1, -1, 3, 4, -1, -1}, c(m * ld, -7.f);
+  const float fill = 0.5f;
+  float colsum[2] = {4, 6};
+  ASSERT_EQ(sf_csr_spmm_f32(c.data(), ld, crow.data(), col.data(), val.data(), m, k, 3, b.data(),
+                            ld, n, &fill, 0, nullptr, colsum, nullptr, 0, m),
+            SF_OK);
+  // dense A = [[.5, 2], [.5, .5], [3, 4]]
+  const float expect[3][2] = {{0.5f + 6, 1 + 8}, {0.5f + 1.5f, 1 + 2}, {3 + 12, 6 + 16}};
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t t = 0; t < n; ++t) EXPECT_FLOAT_EQ(c[i * ld + t], expect[i][t]);
+    for (int64_t t = n; t < ld; ++t) EXPECT_EQ(c[i * ld + t], -7.f);  // padding untouched
+  }
+}
+
+TEST(Products, Sddmm) {
+  std::mt19937_64 rng(3);
+  const int64_t m = 8, k = 6, n = 13;  // one block of 8 lanes and a tail
+  Csr a = random_csr(m, k, 0.4, rng);
+  auto x = random_vec(m * n, rng), y = random_vec(k * n, rng);
+  std::vector<double> out(a.val.size());
+  ASSERT_EQ(sf_csr_sddmm_f64(out.data(), a.crow.data(), a.col.data(), m, k, (int64_t)a.val.size(),
+                             x.data(), n, y.data(), n, n, 0, m),
+            SF_OK);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = a.crow[i]; p < a.crow[i + 1]; ++p) {
+      double e = 0;
+      for (int64_t t = 0; t < n; ++t) e += x[i * n + t] * y[a.col[p] * n + t];
+      EXPECT_NEAR(out[p], e, 1e-12);
+    }
+}
+
+TEST(Products, TransposeIsStableAndValid) {
+  std::mt19937_64 rng(5);
+  Csr a = random_csr(7, 11, 0.3, rng);
+  const int64_t nse = (int64_t)a.val.size();
+  Vec crow_t(12), col_t(nse), perm(nse);
+  ASSERT_EQ(sf_csr_transpose(crow_t.data(), col_t.data(), perm.data(), a.crow.data(), a.col.data(),
+                             7, 11, nse),
+            SF_OK);
+  ASSERT_EQ(sf_csr_check(nullptr, crow_t.data(), col_t.data(), 11, 7, nse), SF_OK);
+  auto d = densify(a, nullptr, 0, nullptr);
+  for (int64_t j = 0; j < 11; ++j)
+    for (int64_t q = crow_t[j]; q < crow_t[j + 1]; ++q) {
+      EXPECT_EQ(a.col[perm[q]], j);
+      EXPECT_EQ(d[col_t[q] * 11 + j], a.val[perm[q]]);
+    }
+}
+
+// (m, k, n, density of A, density of B): short rows (insertion sort), rows
+// dense in a narrow span (bitmap) and long rows over a wide span (qsort).
+class Spgemm : public ::testing::TestWithParam<std::tuple<int, int, int, double, double>> {};
+
+INSTANTIATE_TEST_SUITE_P(Products, Spgemm,
+                         ::testing::Values(std::make_tuple(10, 7, 9, 0.35, 0.35),
+                                           std::make_tuple(12, 30, 300, 0.3, 0.3),
+                                           std::make_tuple(6, 40, 20000, 0.1, 0.0005)));
+
+TEST_P(Spgemm, MatchesDenseAndIsSorted) {
+  std::mt19937_64 rng(11);
+  const auto [m_, k_, n_, da, db] = GetParam();
+  const int64_t m = m_, k = k_, n = n_;
+  Csr a = random_csr(m, k, da, rng), b = random_csr(k, n, db, rng);
+  const int64_t nse_a = (int64_t)a.val.size(), nse_b = (int64_t)b.val.size();
+  Vec row_nse(m);
+  std::vector<uint64_t> bits((n + 63) / 64);
+  ASSERT_EQ(sf_csr_spgemm_count(row_nse.data(), a.crow.data(), a.col.data(), m, k, nse_a,
+                                b.crow.data(), b.col.data(), n, nse_b, bits.data(), 0, m),
+            SF_OK);
+  Vec crow_c(m + 1, 0);
+  for (int64_t i = 0; i < m; ++i) crow_c[i + 1] = crow_c[i] + row_nse[i];
+  Vec col_c(crow_c[m]);
+  std::vector<double> val_c(crow_c[m]), acc(n);
+  for (auto range : {std::pair<int64_t, int64_t>{0, m / 2}, {m / 2, m}}) {
+    ASSERT_EQ(sf_csr_spgemm_f64(col_c.data(), val_c.data(), crow_c.data(), a.crow.data(),
+                                a.col.data(), a.val.data(), m, k, nse_a, b.crow.data(),
+                                b.col.data(), b.val.data(), n, nse_b, acc.data(),
+                                bits.data(), range.first, range.second),
+              SF_OK);
+  }
+  ASSERT_EQ(sf_csr_check(nullptr, crow_c.data(), col_c.data(), m, n, crow_c[m]), SF_OK);
+  auto expected = dense_mm(densify(a, nullptr, 0, nullptr), densify(b, nullptr, 0, nullptr), m, k, n);
+  std::vector<double> got(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t q = crow_c[i]; q < crow_c[i + 1]; ++q) got[i * n + col_c[q]] = val_c[q];
+  for (int64_t e = 0; e < m * n; ++e) ASSERT_NEAR(got[e], expected[e], 1e-12) << e;
+  // A count that disagrees with the numeric pass is refused, not overrun.
+  Vec short_crow = crow_c;
+  for (int64_t i = 1; i <= m; ++i) short_crow[i] = crow_c[i] > 0 ? crow_c[i] - 1 : 0;
+  EXPECT_EQ(sf_csr_spgemm_f64(col_c.data(), val_c.data(), short_crow.data(), a.crow.data(),
+                              a.col.data(), a.val.data(), m, k, nse_a, b.crow.data(), b.col.data(),
+                              b.val.data(), n, nse_b, acc.data(), bits.data(), 0, m),
+            SF_ERR_INVALID_ARGUMENT);
+}
+
+TEST(Products, SddmmSparse) {
+  std::mt19937_64 rng(13);
+  const int64_t m = 6, k = 5, n = 8;
+  Csr p = random_csr(m, k, 0.5, rng), x = random_csr(m, n, 0.4, rng), s = random_csr(k, n, 0.4, rng);
+  auto dx = densify(x, nullptr, 0, nullptr), ds = densify(s, nullptr, 0, nullptr);
+  std::vector<double> out(p.val.size()), acc(n);
+  ASSERT_EQ(sf_csr_sddmm_sparse_f64(out.data(), p.crow.data(), p.col.data(), m, k,
+                                    (int64_t)p.val.size(), x.crow.data(), x.col.data(),
+                                    x.val.data(), (int64_t)x.val.size(), s.crow.data(),
+                                    s.col.data(), s.val.data(), (int64_t)s.val.size(), n,
+                                    acc.data(), 0, m),
+            SF_OK);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t q = p.crow[i]; q < p.crow[i + 1]; ++q) {
+      double e = 0;
+      for (int64_t t = 0; t < n; ++t) e += dx[i * n + t] * ds[p.col[q] * n + t];
+      EXPECT_NEAR(out[q], e, 1e-12);
+    }
+  for (double v : acc) EXPECT_EQ(v, 0.0);  // scratch handed back clean
+}
+
+TEST(Products, MalformedIndicesAreRefused) {
+  Vec crow{0, 2, 1}, good_col{0, 1}, col{0, 5};
+  std::vector<double> val{1, 2}, b(6, 1.0), c(6);
+  double fill = 0;
+  // a decreasing row pointer
+  EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow.data(), good_col.data(), val.data(), 2, 3, 2, b.data(), 2,
+                            2, &fill, 0, nullptr, nullptr, nullptr, 0, 2),
+            SF_ERR_CROW_DECREASING);
+  // a row pointer past nse, though non-decreasing
+  Vec crow_far{0, 100, 100};
+  EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow_far.data(), col.data(), val.data(), 2, 3, 2,
+                            b.data(), 2, 2, &fill, 0, nullptr, nullptr, nullptr, 0, 2),
+            SF_ERR_CROW_DECREASING);
+  // a column out of range
+  Vec crow_ok{0, 1, 2};
+  EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow_ok.data(), col.data(), val.data(), 2, 3, 2, b.data(),
+                            2, 2, &fill, 0, nullptr, nullptr, nullptr, 0, 2),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  std::vector<double> out(2);
+  EXPECT_EQ(sf_csr_sddmm_f64(out.data(), crow_ok.data(), col.data(), 2, 3, 2, b.data(), 2,
+                             b.data(), 2, 2, 0, 2),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  Vec crow_t(4), col_t(2), perm(2);
+  EXPECT_EQ(sf_csr_transpose(crow_t.data(), col_t.data(), perm.data(), crow_ok.data(), col.data(),
+                             2, 3, 2),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  // bad row ranges and missing pointers
+  EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow_ok.data(), col.data(), val.data(), 2, 3, 2, b.data(),
+                            2, 2, &fill, 0, nullptr, nullptr, nullptr, 1, 3),
+            SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sf_csr_spmm_f64(c.data(), 1, crow_ok.data(), col.data(), val.data(), 2, 3, 2, b.data(),
+                            2, 2, &fill, 0, nullptr, nullptr, nullptr, 0, 2),
+            SF_ERR_INVALID_ARGUMENT);  // ldc < n
+  EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow_ok.data(), nullptr, val.data(), 2, 3, 2, b.data(), 2,
+                            2, &fill, 0, nullptr, nullptr, nullptr, 0, 2),
+            SF_ERR_NULL_POINTER);
+  Vec row_nse(2);
+  uint64_t bits1[1];
+  Vec bad_col{0, 7};
+  EXPECT_EQ(sf_csr_spgemm_count(row_nse.data(), crow_ok.data(), bad_col.data(), 2, 3, 2,
+                                crow_ok.data(), col.data(), 3, 2, bits1, 0, 2),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+}
+
+TEST(Products, EmptyOperands) {
+  Vec crow{0, 0, 0};
+  double fill = 2.0, colsum[3] = {1, 2, 3};
+  std::vector<double> c(6, NAN);
+  ASSERT_EQ(sf_csr_spmm_f64(c.data(), 3, crow.data(), nullptr, nullptr, 2, 0, 0, nullptr, 3, 3,
+                            &fill, 0, nullptr, colsum, nullptr, 0, 2),
+            SF_OK);
+  for (int64_t e = 0; e < 6; ++e) EXPECT_EQ(c[e], 2.0 * colsum[e % 3]);
+  Vec crow_t(1);
+  EXPECT_EQ(sf_csr_transpose(crow_t.data(), nullptr, nullptr, crow.data(), nullptr, 2, 0, 0), SF_OK);
+  EXPECT_EQ(crow_t[0], 0);
+}
+
+}  // namespace

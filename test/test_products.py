@@ -1,0 +1,436 @@
+"""Matrix products (RFC.md section 5): every entry point against the float64
+dense product, on random and on every shared real matrix, with scalar,
+per-row and per-column fills; float64 gradcheck on (values, fill, other
+operand); result layouts; errors."""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import pytest
+import scipy.io
+import scipy.sparse
+import torch
+
+import torch_sparsefill as sf
+from torch_sparsefill import SparseFillTensor
+
+import sf_testing as T
+
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+
+MATRICES = sorted(T.MATRICES.glob("*.mtx"))
+FILLS = [0.0, 0.5, -3.0]
+
+
+def test_matrices_present():
+    assert len(MATRICES) >= 17, T.MATRICES
+
+
+@functools.lru_cache(maxsize=None)
+def _real(name):
+    m = scipy.sparse.coo_array(scipy.io.mmread(str(T.MATRICES / f"{name}.mtx"))).astype("float64")
+    return sf.from_scipy(m, fill_value=0.0)
+
+
+def _dense_of(A: SparseFillTensor) -> torch.Tensor:
+    """The oracle's dense A, built here (also for per-slice fills): the fill
+    broadcast over the full shape, stored values written over it.
+    Differentiable in values and fill."""
+    A = A.coalesce() if A.layout == torch.sparse_coo else A
+    idx = A._coo_indices()
+    out = A._sf_fill.expand(A.shape).clone()
+    return out.index_put(tuple(idx), A._sf_values)
+
+
+def _with_fill(A: SparseFillTensor, fill) -> SparseFillTensor:
+    """A's pattern and values with another fill (any shape), via the trusted constructor."""
+    A = A.coalesce() if A.layout == torch.sparse_coo else A
+    fill = torch.as_tensor(fill, dtype=A.dtype)
+    return SparseFillTensor(A.layout, A.shape, A._sf_values, fill, indices=A._sf_indices,
+                            crow=A._sf_crow, col=A._sf_col, coalesced=True)
+
+
+def _random(m, k, fill, layout=torch.sparse_coo, *, density=0.3, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.rand(m, k, generator=g) < density
+    idx = mask.nonzero().t()
+    values = torch.randn(idx.shape[1], generator=g, dtype=torch.float64).to(dtype)
+    A = sf.sparse_coo_tensor(idx, values, (m, k), fill_value=fill)
+    return A.to_sparse(layout=layout)
+
+
+def _randn(*shape, seed=1, dtype=torch.float64):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def _close(actual, expected, **kw):
+    assert isinstance(actual, torch.Tensor) and not isinstance(actual, SparseFillTensor)
+    assert actual.layout == torch.strided and actual.dtype == expected.dtype
+    torch.testing.assert_close(actual, expected, **kw)
+
+
+# ---- real matrices --------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", MATRICES, ids=lambda p: p.stem)
+def test_real_matrix_products(path):
+    """A @ B, B^T-side D @ A and A @ x on every shared matrix (rectangular ones
+    included), fills {0, 0.5, -3}, n in {1, 7, 64}, against the dense product."""
+    A0 = _real(path.stem)
+    m, k = A0.shape
+    for f_i, fill in enumerate(FILLS):
+        layout = (torch.sparse_coo, torch.sparse_csr)[f_i % 2]
+        A = _with_fill(A0, fill).to_sparse(layout=layout)
+        D = _dense_of(A)
+        scale = 1 + D.abs().max().item()
+        for n in (1, 7, 64):
+            B = _randn(k, n, seed=n)
+            _close(A @ B, D @ B, rtol=1e-10, atol=1e-10 * scale * k)
+        x = _randn(k, seed=2)
+        _close(torch.mv(A, x), D @ x, rtol=1e-10, atol=1e-10 * scale * k)
+        L = _randn(7, m, seed=3)
+        _close(L @ A, L @ D, rtol=1e-10, atol=1e-10 * scale * m)
+
+
+def test_skewed_tols4000_per_row_and_per_column_fills():
+    A0 = _real("tols4000")
+    m, k = A0.shape
+    B = _randn(k, 7)
+    for fill in (_randn(m, 1, seed=4), _randn(1, k, seed=5)):
+        A = _with_fill(A0, fill)
+        D = _dense_of(A)
+        _close(A @ B, D @ B, rtol=1e-9, atol=1e-9 * (1 + D.abs().max().item()) * k)
+
+
+# ---- random operands: fills, layouts, dtypes --------------------------------------------
+
+FILL_FORMS = ["scalar", "row", "col", "zero"]
+
+
+def _fill_of(form, m, k, seed=9):
+    if form == "scalar":
+        return -1.25
+    if form == "zero":
+        return 0.0
+    return _randn(m, 1, seed=seed) if form == "row" else _randn(1, k, seed=seed)
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS, ids=["coo", "csr"])
+@pytest.mark.parametrize("form", FILL_FORMS)
+def test_sparse_dense_entry_points(layout, form):
+    m, k, n = 9, 6, 4
+    A = _with_fill(_random(m, k, 0.0, layout), _fill_of(form, m, k))
+    D = _dense_of(A)
+    B, x, L = _randn(k, n), _randn(k, seed=2), _randn(3, m, seed=3)
+    M = _randn(m, n, seed=4)
+    _close(torch.mm(A, B), D @ B)
+    _close(A.mm(B), D @ B)
+    _close(torch.matmul(A, B), D @ B)
+    _close(A.matmul(B), D @ B)
+    _close(torch.sparse.mm(A, B), D @ B)
+    _close(A @ x, D @ x)
+    _close(A.mv(x), D @ x)
+    _close(L @ A, L @ D)                 # __rmatmul__ / dense @ sparse
+    _close(torch.mm(L, A), L @ D)
+    _close(torch.matmul(L[0], A), L[0] @ D)  # 1-D @ 2-D
+    _close(torch.addmm(M, A, B), torch.addmm(M, D, B))
+    _close(torch.addmm(M, A, B, beta=0.5, alpha=-2.0), torch.addmm(M, D, B, beta=0.5, alpha=-2.0))
+    _close(M.addmm(A, B, alpha=3), M.addmm(D, B, alpha=3))
+    _close(torch.sparse.addmm(M, A, B, beta=2.0), torch.addmm(M, D, B, beta=2.0))
+    _close(torch.addmm(M[0], A, B), torch.addmm(M[0], D, B))  # broadcast input
+    nan_input = torch.full((m, n), float("nan"), dtype=torch.float64)
+    _close(torch.addmm(nan_input, A, B, beta=0), D @ B)  # beta=0 ignores input, as torch
+
+
+def test_sparse_input_of_addmm():
+    A = _random(5, 4, 2.0)
+    B = _randn(4, 3)
+    M = _random(5, 3, -1.0, seed=7)
+    _close(torch.addmm(M, A, B, beta=0.5), torch.addmm(M.to_dense(), A.to_dense(), B, beta=0.5))
+
+
+def test_empty_rows_empty_matrix_and_zero_sizes():
+    A = _random(8, 5, 1.5, density=0.2)
+    A = _with_fill(A, 1.5)
+    assert (A._coo_indices()[0].bincount(minlength=8) == 0).any()  # has empty rows
+    B = _randn(5, 3)
+    _close(A @ B, _dense_of(A) @ B)
+    E = sf.full((4, 5), 2.5, dtype=torch.float64)
+    _close(E @ B, torch.full((4, 5), 2.5, dtype=torch.float64) @ B)
+    _close(E.to_sparse_csr() @ B[:, 0], torch.full((4, 5), 2.5, dtype=torch.float64) @ B[:, 0])
+    Z = sf.full((0, 5), 2.5, dtype=torch.float64)
+    assert (Z @ B).shape == (0, 3)
+    W = sf.full((3, 0), 2.5, dtype=torch.float64)
+    _close(W @ torch.zeros(0, 4, dtype=torch.float64), torch.zeros(3, 4, dtype=torch.float64))
+    _close(A @ torch.zeros(5, 0, dtype=torch.float64), torch.zeros(8, 0, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_low_precision_dtypes(dtype):
+    A = _random(20, 30, 0.5, dtype=dtype)
+    B = _randn(30, 8, dtype=dtype)
+    out = A @ B
+    assert out.dtype == dtype
+    expected = (_dense_of(A).double() @ B.double())
+    tol = {torch.float32: 1e-5, torch.float16: 2e-2, torch.bfloat16: 5e-2}[dtype]
+    torch.testing.assert_close(out.double(), expected, rtol=tol, atol=tol * 10)
+    out_v = A @ B[:, 0]
+    torch.testing.assert_close(out_v.double(), expected[:, 0], rtol=tol, atol=tol * 10)
+
+
+def test_multithreaded_split_matches_dense():
+    """Large enough for the row ranges to be split across threads."""
+    A = _random(600, 500, -0.75, density=0.05, seed=3)
+    B = _randn(500, 40)
+    D = _dense_of(A)
+    with_threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        _close(A @ B, D @ B)
+        _close(A @ B[:, 0], D @ B[:, 0])
+    finally:
+        torch.set_num_threads(with_threads)
+
+
+# ---- sparse @ sparse -------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", T.LAYOUTS, ids=["coo", "csr"])
+def test_sparse_sparse_fill_zero_gives_sparse(layout):
+    A = _random(12, 9, 0.0, layout, seed=1)
+    B = _random(9, 10, 0.0, layout, seed=2)
+    C = A @ B
+    assert isinstance(C, SparseFillTensor) and C.layout == layout
+    assert float(C.fill_value()) == 0.0
+    _close(C.to_dense(), A.to_dense() @ B.to_dense())
+    # torch.sparse.mm and mixed layouts: the first operand's layout
+    C2 = torch.sparse.mm(A, B.to_sparse(layout=torch.sparse_csr))
+    assert C2.layout == layout
+    _close(C2.to_dense(), A.to_dense() @ B.to_dense())
+    # the pattern is structural, as in torch: same stored positions
+    N = (A.to_dense() != 0).double() @ (B.to_dense() != 0).double()
+    assert C.nse() == int((N != 0).sum())
+
+
+@pytest.mark.parametrize("fa,fb", [("scalar", "zero"), ("zero", "scalar"), ("scalar", "scalar"),
+                                   ("row", "col"), ("col", "row"), ("row", "row"),
+                                   ("col", "col"), ("zero", "col")])
+def test_sparse_sparse_with_fills_is_dense(fa, fb):
+    m, k, n = 7, 6, 5
+    A = _with_fill(_random(m, k, 0.0, seed=1), _fill_of(fa, m, k, seed=11))
+    B = _with_fill(_random(k, n, 0.0, torch.sparse_csr, seed=2), _fill_of(fb, k, n, seed=12))
+    if fa == "zero" and fb == "zero":
+        pytest.skip("covered by the fill-0 test")
+    C = A @ B
+    _close(C, _dense_of(A) @ _dense_of(B))
+
+
+def test_sparse_sparse_scalar_identity_has_abk_once():
+    """RFC 5: the a b K term appears once (the public RFC's 10.2 form double counts)."""
+    A = sf.full((3, 4), 2.0, dtype=torch.float64)
+    B = sf.full((4, 5), 3.0, dtype=torch.float64)
+    _close(A @ B, torch.full((3, 5), 2.0 * 3.0 * 4, dtype=torch.float64))
+
+
+def test_native_torch_sparse_operand_reads_fill_zero():
+    A = _random(5, 4, 1.0)
+    N = torch.eye(4, dtype=torch.float64).to_sparse()
+    _close(A @ N, _dense_of(A))
+
+
+# ---- batched ---------------------------------------------------------------------------
+
+def _batched(nb, m, k, fill, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.rand(nb, m, k, generator=g) < 0.3
+    mask[1] = False  # one batch stores nothing
+    idx = mask.nonzero().t()
+    values = torch.randn(idx.shape[1], generator=g, dtype=torch.float64)
+    A = sf.sparse_coo_tensor(idx, values, (nb, m, k), fill_value=fill)
+    return A
+
+
+def test_batched():
+    A = _batched(3, 5, 4, 0.75)
+    B = _randn(3, 4, 6)
+    D = A.to_dense()
+    _close(torch.bmm(A, B), torch.bmm(D, B))
+    _close(A.bmm(B), torch.bmm(D, B))
+    _close(A @ B, D @ B)
+    L = _randn(3, 2, 5, seed=4)
+    _close(torch.bmm(L, A), torch.bmm(L, D))
+    # a fill per batch (b, 1, 1) and per batch-row (b, m, 1)
+    for fill in (_randn(3, 1, 1, seed=5), _randn(3, 5, 1, seed=6)):
+        P = _with_fill(A, fill)
+        _close(torch.bmm(P, B), torch.bmm(_dense_of(P), B))
+
+
+# ---- gradients -------------------------------------------------------------------------
+
+def _leaf(A: SparseFillTensor):
+    A = A.coalesce() if A.layout == torch.sparse_coo else A
+    v = A._sf_values.detach().clone().requires_grad_()
+    f = A._sf_fill.detach().clone().requires_grad_()
+    return A, v, f
+
+
+def _rebuild(A, v, f):
+    return SparseFillTensor(A.layout, A.shape, v, f, indices=A._sf_indices, crow=A._sf_crow,
+                            col=A._sf_col, coalesced=True)
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS, ids=["coo", "csr"])
+@pytest.mark.parametrize("form", ["scalar", "row", "col"])
+def test_gradcheck_sparse_dense(layout, form):
+    m, k, n = 6, 5, 3
+    A, v, f = _leaf(_with_fill(_random(m, k, 0.0, layout, seed=2), _fill_of(form, m, k)))
+    B = _randn(k, n).requires_grad_()
+    x = _randn(k, seed=3).requires_grad_()
+    L = _randn(2, m, seed=4).requires_grad_()
+    M = _randn(m, n, seed=5).requires_grad_()
+    checks = [
+        (lambda v, f, B: torch.mm(_rebuild(A, v, f), B), (v, f, B)),
+        (lambda v, f, x: torch.mv(_rebuild(A, v, f), x), (v, f, x)),
+        (lambda v, f, L: L @ _rebuild(A, v, f), (v, f, L)),
+        (lambda v, f, M, B: torch.addmm(M, _rebuild(A, v, f), B, beta=0.5, alpha=2.0),
+         (v, f, M, B)),
+        (lambda v, f, B: torch.sparse.mm(_rebuild(A, v, f), B), (v, f, B)),
+    ]
+    for fn, inputs in checks:
+        assert torch.autograd.gradcheck(fn, inputs)
+    # and the gradients equal the dense computation's
+    W = _randn(m, n, seed=6)
+    ours = torch.autograd.grad((torch.mm(_rebuild(A, v, f), B) * W).sum(), (v, f, B))
+    dense = torch.autograd.grad((torch.mm(_dense_of(_rebuild(A, v, f)), B) * W).sum(), (v, f, B))
+    for a, b in zip(ours, dense):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("fa,fb", [("scalar", "scalar"), ("row", "col"), ("col", "row"),
+                                   ("zero", "scalar")])
+def test_gradcheck_sparse_sparse_with_fills(fa, fb):
+    m, k, n = 5, 4, 6
+    A, va, fa_t = _leaf(_with_fill(_random(m, k, 0.0, seed=1), _fill_of(fa, m, k, seed=3)))
+    B, vb, fb_t = _leaf(_with_fill(_random(k, n, 0.0, torch.sparse_csr, seed=2),
+                                   _fill_of(fb, k, n, seed=4)))
+    assert torch.autograd.gradcheck(
+        lambda va, fa_t, vb, fb_t: _rebuild(A, va, fa_t) @ _rebuild(B, vb, fb_t),
+        (va, fa_t, vb, fb_t))
+
+
+def test_gradcheck_spgemm_fill_zero():
+    A, va, _ = _leaf(_random(6, 5, 0.0, seed=1))
+    B, vb, _ = _leaf(_random(5, 7, 0.0, torch.sparse_csr, seed=2))
+    zero = torch.zeros((), dtype=torch.float64)
+    out = _rebuild(A, va, zero) @ _rebuild(B, vb, zero)
+    assert isinstance(out, SparseFillTensor)
+    assert torch.autograd.gradcheck(
+        lambda va, vb: (_rebuild(A, va, zero) @ _rebuild(B, vb, zero)).to_dense(), (va, vb))
+
+
+def test_fill_zero_that_requires_grad_gives_dense_result_with_fill_gradient():
+    """A zero fill in autograd: the product's unspecified elements depend on it,
+    so the result is dense and the fill gets its gradient."""
+    A, va, fa = _leaf(_random(4, 3, 0.0, seed=1))
+    B, vb, fb = _leaf(_random(3, 5, 0.0, seed=2))
+    C = _rebuild(A, va, fa) @ _rebuild(B, vb, fb)
+    assert not isinstance(C, SparseFillTensor)
+    C.sum().backward()
+    Dv = _dense_of(_rebuild(A, va.detach(), fa.detach().requires_grad_()))
+    Dv2 = Dv @ _dense_of(_rebuild(B, vb.detach(), fb.detach()))
+    (g,) = torch.autograd.grad(Dv2.sum(), Dv)
+    assert fa.grad is not None
+    assert torch.isclose(fa.grad, g[~_stored_mask(A)].sum())
+
+
+def _stored_mask(A):
+    mask = torch.zeros(A.shape, dtype=torch.bool)
+    idx = A._coo_indices()
+    mask[idx[0], idx[1]] = True
+    return mask
+
+
+def test_gradcheck_batched():
+    A, v, f = _leaf(_batched(2, 4, 3, 0.5))
+    B = _randn(2, 3, 2).requires_grad_()
+    assert torch.autograd.gradcheck(lambda v, f, B: torch.bmm(_rebuild(A, v, f), B), (v, f, B))
+
+
+def test_grad_on_real_matrix_equals_dense():
+    A, v, f = _leaf(_with_fill(_real("west0479"), -3.0))
+    B = _randn(A.shape[1], 7).requires_grad_()
+    W = _randn(A.shape[0], 7, seed=8)
+    ours = torch.autograd.grad((_rebuild(A, v, f) @ B * W).sum(), (v, f, B))
+    dense = torch.autograd.grad((_dense_of(_rebuild(A, v, f)) @ B * W).sum(), (v, f, B))
+    for a, b in zip(ours, dense):
+        torch.testing.assert_close(a, b)
+
+
+def test_opcheck():
+    A = _with_fill(_random(6, 5, 0.0, torch.sparse_csr), -1.5)
+    v = A._sf_values.detach().clone().requires_grad_()
+    f = A._sf_fill.detach().clone().requires_grad_()
+    B = _randn(5, 3).requires_grad_()
+    torch.library.opcheck(torch.ops.sparsefill.spmm, (A._sf_crow, A._sf_col, v, f, B, 5))
+    for fill in (_randn(6, 1), _randn(1, 5)):  # per-row, per-column
+        torch.library.opcheck(torch.ops.sparsefill.spmm,
+                              (A._sf_crow, A._sf_col, v, fill.requires_grad_(), B, 5))
+    torch.library.opcheck(torch.ops.sparsefill.sddmm, (A._sf_crow, A._sf_col, 5, _randn(6, 3),
+                                                       _randn(5, 3)))
+    torch.library.opcheck(torch.ops.sparsefill.csr_transpose, (A._sf_crow, A._sf_col, 5))
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+def test_errors():
+    A = _random(4, 3, 1.0)
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        A @ _randn(4, 2)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        A @ _randn(3, 2, dtype=torch.float32)
+    Ai = sf.sparse_coo_tensor([[0], [1]], [2], (4, 3), fill_value=1)
+    with pytest.raises(NotImplementedError, match="float32, float64"):
+        Ai @ torch.ones(3, 2, dtype=torch.int64)
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        torch.mv(A, _randn(4))
+    with pytest.raises(RuntimeError, match="1-D"):
+        torch.mv(A, _randn(3, 1))
+    with pytest.raises(NotImplementedError, match="reduce"):
+        torch.sparse.mm(A, _randn(3, 2), "max")
+    full_fill = _with_fill(A, _randn(4, 3))
+    with pytest.raises(NotImplementedError, match=r"fill of shape \(4, 3\)"):
+        full_fill @ _randn(3, 2)
+    H = sf.sparse_coo_tensor([[0], [1]], [[1., 2.]], (4, 3, 2), fill_value=0.5)
+    with pytest.raises(NotImplementedError, match="hybrid"):
+        H @ _randn(3, 2)
+    with pytest.raises(RuntimeError):  # torch refuses hybrid sparse in mm too
+        torch.sparse_coo_tensor([[0], [1]], [[1., 2.]], (4, 3, 2)) @ torch.randn(3, 2)
+    with pytest.raises(NotImplementedError, match="4-D"):
+        A @ _randn(2, 2, 3, 2)
+    with pytest.raises(RuntimeError, match="same number of batches"):
+        torch.bmm(_batched(3, 5, 4, 0.5), _randn(2, 4, 6))
+    with pytest.raises(RuntimeError, match="mat1 must be a matrix"):
+        torch.mm(_batched(3, 5, 4, 0.5), _randn(4, 6))
+
+
+def test_ops_refuse_malformed_components():
+    ops = torch.ops.sparsefill
+    v = torch.ones(2, dtype=torch.float64)
+    f = torch.tensor(0.5, dtype=torch.float64)
+    B = torch.ones(3, 2, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="out of range"):
+        ops.spmm(torch.tensor([0, 1, 2]), torch.tensor([0, 7]), v, f, B, 3)
+    with pytest.raises(RuntimeError, match="crow_indices"):
+        ops.spmm(torch.tensor([0, 5, 2]), torch.tensor([0, 1]), v, f, B, 3)
+    with pytest.raises(RuntimeError, match="crow_indices\\[-1\\]"):
+        ops.spmm(torch.tensor([0, 1, 3]), torch.tensor([0, 1]), v, f, B, 3)
+    with pytest.raises(RuntimeError, match="rows"):
+        ops.spmm(torch.tensor([0, 1, 2]), torch.tensor([0, 1]), v, f, B, 4)
+
+
+def test_coo_csr_view_is_cached():
+    A = _random(6, 5, 1.0).coalesce()
+    B = _randn(5, 2)
+    A @ B
+    first = A._sf_csr_view[1]
+    A @ B
+    assert A._sf_csr_view[1] is first
