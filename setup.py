@@ -16,6 +16,8 @@ ROOT = Path(__file__).parent.resolve()
 C_CORE = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "aten_ext" / "cpu").glob("*.c"))
 # Every torch-facing translation unit: aten_ext/*.cpp (one per op family) and
 # the generated element-wise files. Each costs 15-40 s to compile: keep them few.
+# aten_ext/cuda_ops.cpp (the CUDA registration) is among them in every build;
+# its content is compiled only under SPARSEFILL_WITH_CUDA (the CUDA build).
 CXX_SOURCES = sorted(
     str(p.relative_to(ROOT)) for p in [*(ROOT / "aten_ext").glob("*.cpp"),
                                        *(ROOT / "aten_ext" / "generated").glob("*.cpp")])
@@ -58,6 +60,8 @@ ext_kwargs = dict(
     extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "-std=c++20"]},
 )
 if WITH_CUDA:
+    # The CUDA C core (aten_ext/cuda/*.cu, no torch headers) joins the
+    # extension; torch's nvcc flags and TORCH_CUDA_ARCH_LIST apply.
     ext_kwargs["sources"] = CXX_SOURCES + sorted(
         str(p.relative_to(ROOT)) for p in (ROOT / "aten_ext" / "cuda").glob("*.cu"))
     ext_kwargs["define_macros"] = [("SPARSEFILL_WITH_CUDA", "1")]

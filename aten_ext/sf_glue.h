@@ -34,8 +34,10 @@ inline void check_status(sf_status status, const char* what,
               sf_status_string(status), where);
 }
 
-// An index tensor the C core can read: int64, contiguous, on the CPU.
-inline Tensor index_arg(const Tensor& t, const char* name, int64_t dim) {
+// An index tensor the C core can read: int64, contiguous, on the kernel's
+// device type (CPU for the C core, CUDA for the CUDA core).
+inline Tensor index_arg(const Tensor& t, const char* name, int64_t dim,
+                        c10::DeviceType device = c10::DeviceType::CPU) {
   TORCH_CHECK(t.defined(), "sparsefill: ", name, " must be a tensor");
   TORCH_CHECK(t.layout() == at::kStrided, "sparsefill: ", name,
               " must be a strided tensor, got layout ", t.layout());
@@ -46,8 +48,9 @@ inline Tensor index_arg(const Tensor& t, const char* name, int64_t dim) {
               t.scalar_type());
   TORCH_CHECK(t.dim() == dim, "sparsefill: ", name, " must be ", dim,
               "-D, got shape ", t.sizes());
-  TORCH_CHECK(t.device().is_cpu(), "sparsefill: ", name,
-              " must be on the CPU for the CPU kernel, got ", t.device());
+  TORCH_CHECK(t.device().type() == device, "sparsefill: ", name, " must be on the ",
+              device == c10::DeviceType::CPU ? "CPU for the CPU" : "GPU for the CUDA",
+              " kernel, got ", t.device());
   return t.to(at::kLong).contiguous();
 }
 
@@ -59,6 +62,69 @@ inline std::vector<int64_t> sizes_arg(at::IntArrayRef size, const char* name) {
   int64_t numel = 0;
   check_status(sf_sizes_numel(&numel, size.data(), (int64_t)size.size()), name);
   return size.vec();
+}
+
+// The error of a failed COO index check (sf_coo_check and its CUDA twin),
+// naming the bad index and its dimension.
+inline void check_coo_status(sf_status st, const sf_site& site, const std::vector<int64_t>& size) {
+  if (st == SF_ERR_INDEX_NEGATIVE || st == SF_ERR_INDEX_OUT_OF_RANGE) {
+    TORCH_CHECK(false, "sparsefill: indices[", site.dim, ", ", site.position,
+                "] = ", site.value,
+                st == SF_ERR_INDEX_NEGATIVE ? " is negative"
+                                            : " is out of range for size ",
+                st == SF_ERR_INDEX_NEGATIVE ? std::string()
+                                            : std::to_string(size[site.dim]),
+                " of dimension ", site.dim);
+  }
+  check_status(st, "indices", &site);
+}
+
+// Checked CSR components: sizes, and crow/col as int64 on `device`.
+struct CsrArgs {
+  std::vector<int64_t> size;
+  Tensor crow, col;
+};
+
+inline CsrArgs csr_args(const Tensor& crow_in, const Tensor& col_in, at::IntArrayRef size_in,
+                        c10::DeviceType device) {
+  auto size = sizes_arg(size_in, "size");
+  TORCH_CHECK(size.size() >= 2, "sparsefill: a CSR tensor needs 2 sparse dimensions, got size ",
+              size_in);
+  Tensor crow = index_arg(crow_in, "crow_indices", 1, device);
+  Tensor col = index_arg(col_in, "col_indices", 1, device);
+  TORCH_CHECK(crow_in.scalar_type() == col_in.scalar_type(),
+              "sparsefill: crow_indices and col_indices must have the same dtype, got ",
+              crow_in.scalar_type(), " and ", col_in.scalar_type());
+  TORCH_CHECK(crow.device() == col.device(), "sparsefill: crow_indices is on ", crow.device(),
+              " but col_indices is on ", col.device());
+  TORCH_CHECK(crow.numel() == size[0] + 1, "sparsefill: crow_indices must have length rows + 1 = ",
+              size[0] + 1, ", got ", crow.numel());
+  return {size, crow, col};
+}
+
+// The error of a failed CSR check (sf_csr_check and its CUDA twin).
+inline void check_csr_status(sf_status st, const sf_site& site, const CsrArgs& a) {
+  switch (st) {
+    case SF_OK: return;
+    case SF_ERR_CROW_FIRST:
+      TORCH_CHECK(false, "sparsefill: crow_indices[0] must be 0, got ", site.value);
+    case SF_ERR_CROW_DECREASING:
+      TORCH_CHECK(false, "sparsefill: crow_indices must be non-decreasing, but crow_indices[",
+                  site.position + 1, "] = ", site.value, " is smaller than the entry before it");
+    case SF_ERR_CROW_LAST:
+      TORCH_CHECK(false, "sparsefill: crow_indices[-1] must equal the number of stored elements (",
+                  a.col.numel(), " = len(col_indices)), got ", site.value);
+    case SF_ERR_INDEX_NEGATIVE:
+    case SF_ERR_INDEX_OUT_OF_RANGE:
+      TORCH_CHECK(false, "sparsefill: col_indices[", site.position, "] = ", site.value,
+                  " is out of range for ", a.size[1], " columns");
+    case SF_ERR_COL_UNSORTED:
+      TORCH_CHECK(false, "sparsefill: col_indices must be strictly increasing within each row, "
+                  "but col_indices[", site.position, "] = ", site.value,
+                  " is not (unsorted or duplicate column)");
+    default:
+      check_status(st, "crow_indices/col_indices", &site);
+  }
 }
 
 inline std::vector<int64_t> cat_sizes(at::IntArrayRef a, at::IntArrayRef b) {

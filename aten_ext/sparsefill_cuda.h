@@ -1,14 +1,32 @@
 /*
  * sparsefill_cuda.h -- the C ABI of the CUDA half of the kernel core.
  *
- * Same conventions as sparsefill_core.h (status codes, outputs first); every
- * pointer is device memory and `stream` is a cudaStream_t passed as void* so
- * that including this header needs no CUDA headers (NULL: the legacy default
- * stream). Kernels are launched on that stream and not synchronised. A launch
- * failure is reported as SF_ERR_INVALID_ARGUMENT (sf_status has no CUDA
- * codes); the CUDA error itself is left in place (cudaPeekAtLastError, not
- * cudaGetLastError), so the caller's own launch check still sees it. Errors
- * of the kernel's execution surface at the caller's next synchronisation.
+ * Same conventions as sparsefill_core.h (status codes, outputs first, linear
+ * indices, "sorted" = strictly increasing). Every array pointer is DEVICE
+ * memory unless its comment says "host"; `stream` is a cudaStream_t passed as
+ * void* so that including this header needs no CUDA headers (NULL: the legacy
+ * default stream). Kernels are launched on that stream and never
+ * synchronised; nothing here allocates memory.
+ *
+ * Results the host needs (validation errors, output sizes) go to an
+ * sf_cuda_report in device memory, written completely by the call (the caller
+ * only allocates it). The caller copies it to the host once, after the
+ * stream has run: one synchronisation per op, however many kernels it took.
+ *
+ * Workspace: a function with `workspace` / `workspace_bytes` arguments, called
+ * with workspace == NULL, only stores the bytes it needs in *workspace_bytes
+ * and launches nothing; called again with that much device memory (from the
+ * caller's allocator, e.g. torch's caching allocator), it runs.
+ *
+ * Return values say whether the arguments were acceptable and the kernels
+ * launched. A launch failure is reported as SF_ERR_INVALID_ARGUMENT (sf_status
+ * has no CUDA codes); the CUDA error itself is left in place
+ * (cudaPeekAtLastError, not cudaGetLastError), so the caller's own launch
+ * check still sees it. Errors of the data are in the report; errors of a
+ * kernel's execution surface at the caller's next synchronisation.
+ *
+ * Inputs that break a contract give a wrong result or an error in the report,
+ * never a read or write outside the buffers the contract sizes.
  */
 #ifndef SPARSEFILL_CUDA_H
 #define SPARSEFILL_CUDA_H
@@ -19,14 +37,110 @@
 extern "C" {
 #endif
 
-/* rows[k] = row of element k, from crow [nrows + 1] (validated by the
- * caller: crow[0] == 0, non-decreasing, crow[nrows] == nse; rows holds nse).
- * One thread per row (grid-stride). The device-side analogue of
- * sf_csr_rows_from_crow. Errors: SF_ERR_NEGATIVE_SIZE (nrows < 0),
- * SF_ERR_NULL_POINTER (crow NULL); rows may be NULL only when nse == 0
- * (nothing is launched then). */
+/* Sparse dimensions a CUDA kernel takes (sizes travel as a kernel argument).
+ * More: SF_ERR_INVALID_ARGUMENT. */
+#define SF_CUDA_MAX_DIMS 64
+
+/* What a call found, in device memory (8 int64 words; copy it to the host). */
+typedef struct sf_cuda_report {
+  int64_t status;   /* sf_status of the data checks: SF_OK or an error        */
+  int64_t position; /* the site of the first error, as sf_site (-1: none)     */
+  int64_t dim;
+  int64_t value;
+  int64_t result;   /* the op's scalar result (is_coalesced, nse_out, ...)    */
+  uint64_t first;   /* internal: smallest bad key seen (atomicMin)            */
+  uint64_t second;  /* internal: a second such key                           */
+  int64_t unused;
+} sf_cuda_report;
+
+/* ---- COO ---------------------------------------------------------------- */
+
+/* Validate COO indices [sparse_dim x nse] against sizes (host array of
+ * sparse_dim) and, when linear != NULL, write linear[k] (nse entries; for
+ * elements with a bad index it is left unwritten). report->status:
+ * SF_ERR_INDEX_NEGATIVE / _OUT_OF_RANGE with the site of the first bad index
+ * in (element, dimension) order, as sf_coo_check; report->result = 1 when
+ * the linear indices are strictly increasing (coalesced), else 0.
+ * Returns SF_ERR_NEGATIVE_SIZE, SF_ERR_OVERFLOW (product of sizes),
+ * SF_ERR_NULL_POINTER, SF_ERR_INVALID_ARGUMENT (sparse_dim >
+ * SF_CUDA_MAX_DIMS). */
+sf_status sf_cuda_coo_check(sf_cuda_report *report, int64_t *linear, const int64_t *indices,
+                            int64_t sparse_dim, int64_t nse, const int64_t *sizes,
+                            void *stream);
+
+/* indices[d * nse + k] from linear[k] (the inverse of linearisation); sizes
+ * is a host array. report->status: SF_ERR_INDEX_NEGATIVE / _OUT_OF_RANGE for
+ * the first linear index outside [0, numel) (site: position k, value). report
+ * may be NULL when the caller guarantees every linear index is in range (the
+ * indices it made itself); nothing is checked then. linear may be row 0 of
+ * indices (in place). */
+sf_status sf_cuda_coo_delinearize(sf_cuda_report *report, int64_t *indices, const int64_t *linear,
+                                  int64_t sparse_dim, int64_t nse, const int64_t *sizes,
+                                  void *stream);
+
+/* Coalescing plan for nse linear indices, each in [0, max_key] (any order,
+ * duplicates allowed): unique_linear[0..n) strictly increasing (buffer of
+ * nse), segment[k] = slot in unique_linear of element k (buffer of nse),
+ * report->result = n. Device radix sort on the bits max_key needs, then a
+ * scan of run heads: deterministic. Keys outside [0, max_key] give a wrong
+ * plan, never an out-of-bounds access. Inputs may not alias outputs. */
+sf_status sf_cuda_coalesce_plan(sf_cuda_report *report, int64_t *unique_linear, int64_t *segment,
+                                const int64_t *linear, int64_t nse, int64_t max_key,
+                                void *workspace, size_t *workspace_bytes, void *stream);
+
+/* ---- CSR ---------------------------------------------------------------- */
+
+/* Validate crow [nrows + 1] alone: crow[0] == 0 (SF_ERR_CROW_FIRST), non-
+ * decreasing (SF_ERR_CROW_DECREASING, position = the row before the drop,
+ * value = the smaller entry). report->result = crow[nrows] (the nse it
+ * implies). */
+sf_status sf_cuda_crow_check(sf_cuda_report *report, const int64_t *crow, int64_t nrows,
+                             void *stream);
+
+/* Validate CSR: crow [nrows + 1], col [nse]; the rules and error sites of
+ * sf_csr_check, in its order (crow rules first, then the first bad column). */
+sf_status sf_cuda_csr_check(sf_cuda_report *report, const int64_t *crow, const int64_t *col,
+                            int64_t nrows, int64_t ncols, int64_t nse, void *stream);
+
+/* rows[k] = row of element k for k < nse, from crow [nrows + 1] that
+ * sf_cuda_crow_check accepted with result nse. One thread per element, a
+ * binary search over crow: balanced however rows are distributed. With a
+ * crow that breaks the rules the rows are wrong but every access stays in
+ * crow[0..nrows] and rows[0..nse). rows may be NULL only when nse == 0. */
 sf_status sf_cuda_csr_rows_from_crow(int64_t *rows, const int64_t *crow, int64_t nrows,
-                                     void *stream);
+                                     int64_t nse, void *stream);
+
+/* crow [nrows + 1] from non-decreasing rows[0..nse), each in [0, nrows).
+ * report->status: SF_ERR_INDEX_NEGATIVE / _OUT_OF_RANGE / SF_ERR_NOT_COALESCED
+ * (decreasing) for the first bad element (site: position, value). */
+sf_status sf_cuda_crow_from_rows(sf_cuda_report *report, int64_t *crow, const int64_t *rows,
+                                 int64_t nse, int64_t nrows, void *stream);
+
+/* ---- pattern merges ----------------------------------------------------- */
+
+/* The union of strictly increasing linear_a [nse_a] and linear_b [nse_b], as
+ * sf_union_plan: output buffers hold nse_a + nse_b; the first n =
+ * report->result entries are written: linear_out strictly increasing,
+ * src_a[k] = position of linear_out[k] in A or -1 (A's fill stands in),
+ * src_b likewise. Each element finds its slot by binary search in the other
+ * operand and a scan of the matches (no serial merge). report->status:
+ * SF_ERR_NOT_COALESCED (site: position, dim 0 for A / 1 for B, value) when
+ * an input is not strictly increasing. */
+sf_status sf_cuda_union_plan(sf_cuda_report *report, int64_t *linear_out, int64_t *src_a,
+                             int64_t *src_b, const int64_t *linear_a, int64_t nse_a,
+                             const int64_t *linear_b, int64_t nse_b, void *workspace,
+                             size_t *workspace_bytes, void *stream);
+
+/* Fill substitution, type-generic: out row k (row_bytes bytes) is a copy of
+ * values row src[k], or of fill_row (device, row_bytes) where src[k] < 0.
+ * report->status: SF_ERR_INDEX_OUT_OF_RANGE for the first src[k] >=
+ * nse_values (site: position k, value); such rows are not written. Copies
+ * in the widest word (16, 8, 4, 2 or 1 bytes) that the row size and the
+ * three pointers' alignment allow. */
+sf_status sf_cuda_gather_rows_with_fill(sf_cuda_report *report, void *out, const void *values,
+                                        int64_t nse_values, const void *fill_row,
+                                        const int64_t *src, int64_t n, size_t row_bytes,
+                                        void *stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -41,55 +41,17 @@ static bool coo_check(const Tensor& indices_in, at::IntArrayRef sparse_size) {
   int coalesced = 0;
   sf_status st = sf_coo_check(&site, &coalesced, indices.data_ptr<int64_t>(),
                               indices.size(0), indices.size(1), size.data());
-  if (st == SF_ERR_INDEX_NEGATIVE || st == SF_ERR_INDEX_OUT_OF_RANGE) {
-    TORCH_CHECK(false, "sparsefill: indices[", site.dim, ", ", site.position,
-                "] = ", site.value,
-                st == SF_ERR_INDEX_NEGATIVE ? " is negative"
-                                            : " is out of range for size ",
-                st == SF_ERR_INDEX_NEGATIVE ? std::string()
-                                            : std::to_string(size[site.dim]),
-                " of dimension ", site.dim);
-  }
-  check_status(st, "indices", &site);
+  check_coo_status(st, site, size);
   return coalesced != 0;
 }
 
 static void csr_check(const Tensor& crow_in, const Tensor& col_in,
                       at::IntArrayRef size_in) {
-  auto size = sizes_arg(size_in, "size");
-  TORCH_CHECK(size.size() >= 2, "sparsefill: a CSR tensor needs 2 sparse dimensions, got size ",
-              size_in);
-  Tensor crow = index_arg(crow_in, "crow_indices", 1);
-  Tensor col = index_arg(col_in, "col_indices", 1);
-  TORCH_CHECK(crow_in.scalar_type() == col_in.scalar_type(),
-              "sparsefill: crow_indices and col_indices must have the same dtype, got ",
-              crow_in.scalar_type(), " and ", col_in.scalar_type());
-  TORCH_CHECK(crow.numel() == size[0] + 1, "sparsefill: crow_indices must have length rows + 1 = ",
-              size[0] + 1, ", got ", crow.numel());
+  CsrArgs a = csr_args(crow_in, col_in, size_in, c10::DeviceType::CPU);
   sf_site site{-1, -1, -1};
-  sf_status st = sf_csr_check(&site, crow.data_ptr<int64_t>(), col.data_ptr<int64_t>(),
-                              size[0], size[1], col.numel());
-  switch (st) {
-    case SF_OK: return;
-    case SF_ERR_CROW_FIRST:
-      TORCH_CHECK(false, "sparsefill: crow_indices[0] must be 0, got ", site.value);
-    case SF_ERR_CROW_DECREASING:
-      TORCH_CHECK(false, "sparsefill: crow_indices must be non-decreasing, but crow_indices[",
-                  site.position + 1, "] = ", site.value, " is smaller than the entry before it");
-    case SF_ERR_CROW_LAST:
-      TORCH_CHECK(false, "sparsefill: crow_indices[-1] must equal the number of stored elements (",
-                  col.numel(), " = len(col_indices)), got ", site.value);
-    case SF_ERR_INDEX_NEGATIVE:
-    case SF_ERR_INDEX_OUT_OF_RANGE:
-      TORCH_CHECK(false, "sparsefill: col_indices[", site.position, "] = ", site.value,
-                  " is out of range for ", size[1], " columns");
-    case SF_ERR_COL_UNSORTED:
-      TORCH_CHECK(false, "sparsefill: col_indices must be strictly increasing within each row, "
-                  "but col_indices[", site.position, "] = ", site.value,
-                  " is not (unsorted or duplicate column)");
-    default:
-      check_status(st, "crow_indices/col_indices", &site);
-  }
+  sf_status st = sf_csr_check(&site, a.crow.data_ptr<int64_t>(), a.col.data_ptr<int64_t>(),
+                              a.size[0], a.size[1], a.col.numel());
+  check_csr_status(st, site, a);
 }
 
 static Tensor coo_linearize(const Tensor& indices_in, at::IntArrayRef sparse_size) {
@@ -184,6 +146,21 @@ static std::tuple<Tensor, Tensor, Tensor> union_plan(const Tensor& indices_a,
   return {indices, src_a.narrow(0, 0, n), src_b.narrow(0, 0, n)};
 }
 
+// Through the dispatcher, for composites that run on any device.
+static Tensor linearize_call(const Tensor& indices, at::IntArrayRef sparse_size) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("sparsefill::coo_linearize", "")
+                       .typed<Tensor(const Tensor&, at::IntArrayRef)>();
+  return op.call(indices, sparse_size);
+}
+
+static Tensor delinearize_call(const Tensor& linear, at::IntArrayRef sparse_size) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("sparsefill::coo_delinearize", "")
+                       .typed<Tensor(const Tensor&, at::IntArrayRef)>();
+  return op.call(linear, sparse_size);
+}
+
 // ---- gather_with_fill: fill substitution, differentiable -----------------
 
 static Tensor gather_with_fill_cpu(const Tensor& values_in, const Tensor& fill,
@@ -263,10 +240,7 @@ static Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor
               " rows but size has only ", size.size(), " dimensions");
   auto sparse_size = size.slice(0, sparse_dim);
   auto dense_shape = size.slice(sparse_dim);
-  static auto linearize = c10::Dispatcher::singleton()
-                              .findSchemaOrThrow("sparsefill::coo_linearize", "")
-                              .typed<Tensor(const Tensor&, at::IntArrayRef)>();
-  Tensor linear = linearize.call(indices, sparse_size);
+  Tensor linear = linearize_call(indices, sparse_size);
   int64_t rows = 1;
   for (auto s : sparse_size) rows *= s;
   Tensor out = fill.to(values.scalar_type()).expand(size).clone(at::MemoryFormat::Contiguous);
@@ -321,7 +295,7 @@ static std::tuple<Tensor, Tensor, Tensor> from_dense_kernel(const Tensor& self,
   for (auto s : dense_shape) dense_numel *= s;
   if (self.dim() > sparse_dim) differs = differs.reshape({rows, dense_numel}).any(1);
   Tensor positions = at::nonzero(differs.reshape({-1})).view({-1});
-  Tensor indices = coo_delinearize(positions, self.sizes().slice(0, sparse_dim));
+  Tensor indices = delinearize_call(positions, self.sizes().slice(0, sparse_dim));
   Tensor values = self.reshape(cat_sizes({rows}, dense_shape)).index_select(0, positions);
   return {indices, values.contiguous(), fill.clone()};
 }
@@ -372,7 +346,7 @@ class FromDense : public torch::autograd::Function<FromDense> {
       g_self = at::zeros(cat_sizes({rows}, dense_shape), opts);
     }
     if (nse > 0) {
-      Tensor linear = coo_linearize(indices, sparse_size);
+      Tensor linear = linearize_call(indices, sparse_size);
       Tensor gv = g_values.defined() ? g_values : at::zeros(cat_sizes({nse}, dense_shape), opts);
       g_self = g_self.index_copy(0, linear, gv);
     }

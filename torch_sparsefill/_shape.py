@@ -609,9 +609,9 @@ def chunk(input, chunks, dim=0):
     return split(a, max(-(-n // chunks), 1), dim)
 
 
-def _index_arg(index, n, what, *, wrap=False):
+def _index_arg(index, n, what, *, device, wrap=False):
     if not isinstance(index, torch.Tensor):
-        index = torch.as_tensor(index)
+        index = torch.as_tensor(index, device=device)
     if isinstance(index, SparseFillTensor) or index.layout != torch.strided:
         raise TypeError(f"{what}: index must be a strided tensor")
     if index.dim() > 1:
@@ -621,7 +621,7 @@ def _index_arg(index, n, what, *, wrap=False):
         if index.dim() != 1 or index.numel() != n:
             raise IndexError(f"{what}: a boolean index must be 1-D of the dim's size {n}, got "
                              f"shape {tuple(index.shape)}")
-        return index.nonzero().view(-1)
+        return index.nonzero().view(-1).to(device)
     if index.dtype.is_floating_point or index.dtype.is_complex:
         raise TypeError(f"{what}: index must be an integer tensor, got dtype {index.dtype}")
     index = index.reshape(-1).to(torch.int64)
@@ -630,7 +630,7 @@ def _index_arg(index, n, what, *, wrap=False):
     if index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
         bad = index[(index < 0) | (index >= n)][0]
         raise IndexError(f"{what}: index {int(bad)} is out of bounds for a dim of size {n}")
-    return index
+    return index.to(device)  # a CPU index tensor may select from a CUDA tensor
 
 
 def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
@@ -699,7 +699,7 @@ def index_select(input, dim, index):
     d = _dim(dim, a.dim(), "index_select()")
     if isinstance(index, torch.Tensor) and index.dtype == torch.bool:
         raise TypeError("index_select(): index must be an integer tensor, got dtype torch.bool")
-    return _index_select(a, d, _index_arg(index, a.shape[d], "index_select()"))
+    return _index_select(a, d, _index_arg(index, a.shape[d], "index_select()", device=a.device))
 
 
 # ---- A[...] --------------------------------------------------------------------
@@ -768,7 +768,7 @@ def getitem(input, index):
             stop = None if x.stop is None else _int(x.stop, "__getitem__")
             cur, d = _slice(cur, d, start, stop, step), d + 1
         elif _is_index_tensor(x):
-            idx = _index_arg(x, cur.shape[d], "__getitem__", wrap=True)
+            idx = _index_arg(x, cur.shape[d], "__getitem__", wrap=True, device=cur.device)
             cur, d = _index_select(cur, d, idx), d + 1
         else:
             raise TypeError(f"SparseFillTensor indices must be ints, slices, None, Ellipsis or "

@@ -3,7 +3,9 @@
 // Per op: a kernel (ATen on the values and on the fill, so per-value math runs
 // at ATen's vectorised speed), an autograd Function from the YAML derivatives,
 // and registrations. Value-only kernels are CompositeExplicitAutograd (one
-// kernel for CPU, CUDA and Meta); union kernels need the C core (CPU).
+// kernel for CPU, CUDA and Meta). Union kernels reach the structural ops
+// (union_plan, gather_with_fill) through the dispatcher, so the same kernel
+// serves CPU (the C core) and, in CUDA builds only, CUDA (the CUDA core).
 // NOLINTBEGIN
 #include "../elementwise_support.h"
 
@@ -7152,6 +7154,47 @@ TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("clamp_tensor", &sparsefill::clamp_tensor_kernel);
   m.impl("lerp_tensor", &sparsefill::lerp_tensor_kernel);
 }
+
+#ifdef SPARSEFILL_WITH_CUDA
+TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {
+  m.impl("add", &sparsefill::add_kernel);
+  m.impl("sub", &sparsefill::sub_kernel);
+  m.impl("mul", &sparsefill::mul_kernel);
+  m.impl("div", &sparsefill::div_kernel);
+  m.impl("floor_divide", &sparsefill::floor_divide_kernel);
+  m.impl("remainder", &sparsefill::remainder_kernel);
+  m.impl("fmod", &sparsefill::fmod_kernel);
+  m.impl("pow", &sparsefill::pow_kernel);
+  m.impl("float_power", &sparsefill::float_power_kernel);
+  m.impl("atan2", &sparsefill::atan2_kernel);
+  m.impl("hypot", &sparsefill::hypot_kernel);
+  m.impl("logaddexp", &sparsefill::logaddexp_kernel);
+  m.impl("logaddexp2", &sparsefill::logaddexp2_kernel);
+  m.impl("xlogy", &sparsefill::xlogy_kernel);
+  m.impl("copysign", &sparsefill::copysign_kernel);
+  m.impl("maximum", &sparsefill::maximum_kernel);
+  m.impl("minimum", &sparsefill::minimum_kernel);
+  m.impl("fmax", &sparsefill::fmax_kernel);
+  m.impl("fmin", &sparsefill::fmin_kernel);
+  m.impl("lerp", &sparsefill::lerp_kernel);
+  m.impl("masked_fill", &sparsefill::masked_fill_kernel);
+  m.impl("eq", &sparsefill::eq_kernel);
+  m.impl("ne", &sparsefill::ne_kernel);
+  m.impl("lt", &sparsefill::lt_kernel);
+  m.impl("le", &sparsefill::le_kernel);
+  m.impl("gt", &sparsefill::gt_kernel);
+  m.impl("ge", &sparsefill::ge_kernel);
+  m.impl("logical_and", &sparsefill::logical_and_kernel);
+  m.impl("logical_or", &sparsefill::logical_or_kernel);
+  m.impl("logical_xor", &sparsefill::logical_xor_kernel);
+  m.impl("bitwise_and", &sparsefill::bitwise_and_kernel);
+  m.impl("bitwise_or", &sparsefill::bitwise_or_kernel);
+  m.impl("bitwise_xor", &sparsefill::bitwise_xor_kernel);
+  m.impl("where", &sparsefill::where_kernel);
+  m.impl("clamp_tensor", &sparsefill::clamp_tensor_kernel);
+  m.impl("lerp_tensor", &sparsefill::lerp_tensor_kernel);
+}
+#endif
 
 TORCH_LIBRARY_IMPL(sparsefill, CompositeExplicitAutograd, m) {
   m.impl("add_same", &sparsefill::add_same_kernel);

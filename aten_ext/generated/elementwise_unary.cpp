@@ -3,7 +3,9 @@
 // Per op: a kernel (ATen on the values and on the fill, so per-value math runs
 // at ATen's vectorised speed), an autograd Function from the YAML derivatives,
 // and registrations. Value-only kernels are CompositeExplicitAutograd (one
-// kernel for CPU, CUDA and Meta); union kernels need the C core (CPU).
+// kernel for CPU, CUDA and Meta). Union kernels reach the structural ops
+// (union_plan, gather_with_fill) through the dispatcher, so the same kernel
+// serves CPU (the C core) and, in CUDA builds only, CUDA (the CUDA core).
 // NOLINTBEGIN
 #include "../elementwise_support.h"
 

@@ -529,12 +529,17 @@ def gen_cpp(ops) -> str:
             composite.append(f'  m.impl("{n}", &sparsefill::{n}_kernel);')
             autograd.append(f'  m.impl("{n}", &sparsefill::{n}_autograd);')
     nl = "\n"
+    cuda_block = "" if not cpu else (
+        "\n#ifdef SPARSEFILL_WITH_CUDA\n"
+        "TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {\n" + nl.join(cpu) + "\n}\n#endif\n")
     return f"""// {HEADER}
 //
 // Per op: a kernel (ATen on the values and on the fill, so per-value math runs
 // at ATen's vectorised speed), an autograd Function from the YAML derivatives,
 // and registrations. Value-only kernels are CompositeExplicitAutograd (one
-// kernel for CPU, CUDA and Meta); union kernels need the C core (CPU).
+// kernel for CPU, CUDA and Meta). Union kernels reach the structural ops
+// (union_plan, gather_with_fill) through the dispatcher, so the same kernel
+// serves CPU (the C core) and, in CUDA builds only, CUDA (the CUDA core).
 // NOLINTBEGIN
 #include "../elementwise_support.h"
 
@@ -552,7 +557,7 @@ TORCH_LIBRARY_FRAGMENT(sparsefill, m) {{
 TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {{
 {nl.join(cpu)}
 }}
-
+{cuda_block}
 TORCH_LIBRARY_IMPL(sparsefill, CompositeExplicitAutograd, m) {{
 {nl.join(composite)}
 }}
