@@ -19,6 +19,7 @@ from ._factories import (eliminate_fill, fill_value, full, ones, sparse_coo_tens
                          sparse_csr_tensor, to_sparse, zeros)
 from ._interop import from_pydata, from_scipy
 from . import _fake, _routing  # noqa: F401  -- fake kernels; routing tables
+from . import _reductions  # noqa: F401  -- softmax and reductions (routes)
 
 # torch.load(weights_only=True), the default, may rebuild our tensors: the
 # rebuild function validates its input like the public constructors.
