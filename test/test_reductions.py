@@ -365,3 +365,26 @@ def test_real_matrices(path):
             close(A.var(d), D.var(d))
         close(A.mean(), D.mean())
         close(torch.logsumexp(A, (0, 1)), torch.logsumexp(D, (0, 1)))
+
+
+def test_one_thread_and_two_agree():
+    A = random_tensor("random", 0.5, torch.sparse_csr, size=(3000, 200), seed=2)  # several chunks
+    old = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append([dense(torch.softmax(A, 1)), dense(A.sum(1)), dense(A.amax(0)),
+                            dense(torch.log_softmax(A, 0))])
+    finally:
+        torch.set_num_threads(old)
+    for x, y in zip(*results):
+        assert torch.equal(x, y)
+
+
+def test_half_precision_computes_in_float():
+    A = random_tensor("random", 0.5, dtype=torch.float16)
+    D = A.to_dense().float()
+    close(torch.softmax(A, 1), torch.softmax(D, 1).half(), atol=1e-3, rtol=1e-3)
+    close(A.sum(0), D.sum(0).half(), atol=1e-2, rtol=1e-3)
+    close(A.amax(1), D.amax(1).half())
