@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_sparsefill as sf
-from sf_testing import CASES, LAYOUTS, MATRICES, assert_dense_equal, case_id, random_tensor
+from sf_testing import CASES, LAYOUTS, MATRICES, case_id, random_tensor
 
 
 def dense(x):

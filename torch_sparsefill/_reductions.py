@@ -19,7 +19,7 @@ fill ``exp(f - m_i) / Z_i``: a per-slice fill (RFC.md 1.5).
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Sequence
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -287,7 +287,7 @@ def _seg_sum(v, f, seg_ptr, n):
     return _ops.seg_reduce(v, f, seg_ptr, n, "sum")
 
 
-def _sum_core(dtype=None):
+def _sum_core():
     def dense(x, dims):
         return x.sum(dims, keepdim=True)
     core = _dense_then(_seg_sum, dense)
