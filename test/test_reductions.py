@@ -85,7 +85,7 @@ def test_softmax_minus_inf_fill_reproduces_torch_sparse_softmax(layout, dim):
     mask = torch.rand(6, 8, generator=g) < 0.4
     mask[:, 0] = mask[0, :] = True  # no empty slice along either dim
     N = (torch.randn(6, 8, generator=g, dtype=torch.float64) * mask).to_sparse().coalesce()
-    N = torch.sparse_coo_tensor(N.indices(), N.values() + 3, N.shape).coalesce()
+    N = torch.sparse_coo_tensor(N.indices(), N.values() + 3, N.shape, check_invariants=True).coalesce()
     A = sf.to_sparse(N, fill_value=-math.inf, layout=layout)
     for ours, theirs in ((torch.sparse.softmax, torch.sparse.softmax),
                          (torch.sparse.log_softmax, torch.sparse.log_softmax)):
@@ -388,3 +388,26 @@ def test_half_precision_computes_in_float():
     close(torch.softmax(A, 1), torch.softmax(D, 1).half(), atol=1e-3, rtol=1e-3)
     close(A.sum(0), D.sum(0).half(), atol=1e-2, rtol=1e-3)
     close(A.amax(1), D.amax(1).half())
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_reductions_compact_plan_for_many_empty_slices(layout):
+    """Far more kept positions than stored elements: one segment per
+    non-empty slice only (the compact plan)."""
+    g = torch.Generator().manual_seed(0)
+    for shape, dense_shape in (((1000, 3), ()), ((3, 1000), ()), ((400, 2), (2,))):
+        idx = torch.stack([torch.randint(0, shape[0], (12,), generator=g),
+                           torch.randint(0, shape[1], (12,), generator=g)])
+        v = torch.randn((12,) + dense_shape, generator=g, dtype=torch.float64)
+        A = sf.sparse_coo_tensor(idx, v, shape + dense_shape, fill_value=0.5).coalesce()
+        A = A.to_sparse(layout=layout)
+        D = A.to_dense()
+        for dim in (0, 1):
+            for keepdim in (False, True):
+                for name in ("sum", "amax", "var", "logsumexp", "prod", "mean"):
+                    close(getattr(torch, name)(A, dim, keepdim=keepdim),
+                          getattr(torch, name)(D, dim, keepdim=keepdim))
+        B = A.to_sparse_coo()
+        vv = B.values().detach().clone().requires_grad_()
+        ff = B._fill_value().detach().clone().requires_grad_()
+        assert torch.autograd.gradcheck(lambda vv, ff: dense(B._with(vv, ff).var(1)), (vv, ff))
