@@ -479,8 +479,32 @@ std::tuple<Tensor, Tensor> seg_softmax_backward_call(const Tensor& out, const Te
   return op.call(out, out_fill, g, g_fill, seg_ptr, n, log);
 }
 
-// The backward is itself made of differentiable ops only where cheap; second
-// derivatives are not provided (torch.autograd raises if asked).
+// Softmax backward from differentiable ops (segment sums and gathers), used
+// when a graph of the backward is being recorded (double backward). Softmax:
+// dot = sum over the slice of g*y, g_x = y (g - dot), and the fill (standing
+// for u elements, g_fill their summed gradient) gets y_f (g_fill - u dot).
+// log_softmax: S = sum of g, g_x = g - exp(y) S, fill: g_fill - u exp(y_f) S.
+std::tuple<Tensor, Tensor> seg_softmax_backward_composite(const Tensor& out,
+                                                          const Tensor& out_fill,
+                                                          const Tensor& g, const Tensor& g_fill,
+                                                          const Tensor& seg_ptr, int64_t n,
+                                                          bool log) {
+  Tensor rows = row_segments(seg_ptr, out.size(0));
+  Tensor u = unspecified_counts(seg_ptr, n).unsqueeze(1).to(g.scalar_type());
+  Tensor has = u > 0;
+  Tensor per = at::where(has, u, at::ones_like(u));  // the fill row stands for u elements
+  Tensor elem = log ? g : g * out;
+  Tensor fill_elem = at::where(has, (log ? g_fill : g_fill * out_fill) / per,
+                               at::zeros_like(g_fill));
+  Tensor acc = seg_reduce_call(elem, fill_elem, seg_ptr, n, "sum");
+  Tensor acc_rows = acc.index_select(0, rows);
+  Tensor gv = log ? g - at::exp(out) * acc_rows : out * (g - acc_rows);
+  Tensor gf = log ? g_fill - u * at::exp(out_fill) * acc : out_fill * (g_fill - u * acc);
+  return {gv, at::where(has, gf, at::zeros_like(gf))};
+}
+
+// The backward runs in the C core; when a graph of it is wanted
+// (create_graph, double backward) the composite above runs instead.
 class SegSoftmaxFunction : public torch::autograd::Function<SegSoftmaxFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const Tensor& values, const Tensor& fill,
@@ -496,10 +520,13 @@ class SegSoftmaxFunction : public torch::autograd::Function<SegSoftmaxFunction> 
     auto s = ctx->get_saved_variables();
     const Tensor &fill = s[0], &seg_ptr = s[1], &out = s[2], &out_fill = s[3];
     Tensor g = defined_or_zeros(grads[0], out), g_fill = defined_or_zeros(grads[1], out_fill);
-    at::AutoDispatchBelowADInplaceOrView guard;
-    auto [gv, gf] = seg_softmax_backward_call(out, out_fill, g, g_fill, seg_ptr,
-                                              ctx->saved_data["n"].toInt(),
-                                              ctx->saved_data["log"].toBool());
+    const int64_t n = ctx->saved_data["n"].toInt();
+    const bool log = ctx->saved_data["log"].toBool();
+    if (at::GradMode::is_enabled()) {
+      auto [gv, gf] = seg_softmax_backward_composite(out, out_fill, g, g_fill, seg_ptr, n, log);
+      return {gv, fill_grad_rows(gf, fill), Tensor(), Tensor(), Tensor()};
+    }
+    auto [gv, gf] = seg_softmax_backward_call(out, out_fill, g, g_fill, seg_ptr, n, log);
     return {gv, fill_grad_rows(gf, fill), Tensor(), Tensor(), Tensor()};
   }
 

@@ -120,6 +120,9 @@ def test_softmax_gradcheck(pattern, layout):
     for fn in (torch.softmax, torch.log_softmax):
         for d in range(A.dim()):
             assert torch.autograd.gradcheck(lambda v, f: fn(A._with(v, f), d).to_dense(), (v, f))
+        if pattern == "random":  # second derivatives (the composite backward)
+            assert torch.autograd.gradgradcheck(
+                lambda v, f: fn(A._with(v, f), 0).to_dense(), (v, f))
     # a per-slice input fill (softmax of a softmax) and gradients through it
     assert torch.autograd.gradcheck(
         lambda v, f: torch.log_softmax(torch.softmax(A._with(v, f), 1) * 3, 1).to_dense(), (v, f))
@@ -278,6 +281,9 @@ def test_reductions_gradcheck(pattern, layout):
                                torch.prod(A._with(v, f))), (v, f))
     for fn in (torch.max, torch.min):
         assert torch.autograd.gradcheck(lambda v, f: dense(fn(A._with(v, f), 1).values), (v, f))
+    if pattern == "random":
+        for fn in (lambda X: X.sum(0), lambda X: X.var(1), lambda X: X.logsumexp(0)):
+            assert torch.autograd.gradgradcheck(lambda v, f: dense(fn(A._with(v, f))), (v, f))
 
 
 def test_prod_gradient_with_zeros():
