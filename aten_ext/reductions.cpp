@@ -64,11 +64,12 @@ std::tuple<Tensor, Tensor, Tensor> slice_plan(const Tensor& indices_in, at::IntA
     return {at::tensor({(int64_t)0, nse}, opts), at::empty({0}, opts),
             compact ? at::zeros({1}, opts) : at::empty({0}, opts)};
   }
-  // Linear index of each element's slice: with one leading kept dim (rows of
-  // a matrix) that is the index row itself, read in place.
+  // Linear index of each element's slice: with one kept dim (rows or columns
+  // of a matrix) that is its index row itself, read in place; the sort or
+  // the crow builder below range-checks it.
   Tensor lin = at::zeros({nse}, opts);
-  if (kept_dims.size() == 1 && kept_dims[0] == 0) {
-    lin = indices.select(0, 0).contiguous();
+  if (kept_dims.size() == 1) {
+    lin = indices.select(0, kept_dims[0]).contiguous();
   } else if (nse > 0) {
     Tensor kept_idx = indices.index_select(0, at::tensor(kept_dims, opts)).contiguous();
     check_status(sf_coo_linearize(lin.data_ptr<int64_t>(), kept_idx.data_ptr<int64_t>(),
