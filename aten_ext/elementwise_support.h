@@ -35,14 +35,32 @@ inline Tensor call_gather_with_fill(const Tensor& values, const Tensor& fill, co
   return op.call(values, fill, src);
 }
 
+// A fill broadcasts to the dense part, or is a per-slice fill (RFC.md 1.5)
+// whose trailing dims do: per-value math then broadcasts it unchanged.
 inline void check_unary_args(const Tensor& values, const Tensor& fill) {
   TORCH_CHECK(values.dim() >= 1, "sparsefill: values must have a leading nse dimension, got shape ",
               values.sizes());
-  TORCH_CHECK(broadcasts_to(fill.sym_sizes(), values.sym_sizes().slice(1)),
-              "sparsefill: fill of shape ", fill.sym_sizes(),
-              " is not broadcastable to the dense part ", values.sym_sizes().slice(1));
+  auto dense = values.sym_sizes().slice(1);
+  const bool ok = broadcasts_to(fill.sym_sizes(), dense) ||
+                  (fill.dim() > (int64_t)dense.size() &&
+                   broadcasts_to(fill.sym_sizes().slice(fill.dim() - dense.size()), dense));
+  TORCH_CHECK(ok, "sparsefill: fill of shape ", fill.sym_sizes(),
+              " is neither broadcastable to the dense part ", dense,
+              " nor a per-slice fill whose trailing dims are");
   TORCH_CHECK(fill.device() == values.device(), "sparsefill: fill is on ", fill.device(),
               " but values are on ", values.device());
+}
+
+// One operand's elements on the union pattern `indices`: its stored rows
+// where src >= 0, its fill elsewhere. A dense-part fill is one row (the C
+// core's gather); a per-slice fill is read at each position (RFC.md 1.5).
+inline Tensor on_union(const Tensor& values, const Tensor& fill, const Tensor& src,
+                       const Tensor& indices) {
+  if (!is_per_slice_fill(fill, values)) return call_gather_with_fill(values, fill, src);
+  Tensor out = fill_rows_at(fill.to(values.scalar_type()), indices, values.sizes().slice(1))
+                   .contiguous();
+  Tensor stored = at::nonzero(src >= 0).view(-1);
+  return out.index_copy(0, stored, values.index_select(0, src.index_select(0, stored)));
 }
 
 // Operands of a binary op, aligned on one pattern.
@@ -71,8 +89,8 @@ inline Aligned align_binary(const Tensor& indices_a, const Tensor& values_a, con
               "sparsefill: operands' dense parts ", values_a.sym_sizes().slice(1), " and ",
               values_b.sym_sizes().slice(1), " must both equal ", size.slice(sparse_dim));
   auto [indices, src_a, src_b] = call_union_plan(indices_a, indices_b, size.slice(0, sparse_dim));
-  return {indices, call_gather_with_fill(values_a, fill_a, src_a),
-          call_gather_with_fill(values_b, fill_b, src_b), src_a, src_b};
+  return {indices, on_union(values_a, fill_a, src_a, indices),
+          on_union(values_b, fill_b, src_b, indices), src_a, src_b};
 }
 
 // Three patterns on their union: the union's indices and, per operand, where
@@ -99,14 +117,19 @@ inline std::tuple<Tensor, Tensor, Tensor, Tensor> align_ternary(const Tensor& ia
 // Gradient on the union pattern `g_union` of one operand, split back onto
 // that operand: its stored elements get their rows; rows where its fill stood
 // in add to the fill's gradient (the union-pattern term of RFC.md).
+// A per-slice fill takes each row's gradient at that row's slot (`indices`:
+// the union pattern).
 inline std::pair<Tensor, Tensor> split_union_grad(const Tensor& g_union, const Tensor& src,
                                                   const Tensor& g_fill_from_fill,
-                                                  const Tensor& fill) {
+                                                  const Tensor& fill, const Tensor& indices) {
   Tensor stored = at::nonzero(src >= 0).view(-1);
   Tensor from_fill = at::nonzero(src < 0).view(-1);
   Tensor g_values = g_union.index_select(0, stored);
-  Tensor g_fill = grad_to(g_fill_from_fill, fill) +
-                  grad_to(g_union.index_select(0, from_fill).sum(0), fill);
+  Tensor g_rows = g_union.index_select(0, from_fill);
+  Tensor g_subst = fill.dim() > g_union.dim() - 1
+                       ? fill_rows_grad(g_rows, fill, indices.index_select(1, from_fill))
+                       : grad_to(g_rows.sum(0), fill);
+  Tensor g_fill = grad_to(g_fill_from_fill, fill) + g_subst;
   return {g_values, g_fill};
 }
 

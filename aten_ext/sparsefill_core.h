@@ -250,6 +250,99 @@ sf_status sf_csr_transpose(int64_t *crow_t, int64_t *col_t, int64_t *perm, const
 
 /* ---- softmax and reductions (sf_reduce.c) ------------------------------- */
 
+/* Segments for a reduction (RFC.md 6). A segment s is one slice: the stored
+ * rows values[seg_ptr[s] .. seg_ptr[s+1]) -- each row `w` wide (the flattened
+ * dense part, row-major [nse x w]) -- plus u_s = n - (seg_ptr[s+1] -
+ * seg_ptr[s]) unspecified elements equal to the segment's fill row
+ * fill[s * fill_stride .. + w) (fill_stride 0: one fill row for all, w: one
+ * per segment). n is the slice length, the same for every segment.
+ * Each function handles segments [seg_begin, seg_end) and writes only their
+ * outputs (rows s * w of per-segment outputs, their own stored rows of
+ * per-element outputs), so the caller may split segment ranges across
+ * threads. Errors: SF_ERR_NULL_POINTER, SF_ERR_NEGATIVE_SIZE,
+ * SF_ERR_NOT_COALESCED if seg_ptr decreases, SF_ERR_INVALID_ARGUMENT if a
+ * segment stores more than n rows. Deterministic. */
+
+/* Counting sort of segment ids: perm [nse] lists the elements segment by
+ * segment (stable: original order within a segment); seg_ptr [nseg + 1].
+ * Errors: SF_ERR_INDEX_OUT_OF_RANGE for an id outside [0, nseg). */
+sf_status sf_segment_sort(int64_t *perm, int64_t *seg_ptr, const int64_t *segment, int64_t nse,
+                          int64_t nseg);
+
+/* out [nseg x w] (overwritten, rows seg_begin..seg_end) = sum over the slice,
+ * the fill counted u_s times (not at all when u_s == 0, so a fully stored
+ * slice never sees an infinite fill). Floats accumulate in double. */
+sf_status sf_seg_sum_f64(double *out, const double *values, const double *fill,
+                         int64_t fill_stride, const int64_t *seg_ptr, int64_t seg_begin,
+                         int64_t seg_end, int64_t w, int64_t n);
+sf_status sf_seg_sum_f32(float *out, const float *values, const float *fill, int64_t fill_stride,
+                         const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end, int64_t w,
+                         int64_t n);
+sf_status sf_seg_sum_i64(int64_t *out, const int64_t *values, const int64_t *fill,
+                         int64_t fill_stride, const int64_t *seg_ptr, int64_t seg_begin,
+                         int64_t seg_end, int64_t w, int64_t n);
+
+/* out [nseg x w] = product over the slice: prod(values) * fill^u_s. */
+sf_status sf_seg_prod_f64(double *out, const double *values, const double *fill,
+                          int64_t fill_stride, const int64_t *seg_ptr, int64_t seg_begin,
+                          int64_t seg_end, int64_t w, int64_t n);
+sf_status sf_seg_prod_f32(float *out, const float *values, const float *fill, int64_t fill_stride,
+                          const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end, int64_t w,
+                          int64_t n);
+
+/* Max (is_min = 0) or min over the slice, NaN propagating as in torch.
+ * out [nseg x w] the value; winner [nseg x w] (may be NULL) the stored row
+ * that gives it, or -1 when an unspecified element does; index [nseg x w]
+ * (may be NULL) its coordinate along the reduced dim. `coord` [nse] (may be
+ * NULL when index is NULL) gives each stored row's coordinate along that
+ * dim, strictly increasing within a segment; ties go to the first
+ * occurrence, unspecified positions included (the first coordinate missing
+ * from the segment). Without coord, a tie between stored and fill goes to
+ * the stored row. A slice with n == 0 yields winner -1 and an undefined
+ * value (the caller refuses empty slices, as torch does). */
+sf_status sf_seg_max_f64(double *out, int64_t *winner, int64_t *index, const double *values,
+                         const double *fill, int64_t fill_stride, const int64_t *coord,
+                         const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end, int64_t w,
+                         int64_t n, int is_min);
+sf_status sf_seg_max_f32(float *out, int64_t *winner, int64_t *index, const float *values,
+                         const float *fill, int64_t fill_stride, const int64_t *coord,
+                         const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end, int64_t w,
+                         int64_t n, int is_min);
+sf_status sf_seg_max_i64(int64_t *out, int64_t *winner, int64_t *index, const int64_t *values,
+                         const int64_t *fill, int64_t fill_stride, const int64_t *coord,
+                         const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end, int64_t w,
+                         int64_t n, int is_min);
+
+/* Softmax (log_softmax = 0) or log_softmax along each slice, per column:
+ * m = max(values, fill if u_s > 0), z = sum(exp(values - m)) + u_s exp(fill - m).
+ * out_values [nse x w] for the stored rows; out_fill [nseg x w] the value of
+ * the slice's unspecified elements, 0 when u_s == 0 (it covers nothing).
+ * An all -inf slice gives NaN, as the dense softmax does. */
+sf_status sf_seg_softmax_f64(double *out_values, double *out_fill, const double *values,
+                             const double *fill, int64_t fill_stride, const int64_t *seg_ptr,
+                             int64_t seg_begin, int64_t seg_end, int64_t w, int64_t n,
+                             int log_softmax);
+sf_status sf_seg_softmax_f32(float *out_values, float *out_fill, const float *values,
+                             const float *fill, int64_t fill_stride, const int64_t *seg_ptr,
+                             int64_t seg_begin, int64_t seg_end, int64_t w, int64_t n,
+                             int log_softmax);
+
+/* Backward of sf_seg_softmax_*: from its outputs (out_values, out_fill) and
+ * their gradients (g_values [nse x w]; g_fill [nseg x w], the summed gradient
+ * of the u_s unspecified outputs), grad_values [nse x w] and grad_fill
+ * [nseg x w] (the summed gradient of the u_s unspecified inputs; 0 when
+ * u_s == 0). */
+sf_status sf_seg_softmax_backward_f64(double *grad_values, double *grad_fill,
+                                      const double *out_values, const double *out_fill,
+                                      const double *g_values, const double *g_fill,
+                                      const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end,
+                                      int64_t w, int64_t n, int log_softmax);
+sf_status sf_seg_softmax_backward_f32(float *grad_values, float *grad_fill,
+                                      const float *out_values, const float *out_fill,
+                                      const float *g_values, const float *g_fill,
+                                      const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end,
+                                      int64_t w, int64_t n, int log_softmax);
+
 
 
 /* ---- shape and indexing (sf_shape.c) ------------------------------------ */

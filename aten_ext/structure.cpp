@@ -259,6 +259,8 @@ static std::tuple<Tensor, Tensor> eliminate_fill(const Tensor& indices, const Te
               "got ", indices.sizes(), " and ", values.sizes());
   Tensor v = values.detach();
   Tensor f = fill.detach().to(v.scalar_type());
+  // A per-slice fill is compared with each stored row's own fill.
+  if (is_per_slice_fill(f, v)) f = fill_rows_at(f, indices, v.sizes().slice(1));
   Tensor same = at::eq(v, f);
   if (at::isFloatingType(v.scalar_type()) || at::isComplexType(v.scalar_type())) {
     same = at::logical_or(same, at::logical_and(at::isnan(v), at::isnan(f)));
@@ -279,9 +281,14 @@ static std::tuple<Tensor, Tensor, Tensor> from_dense_kernel(const Tensor& self,
   TORCH_CHECK(sparse_dim >= 0 && sparse_dim <= self.dim(), "sparsefill: sparse_dim must be in [0, ",
               self.dim(), "], got ", sparse_dim);
   auto dense_shape = self.sizes().slice(sparse_dim);
-  TORCH_CHECK(broadcasts_to(fill_in.sizes(), dense_shape),
+  // A dense-part fill, or a per-slice fill of full rank (RFC.md 1.5): either
+  // way `self != fill` broadcasts element by element.
+  TORCH_CHECK(broadcasts_to(fill_in.sizes(), dense_shape) ||
+                  (sparse_dim > 0 && fill_in.dim() == self.dim() &&
+                   broadcasts_to(fill_in.sizes(), self.sizes())),
               "sparsefill: fill_value of shape ", fill_in.sizes(),
-              " is not broadcastable to the dense part's shape ", dense_shape);
+              " is not broadcastable to the dense part's shape ", dense_shape,
+              " nor a per-slice fill broadcastable to ", self.sizes());
   Tensor fill = fill_in.to(self.scalar_type());
   // x != fill decides alone unless the fill holds a NaN (NaN != NaN is true).
   const bool nan_fill = (at::isFloatingType(self.scalar_type()) ||
@@ -320,6 +327,7 @@ class FromDense : public torch::autograd::Function<FromDense> {
     ctx->save_for_backward({indices});
     ctx->saved_data["self_sizes"] = self.sizes().vec();
     ctx->saved_data["sparse_dim"] = sparse_dim;
+    ctx->saved_data["fill_sizes"] = fill_out.sizes().vec();
     ctx->mark_non_differentiable({indices});
     return {indices, values, fill_out};
   }
@@ -339,7 +347,15 @@ class FromDense : public torch::autograd::Function<FromDense> {
     auto opts = g_values.defined() ? g_values.options() : g_fill.options();
     Tensor g_self;
     const int64_t unspecified = rows - nse;
-    if (g_fill.defined() && unspecified > 0 && dense_numel > 0) {
+    auto fill_sizes = ctx->saved_data["fill_sizes"].toIntVector();
+    if (g_fill.defined() && (int64_t)fill_sizes.size() > (int64_t)dense_shape.size()) {
+      // Per-slice fill: each fill element's gradient is shared among the
+      // unspecified elements it covers, counted per element.
+      Tensor cover = at::ones(cat_sizes({rows}, dense_shape), opts);
+      if (nse > 0) cover.index_fill_(0, coo_linearize(indices, sparse_size), 0);
+      Tensor count = at::sum_to(cover.view(sizes), fill_sizes).clamp_min(1);
+      g_self = (g_fill / count).expand(sizes).contiguous().view(cat_sizes({rows}, dense_shape));
+    } else if (g_fill.defined() && unspecified > 0 && dense_numel > 0) {
       const int64_t per_fill_element = unspecified * (dense_numel / std::max<int64_t>(g_fill.numel(), 1));
       g_self = (g_fill / per_fill_element).expand(dense_shape).expand(cat_sizes({rows}, dense_shape)).clone();
     } else {

@@ -250,6 +250,55 @@ def products_rows(quick: bool):
            "torch CSR @ CSR (fill 0)", lambda: PNc @ QNc)
 
 
+def stratified(m, n, k, fill, seed=0, dtype=torch.float32):
+    """(SparseFillTensor, native COO): m x n with k stored per row, in k
+    column bands (sorted, unique) -- a large pattern built without an m*n
+    permutation."""
+    g = torch.Generator().manual_seed(seed)
+    band = n // k
+    cols = (torch.randint(0, band, (m, k), generator=g) + torch.arange(k) * band).reshape(-1)
+    idx = torch.stack([torch.arange(m).repeat_interleave(k), cols])
+    values = torch.randn(m * k, generator=g, dtype=dtype)
+    A = sf.sparse_coo_tensor(idx, values, (m, n), fill_value=fill)
+    native = torch.sparse_coo_tensor(idx, values, (m, n), check_invariants=False).coalesce()
+    return A, native
+
+
+def reduction_rows(quick: bool):
+    """Softmax and reductions (RFC.md 6) against torch.sparse.softmax /
+    torch.sparse.sum on the same native tensor, and dense softmax at 1%."""
+    m, k = (10_000, 100) if quick else (100_000, 100)  # 1M or 10M stored
+    A, N = stratified(m, 10_000, k, -float("inf"))
+    label = f"{m * k // 1_000_000}M stored"
+    yield (f"softmax dim 1, {label}, fill -inf", lambda: torch.softmax(A, 1),
+           "torch.sparse.softmax", lambda: torch.sparse.softmax(N, 1))
+    C = A.to_sparse_csr()
+    yield (f"softmax dim 1 CSR, {label}, fill -inf", lambda: torch.softmax(C, 1),
+           "torch.sparse.softmax (COO)", lambda: torch.sparse.softmax(N, 1))
+    A5 = A._with(A._values(), torch.tensor(0.5))
+    yield (f"softmax dim 1, {label}, fill 0.5", lambda: torch.softmax(A5, 1),
+           "torch.sparse.softmax", lambda: torch.sparse.softmax(N, 1))
+    yield (f"softmax dim 0, {label}, fill 0.5", lambda: torch.softmax(A5, 0),
+           "torch.sparse.softmax", lambda: torch.sparse.softmax(N, 0))
+    yield (f"log_softmax dim 1, {label}, fill 0.5", lambda: torch.log_softmax(A5, 1),
+           "torch.sparse.log_softmax", lambda: torch.sparse.log_softmax(N, 1))
+    yield (f"sum dim 1, {label}, fill 0.5", lambda: A5.sum(1),
+           "torch.sparse.sum", lambda: torch.sparse.sum(N, 1))
+    yield (f"sum dim 0, {label}, fill 0.5", lambda: A5.sum(0),
+           "torch.sparse.sum", lambda: torch.sparse.sum(N, 0))
+    yield (f"amax dim 1, {label}, fill 0.5", lambda: A5.amax(1),
+           "torch.sparse.sum", lambda: torch.sparse.sum(N, 1))
+    yield (f"sum all, {label}, fill 0.5", lambda: A5.sum(),
+           "torch.sparse.sum", lambda: torch.sparse.sum(N))
+    # 1% density against the dense softmax of the same (dense) matrix
+    S, _ = stratified(10_000 if not quick else 2_000, 10_000 if not quick else 2_000, 100 if not
+                      quick else 20, 0.5, seed=4)
+    DS = S.to_dense()
+    yield ("softmax dim 1, 1% of 10000x10000, fill 0.5" if not quick else
+           "softmax dim 1, 1% of 2000x2000, fill 0.5", lambda: torch.softmax(S, 1),
+           "dense torch.softmax", lambda: torch.softmax(DS, 1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -262,7 +311,8 @@ def main() -> None:
     print("-" * len(header))
     notes = []
     for name, ours, anchor_name, anchor, *elements in itertools.chain(rows(args.quick),
-                                                                      products_rows(args.quick)):
+                                                                      products_rows(args.quick),
+                                                                      reduction_rows(args.quick)):
         if args.rows not in name:
             continue
         t_ours, t_anchor = timeit(ours), timeit(anchor)

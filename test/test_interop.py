@@ -88,6 +88,10 @@ def test_differential_against_pydata(fill, layout):
         (-s1, -A),
         (s1 * 3.0, A * 3.0),
         (s1 + s2, A + B),
+        # reductions: pydata also keeps the fill of a reduced slice (n * fill for a sum)
+        (s1.sum(axis=1), A.sum(1)),
+        (s1.max(axis=0), A.amax(0)),
+        (s1.prod(axis=1), A.prod(1)),
     ]
     for expected, ours in cases:
         np.testing.assert_allclose(ours.to_dense().numpy(), expected.todense(), rtol=1e-12)

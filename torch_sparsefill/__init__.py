@@ -21,6 +21,7 @@ from ._interop import from_pydata, from_scipy
 from . import _fake, _routing  # noqa: F401  -- fake kernels; routing tables
 from . import _shape  # noqa: F401  -- shape and indexing routes
 from . import _products  # noqa: F401  -- matrix products: routes and fake kernels
+from . import _reductions  # noqa: F401  -- softmax and reductions (routes)
 
 # torch.load(weights_only=True), the default, may rebuild our tensors: the
 # rebuild function validates its input like the public constructors.

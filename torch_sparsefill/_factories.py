@@ -59,9 +59,12 @@ def _scalar_castable(x, dtype: torch.dtype) -> bool:
     return torch.can_cast(_SCALAR_DTYPE[kind], dtype)
 
 
-def _as_fill(fill_value, dtype: torch.dtype, device, dense_shape) -> torch.Tensor:
+def _as_fill(fill_value, dtype: torch.dtype, device, dense_shape, size=None) -> torch.Tensor:
     """The stored fill: a tensor of `dtype` on `device`, broadcastable to the
-    dense part (RFC points 5 and 6). Differentiable when given a tensor."""
+    dense part (RFC points 5 and 6) or, given the full `size`, a per-slice fill
+    (RFC.md 1.5) of rank len(size) that broadcasts to `size`. A per-slice fill
+    whose sparse dims all have size 1 is stored in the dense-part form.
+    Differentiable when given a tensor."""
     if fill_value is None:
         return torch.zeros((), dtype=dtype, device=device)
     if isinstance(fill_value, torch.Tensor):
@@ -79,10 +82,23 @@ def _as_fill(fill_value, dtype: torch.dtype, device, dense_shape) -> torch.Tenso
             raise TypeError(f"fill_value {fill_value!r} ({type(fill_value).__name__}) cannot be "
                             f"cast to the tensor's dtype {dtype}")
         fill = torch.tensor(fill_value, dtype=dtype, device=device)
+    dense_shape = tuple(dense_shape)
+    if size is not None and fill.dim() > len(dense_shape):
+        size = tuple(size)
+        sparse_dim = len(size) - len(dense_shape)
+        if sparse_dim < 1 or fill.dim() != len(size) or not _broadcasts_to(fill.shape, size):
+            raise ValueError(f"fill_value of shape {tuple(fill.shape)} is neither broadcastable "
+                             f"to the dense part's shape {dense_shape} nor a per-slice fill: "
+                             f"that has the tensor's {len(size)} dimensions and broadcasts to "
+                             f"its size {size} (RFC.md 1.5)")
+        if all(s == 1 for s in fill.shape[:sparse_dim]):
+            fill = fill.reshape(fill.shape[sparse_dim:])  # constant over the sparse dims
+        return fill.to(dtype)
     if not _broadcasts_to(fill.shape, dense_shape):
         raise ValueError(f"fill_value of shape {tuple(fill.shape)} is not broadcastable to the "
-                         f"dense part's shape {tuple(dense_shape)} (RFC point 5: the fill has "
-                         f"the shape of the dense part, or a shape that broadcasts to it)")
+                         f"dense part's shape {dense_shape} (RFC point 5: the fill has "
+                         f"the shape of the dense part, or a shape that broadcasts to it; "
+                         f"a per-slice fill has the tensor's full rank, RFC.md 1.5)")
     return fill.to(dtype)
 
 
@@ -121,8 +137,10 @@ def sparse_coo_tensor(indices, values, size=None, *, fill_value=None, dtype=None
             summed by ``coalesce()``.
         values: tensor (nse, *dense_shape).
         size: the full shape; inferred from indices and values when None.
-        fill_value: number or tensor broadcastable to the dense part (RFC 5, 6);
-            default 0. A tensor that requires grad receives the fill gradient.
+        fill_value: number or tensor broadcastable to the dense part (RFC 5, 6),
+            or a per-slice fill of full rank (RFC.md 1.5, e.g. shape (m, 1) for one
+            fill per row); default 0. A tensor that requires grad receives the
+            fill gradient.
         requires_grad: make values and fill autograd leaves.
 
     Example::
@@ -156,7 +174,7 @@ def sparse_coo_tensor(indices, values, size=None, *, fill_value=None, dtype=None
         raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
                          f"dimensions {size[sparse_dim:]}")
     coalesced = _ops.coo_check(indices.cpu(), list(size[:sparse_dim]))
-    fill = _as_fill(fill_value, values.dtype, values.device, dense_shape)
+    fill = _as_fill(fill_value, values.dtype, values.device, dense_shape, size)
     values, fill = _leafify(values, fill, requires_grad)
     return SparseFillTensor(torch.sparse_coo, size, values, fill, indices=indices.contiguous(),
                             coalesced=coalesced)
@@ -205,7 +223,7 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, fill_valu
         raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
                          f"dimensions {size[2:]}")
     _ops.csr_check(crow.cpu(), col.cpu(), list(size[:2]))
-    fill = _as_fill(fill_value, values.dtype, values.device, dense_shape)
+    fill = _as_fill(fill_value, values.dtype, values.device, dense_shape, size)
     values, fill = _leafify(values, fill, requires_grad)
     return SparseFillTensor(torch.sparse_csr, size, values, fill, crow=crow.contiguous(),
                             col=col.contiguous())
@@ -235,8 +253,9 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0) -> SparseFillTens
             torch.sparse_coo, torch.sparse_csr) else torch.sparse_coo
     if isinstance(x, SparseFillTensor):
         if fill_value is not None:
-            same = torch.equal(torch.as_tensor(fill_value, dtype=x.dtype, device=x.device)
-                               .expand(x.fill_value().shape), x.fill_value())
+            given, own = torch.broadcast_tensors(
+                torch.as_tensor(fill_value, dtype=x.dtype, device=x.device), x.fill_value())
+            same = torch.equal(given, own)
             if not same:
                 raise ValueError("to_sparse(fill_value=...): x is already a SparseFillTensor "
                                  "with another fill; changing the fill is not a conversion "
@@ -257,7 +276,8 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0) -> SparseFillTens
     if not 0 <= dense_dim <= x.dim():
         raise ValueError(f"dense_dim must be in [0, {x.dim()}], got {dense_dim}")
     sparse_dim = x.dim() - dense_dim
-    fill = _as_fill(fill_value, x.dtype, x.device, tuple(x.shape[sparse_dim:]))
+    fill = _as_fill(fill_value, x.dtype, x.device, tuple(x.shape[sparse_dim:]),
+                    tuple(x.shape) if sparse_dim > 0 else None)
     if fill.requires_grad:
         # The fill is the value x has on its unspecified set: a constant here.
         fill = fill.detach()

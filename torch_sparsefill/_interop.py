@@ -23,6 +23,10 @@ def _scalar_fill(A: SparseFillTensor, where: str):
     if A.dense_dim() != 0:
         raise NotImplementedError(f"{where}: hybrid tensors (dense_dim={A.dense_dim()}) have no "
                                   f"counterpart there")
+    if A._has_per_slice_fill():
+        raise NotImplementedError(f"{where}: a per-slice fill of shape "
+                                  f"{tuple(A._fill_value().shape)} has no counterpart there "
+                                  f"(only one scalar fill)")
     return A._fill_value().detach().cpu().item()
 
 

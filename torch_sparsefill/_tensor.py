@@ -131,13 +131,50 @@ class SparseFillTensor(torch.Tensor):
     def fill_value(self) -> torch.Tensor:
         """The value of every unspecified element, shaped like the dense part
         (RFC point 5): ``_fill_value()`` expanded to ``values().shape[1:]``.
+        A per-slice fill (RFC.md 1.5, e.g. one fill per row after a softmax)
+        is returned as stored, with the tensor's full rank: it broadcasts to
+        ``shape``.
 
         Example::
 
             >>> sf.sparse_coo_tensor([[0]], [[1., 2.]], (3, 2), fill_value=7.).fill_value()
             tensor([7., 7.])
         """
+        if self._has_per_slice_fill():
+            return self._sf_fill
         return self._sf_fill.expand(self._sf_values.shape[1:])
+
+    def _has_per_slice_fill(self) -> bool:
+        """Whether the fill varies over the sparse dims (RFC.md 1.5)."""
+        return self._sf_fill.dim() > self._sf_values.dim() - 1
+
+    def _fill_slots(self) -> torch.Tensor:
+        """For a per-slice fill: the row of ``_fill_value()``'s sparse part
+        (flattened) covering each stored element (coalesced tensor)."""
+        sd = self.sparse_dim()
+        fshape = self._sf_fill.shape[:sd]
+        coef, stride = [0] * sd, 1
+        for d in range(sd - 1, -1, -1):
+            coef[d] = 0 if fshape[d] == 1 else stride
+            stride *= fshape[d]
+        idx = self._coo_indices()
+        return (idx * torch.tensor(coef, dtype=idx.dtype, device=idx.device)[:, None]).sum(0)
+
+    def _unspecified_per_fill_element(self) -> torch.Tensor:
+        """How many unspecified elements each element of the stored fill
+        stands for (shape of ``_fill_value()``; coalesced tensor)."""
+        fill, size = self._sf_fill, self._sf_size
+        dense_numel = _prod(size[len(size) - self.dense_dim():]) if self.dense_dim() else 1
+        if not self._has_per_slice_fill():
+            return torch.full(fill.shape, self._unspecified_count() *
+                              (dense_numel // max(fill.numel(), 1)), dtype=torch.int64)
+        sd = self.sparse_dim()
+        fshape = fill.shape[:sd]
+        covered = _prod(s for s, f in zip(size[:sd], fshape) if f == 1)
+        stored = torch.bincount(self._fill_slots().cpu(), minlength=_prod(fshape))
+        per_slot = (covered - stored).view(tuple(fshape) + (1,) * self.dense_dim())
+        dense_factor = _prod(s for s, f in zip(size[sd:], fill.shape[sd:]) if f == 1)
+        return per_slot.expand(fill.shape) * dense_factor
 
     def _fill_value(self) -> torch.Tensor:
         """The fill as stored (RFC point 6): the tensor given at construction,
@@ -361,9 +398,8 @@ class SparseFillTensor(torch.Tensor):
         if gf is None:
             gf = torch.zeros_like(self._sf_fill)
         else:
-            per = src._unspecified_count() * (
-                _prod(self._sf_values.shape[1:]) // max(self._sf_fill.numel(), 1))
-            gf = gf / per if per > 0 else torch.zeros_like(gf)
+            per = src._unspecified_per_fill_element().to(gf.device)
+            gf = torch.where(per > 0, gf / per.clamp_min(1), torch.zeros_like(gf))
         return self._with(gv, gf.to(gv.dtype))
 
     @grad.setter

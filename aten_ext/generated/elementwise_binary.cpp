@@ -63,9 +63,9 @@ class AddFunction : public torch::autograd::Function<AddFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), Tensor()};
   }
 };
@@ -325,9 +325,9 @@ class SubFunction : public torch::autograd::Function<SubFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), Tensor()};
   }
 };
@@ -584,9 +584,9 @@ class MulFunction : public torch::autograd::Function<MulFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -837,9 +837,9 @@ class DivFunction : public torch::autograd::Function<DivFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), Tensor()};
   }
 };
@@ -1294,9 +1294,9 @@ class RemainderFunction : public torch::autograd::Function<RemainderFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -1544,9 +1544,9 @@ class FmodFunction : public torch::autograd::Function<FmodFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -1794,9 +1794,9 @@ class PowFunction : public torch::autograd::Function<PowFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -2044,9 +2044,9 @@ class FloatPowerFunction : public torch::autograd::Function<FloatPowerFunction> 
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -2294,9 +2294,9 @@ class Atan2Function : public torch::autograd::Function<Atan2Function> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -2478,9 +2478,9 @@ class HypotFunction : public torch::autograd::Function<HypotFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -2662,9 +2662,9 @@ class LogaddexpFunction : public torch::autograd::Function<LogaddexpFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -2846,9 +2846,9 @@ class Logaddexp2Function : public torch::autograd::Function<Logaddexp2Function> 
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -3030,9 +3030,9 @@ class XlogyFunction : public torch::autograd::Function<XlogyFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -3280,9 +3280,9 @@ class CopysignFunction : public torch::autograd::Function<CopysignFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -3530,9 +3530,9 @@ class MaximumFunction : public torch::autograd::Function<MaximumFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -3714,9 +3714,9 @@ class MinimumFunction : public torch::autograd::Function<MinimumFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -3898,9 +3898,9 @@ class FmaxFunction : public torch::autograd::Function<FmaxFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -4082,9 +4082,9 @@ class FminFunction : public torch::autograd::Function<FminFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor()};
   }
 };
@@ -4269,9 +4269,9 @@ class LerpFunction : public torch::autograd::Function<LerpFunction> {
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,
-                                         d_other(g_f, fa, fb, out_fill), fb);
+                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), Tensor()};
   }
 };
@@ -4458,7 +4458,7 @@ class MaskedFillFunction : public torch::autograd::Function<MaskedFillFunction> 
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,
-                                         d_self(g_f, fa, fb, out_fill), fa);
+                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);
     Tensor gb_v, gb_f;
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), Tensor()};
   }
@@ -6820,8 +6820,8 @@ static std::tuple<Tensor, Tensor, Tensor> where_kernel(
     const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
   auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
   auto f = [&](const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { return at::where(a, b, c); };
-  return {f(call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
-            call_gather_with_fill(vc, fc, sc)), f(fa, fb, fc), indices};
+  return {f(on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
+            on_union(vc, fc, sc, indices)), f(fa, fb, fc), indices};
 }
 
 static std::tuple<Tensor, Tensor, Tensor> where_call(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
@@ -6849,17 +6849,17 @@ class WhereFunction : public torch::autograd::Function<WhereFunction> {
     const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
     auto size = ctx->saved_data["size"].toIntVector();
     auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
-    const Tensor al[3] = {call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
-                          call_gather_with_fill(vc, fc, sc)};
+    const Tensor al[3] = {on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
+                          on_union(vc, fc, sc, indices)};
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     auto d_b = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return at::where(a, grad, at::zeros_like(grad)); };
     auto d_c = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return at::where(a, at::zeros_like(grad), grad); };
     Tensor ga_v, ga_f;
     auto [gb_v, gb_f] = split_union_grad(d_b(g_v, al[0], al[1], al[2]), sb,
-                                         d_b(g_f, fa, fb, fc), fb);
+                                         d_b(g_f, fa, fb, fc), fb, indices);
     auto [gc_v, gc_f] = split_union_grad(d_c(g_v, al[0], al[1], al[2]), sc,
-                                         d_c(g_f, fa, fb, fc), fc);
+                                         d_c(g_f, fa, fb, fc), fc, indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), gc_v, gc_f, Tensor()};
   }
 };
@@ -6877,8 +6877,8 @@ static std::tuple<Tensor, Tensor, Tensor> clamp_tensor_kernel(
     const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
   auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
   auto f = [&](const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { return at::clamp(a, b, c); };
-  return {f(call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
-            call_gather_with_fill(vc, fc, sc)), f(fa, fb, fc), indices};
+  return {f(on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
+            on_union(vc, fc, sc, indices)), f(fa, fb, fc), indices};
 }
 
 static std::tuple<Tensor, Tensor, Tensor> clamp_tensor_call(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
@@ -6906,19 +6906,19 @@ class ClampTensorFunction : public torch::autograd::Function<ClampTensorFunction
     const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
     auto size = ctx->saved_data["size"].toIntVector();
     auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
-    const Tensor al[3] = {call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
-                          call_gather_with_fill(vc, fc, sc)};
+    const Tensor al[3] = {on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
+                          on_union(vc, fc, sc, indices)};
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     auto d_a = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * ((a >= b) & (a <= c)); };
     auto d_b = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * (a < b); };
     auto d_c = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * (a > c); };
     auto [ga_v, ga_f] = split_union_grad(d_a(g_v, al[0], al[1], al[2]), sa,
-                                         d_a(g_f, fa, fb, fc), fa);
+                                         d_a(g_f, fa, fb, fc), fa, indices);
     auto [gb_v, gb_f] = split_union_grad(d_b(g_v, al[0], al[1], al[2]), sb,
-                                         d_b(g_f, fa, fb, fc), fb);
+                                         d_b(g_f, fa, fb, fc), fb, indices);
     auto [gc_v, gc_f] = split_union_grad(d_c(g_v, al[0], al[1], al[2]), sc,
-                                         d_c(g_f, fa, fb, fc), fc);
+                                         d_c(g_f, fa, fb, fc), fc, indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), gc_v, gc_f, Tensor()};
   }
 };
@@ -6936,8 +6936,8 @@ static std::tuple<Tensor, Tensor, Tensor> lerp_tensor_kernel(
     const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
   auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
   auto f = [&](const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { return at::lerp(a, b, c); };
-  return {f(call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
-            call_gather_with_fill(vc, fc, sc)), f(fa, fb, fc), indices};
+  return {f(on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
+            on_union(vc, fc, sc, indices)), f(fa, fb, fc), indices};
 }
 
 static std::tuple<Tensor, Tensor, Tensor> lerp_tensor_call(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
@@ -6965,19 +6965,19 @@ class LerpTensorFunction : public torch::autograd::Function<LerpTensorFunction> 
     const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
     auto size = ctx->saved_data["size"].toIntVector();
     auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
-    const Tensor al[3] = {call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
-                          call_gather_with_fill(vc, fc, sc)};
+    const Tensor al[3] = {on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
+                          on_union(vc, fc, sc, indices)};
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     auto d_a = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * (1 - c); };
     auto d_b = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * c; };
     auto d_c = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor { (void)a; (void)b; (void)c; return grad * (b - a); };
     auto [ga_v, ga_f] = split_union_grad(d_a(g_v, al[0], al[1], al[2]), sa,
-                                         d_a(g_f, fa, fb, fc), fa);
+                                         d_a(g_f, fa, fb, fc), fa, indices);
     auto [gb_v, gb_f] = split_union_grad(d_b(g_v, al[0], al[1], al[2]), sb,
-                                         d_b(g_f, fa, fb, fc), fb);
+                                         d_b(g_f, fa, fb, fc), fb, indices);
     auto [gc_v, gc_f] = split_union_grad(d_c(g_v, al[0], al[1], al[2]), sc,
-                                         d_c(g_f, fa, fb, fc), fc);
+                                         d_c(g_f, fa, fb, fc), fc, indices);
     return {Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), gc_v, gc_f, Tensor()};
   }
 };

@@ -239,10 +239,10 @@ def cpp_binary(op) -> str:
     f = lambda_expr(op, "const Tensor& self, const Tensor& other")
     union_grads = (
         ("    auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,\n"
-         "                                         d_self(g_f, fa, fb, out_fill), fa);\n"
+         "                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);\n"
          if ds else "    Tensor ga_v, ga_f;\n") +
         ("    auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,\n"
-         "                                         d_other(g_f, fa, fb, out_fill), fb);\n"
+         "                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);\n"
          if do else "    Tensor gb_v, gb_f;\n"))
     same_grads = (
         ("    Tensor ga_v = d_self(g_v, va, vb, out_values);\n"
@@ -432,7 +432,7 @@ def cpp_ternary(op) -> str:
     for k, src, fill in (("a", "sa", "fa"), ("b", "sb", "fb"), ("c", "sc", "fc")):
         if k in d:
             grads.append(f"    auto [g{k}_v, g{k}_f] = split_union_grad(d_{k}(g_v, al[0], al[1], al[2]), {src},\n"
-                         f"                                         d_{k}(g_f, fa, fb, fc), {fill});")
+                         f"                                         d_{k}(g_f, fa, fb, fc), {fill}, indices);")
         else:
             grads.append(f"    Tensor g{k}_v, g{k}_f;")
     return f"""
@@ -442,8 +442,8 @@ static std::tuple<Tensor, Tensor, Tensor> {name}_kernel(
     const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {{
   auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
   auto f = [&](const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor {{ return {op['aten']}; }};
-  return {{f(call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
-            call_gather_with_fill(vc, fc, sc)), f(fa, fb, fc), indices}};
+  return {{f(on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
+            on_union(vc, fc, sc, indices)), f(fa, fb, fc), indices}};
 }}
 {dispatch_call(name, 'std::tuple<Tensor, Tensor, Tensor>', 'const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size', 'ia, va, fa, ib, vb, fb, ic, vc, fc, size', name)}
 class {cls}Function : public torch::autograd::Function<{cls}Function> {{
@@ -464,8 +464,8 @@ class {cls}Function : public torch::autograd::Function<{cls}Function> {{
     const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
     auto size = ctx->saved_data["size"].toIntVector();
     auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
-    const Tensor al[3] = {{call_gather_with_fill(va, fa, sa), call_gather_with_fill(vb, fb, sb),
-                          call_gather_with_fill(vc, fc, sc)}};
+    const Tensor al[3] = {{on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
+                          on_union(vc, fc, sc, indices)}};
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
 {lam}

@@ -1,0 +1,239 @@
+/*
+ * sf_reduce.c -- segmented reductions and softmax with a fill (RFC.md 6).
+ *
+ * A segment is one slice being reduced: the stored rows
+ * values[seg_ptr[s] .. seg_ptr[s+1]) (each row `w` wide: the flattened
+ * dense part) plus n - (seg_ptr[s+1] - seg_ptr[s]) unspecified elements that
+ * all equal the segment's fill row fill[s * fill_stride ..]. Every function
+ * handles the segments [seg_begin, seg_end), so the C++ layer can split them
+ * across threads; segments write disjoint outputs.
+ *
+ * The value formulas follow the dense definition literally (no reordering
+ * that changes NaN or infinity behaviour): an unspecified element takes part
+ * only when the slice has one, so a fully stored slice never sees its fill.
+ */
+#include "sparsefill_core.h"
+
+#include <math.h>
+
+/* Shared argument checks: segment range, widths, counts. */
+static sf_status check_segments(const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end,
+                                int64_t w, int64_t n) {
+  if (seg_ptr == NULL) return SF_ERR_NULL_POINTER;
+  if (seg_begin < 0 || seg_end < seg_begin || w < 0 || n < 0) return SF_ERR_NEGATIVE_SIZE;
+  for (int64_t s = seg_begin; s < seg_end; ++s) {
+    const int64_t cnt = seg_ptr[s + 1] - seg_ptr[s];
+    if (cnt < 0) return SF_ERR_NOT_COALESCED;
+    if (cnt > n) return SF_ERR_INVALID_ARGUMENT; /* more stored than the slice holds */
+  }
+  return SF_OK;
+}
+
+sf_status sf_segment_sort(int64_t *perm, int64_t *seg_ptr, const int64_t *segment, int64_t nse,
+                          int64_t nseg) {
+  if (seg_ptr == NULL || (nse > 0 && (perm == NULL || segment == NULL))) {
+    return SF_ERR_NULL_POINTER;
+  }
+  if (nse < 0 || nseg < 0) return SF_ERR_NEGATIVE_SIZE;
+  for (int64_t s = 0; s <= nseg; ++s) seg_ptr[s] = 0;
+  for (int64_t k = 0; k < nse; ++k) {
+    if (segment[k] < 0 || segment[k] >= nseg) return SF_ERR_INDEX_OUT_OF_RANGE;
+    seg_ptr[segment[k] + 1]++;
+  }
+  for (int64_t s = 0; s < nseg; ++s) seg_ptr[s + 1] += seg_ptr[s];
+  /* seg_ptr[s] is segment s's cursor while placing; shifted back after. */
+  for (int64_t k = 0; k < nse; ++k) perm[seg_ptr[segment[k]]++] = k;
+  for (int64_t s = nseg; s > 0; --s) seg_ptr[s] = seg_ptr[s - 1];
+  seg_ptr[0] = 0;
+  return SF_OK;
+}
+
+/* ---- per-type kernels, instantiated for float and double below ------------ */
+
+#define SF_DEFINE_FLOAT_KERNELS(T, SUFFIX, EXP, LOG, POW)                                       \
+  sf_status sf_seg_softmax_##SUFFIX(T *out_values, T *out_fill, const T *values, const T *fill, \
+                                    int64_t fill_stride, const int64_t *seg_ptr,                \
+                                    int64_t seg_begin, int64_t seg_end, int64_t w, int64_t n,   \
+                                    int log_softmax) {                                          \
+    sf_status st = check_segments(seg_ptr, seg_begin, seg_end, w, n);                           \
+    if (st != SF_OK) return st;                                                                 \
+    for (int64_t s = seg_begin; s < seg_end; ++s) {                                             \
+      const int64_t lo = seg_ptr[s], hi = seg_ptr[s + 1], u = n - (hi - lo);                    \
+      const T *f = fill + s * fill_stride;                                                      \
+      for (int64_t c = 0; c < w; ++c) {                                                         \
+        /* max over the slice; NaN wins so that it propagates as in torch */                   \
+        T m = -INFINITY;                                                                        \
+        if (u > 0) m = f[c];                                                                    \
+        for (int64_t k = lo; k < hi; ++k) {                                                     \
+          const T x = values[k * w + c];                                                        \
+          if (x > m || isnan(x)) m = x;                                                         \
+        }                                                                                       \
+        T z = 0;                                                                                \
+        for (int64_t k = lo; k < hi; ++k) {                                                     \
+          const T e = EXP(values[k * w + c] - m);                                               \
+          if (!log_softmax) out_values[k * w + c] = e;                                          \
+          z += e;                                                                               \
+        }                                                                                       \
+        const T ef = u > 0 ? EXP(f[c] - m) : (T)0;                                              \
+        z += (T)u * ef;                                                                         \
+        if (log_softmax) {                                                                      \
+          const T lz = LOG(z);                                                                  \
+          for (int64_t k = lo; k < hi; ++k) {                                                   \
+            out_values[k * w + c] = values[k * w + c] - m - lz;                                 \
+          }                                                                                     \
+          out_fill[s * w + c] = u > 0 ? f[c] - m - lz : (T)0;                                   \
+        } else {                                                                                \
+          const T inv = (T)1 / z;                                                               \
+          for (int64_t k = lo; k < hi; ++k) out_values[k * w + c] *= inv;                       \
+          out_fill[s * w + c] = u > 0 ? ef * inv : (T)0;                                        \
+        }                                                                                       \
+      }                                                                                         \
+    }                                                                                           \
+    return SF_OK;                                                                               \
+  }                                                                                             \
+                                                                                                \
+  sf_status sf_seg_softmax_backward_##SUFFIX(                                                   \
+      T *grad_values, T *grad_fill, const T *out_values, const T *out_fill, const T *g_values,  \
+      const T *g_fill, const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end, int64_t w,   \
+      int64_t n, int log_softmax) {                                                             \
+    sf_status st = check_segments(seg_ptr, seg_begin, seg_end, w, n);                           \
+    if (st != SF_OK) return st;                                                                 \
+    for (int64_t s = seg_begin; s < seg_end; ++s) {                                             \
+      const int64_t lo = seg_ptr[s], hi = seg_ptr[s + 1], u = n - (hi - lo);                    \
+      for (int64_t c = 0; c < w; ++c) {                                                         \
+        const int64_t sc = s * w + c;                                                           \
+        T acc = 0; /* softmax: sum g*y over the slice; log_softmax: sum g */                    \
+        for (int64_t k = lo; k < hi; ++k) {                                                     \
+          const T g = g_values[k * w + c];                                                      \
+          acc += log_softmax ? g : g * out_values[k * w + c];                                   \
+        }                                                                                       \
+        /* g_fill is the summed gradient of the u unspecified outputs */                       \
+        if (u > 0) acc += log_softmax ? g_fill[sc] : g_fill[sc] * out_fill[sc];                 \
+        for (int64_t k = lo; k < hi; ++k) {                                                     \
+          const T y = out_values[k * w + c], g = g_values[k * w + c];                           \
+          grad_values[k * w + c] = log_softmax ? g - EXP(y) * acc : y * (g - acc);              \
+        }                                                                                       \
+        if (u > 0) {                                                                            \
+          const T y = out_fill[sc];                                                             \
+          grad_fill[sc] = log_softmax ? g_fill[sc] - (T)u * EXP(y) * acc                        \
+                                      : y * (g_fill[sc] - (T)u * acc);                          \
+        } else {                                                                                \
+          grad_fill[sc] = 0;                                                                    \
+        }                                                                                       \
+      }                                                                                         \
+    }                                                                                           \
+    return SF_OK;                                                                               \
+  }                                                                                             \
+                                                                                                \
+  sf_status sf_seg_prod_##SUFFIX(T *out, const T *values, const T *fill, int64_t fill_stride,    \
+                                 const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end,    \
+                                 int64_t w, int64_t n) {                                        \
+    sf_status st = check_segments(seg_ptr, seg_begin, seg_end, w, n);                           \
+    if (st != SF_OK) return st;                                                                 \
+    for (int64_t s = seg_begin; s < seg_end; ++s) {                                             \
+      const int64_t lo = seg_ptr[s], hi = seg_ptr[s + 1], u = n - (hi - lo);                    \
+      const T *f = fill + s * fill_stride;                                                      \
+      for (int64_t c = 0; c < w; ++c) {                                                         \
+        T p = u > 0 ? POW(f[c], (T)u) : (T)1;                                                   \
+        for (int64_t k = lo; k < hi; ++k) p *= values[k * w + c];                               \
+        out[s * w + c] = p;                                                                     \
+      }                                                                                         \
+    }                                                                                           \
+    return SF_OK;                                                                               \
+  }
+
+#define SF_DEFINE_SUM_MAX(T, ACC, SUFFIX, ISNAN)                                                 \
+  sf_status sf_seg_sum_##SUFFIX(T *out, const T *values, const T *fill, int64_t fill_stride,     \
+                                const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end,     \
+                                int64_t w, int64_t n) {                                         \
+    sf_status st = check_segments(seg_ptr, seg_begin, seg_end, w, n);                           \
+    if (st != SF_OK) return st;                                                                 \
+    for (int64_t s = seg_begin; s < seg_end; ++s) {                                             \
+      const int64_t lo = seg_ptr[s], hi = seg_ptr[s + 1], u = n - (hi - lo);                    \
+      const T *f = fill + s * fill_stride;                                                      \
+      if (w == 1) { /* the common non-hybrid case: one contiguous run */                       \
+        ACC acc = 0;                                                                            \
+        for (int64_t k = lo; k < hi; ++k) acc += (ACC)values[k];                                \
+        if (u > 0) acc += (ACC)u * (ACC)f[0];                                                   \
+        out[s] = (T)acc;                                                                        \
+        continue;                                                                               \
+      }                                                                                         \
+      for (int64_t c = 0; c < w; ++c) {                                                         \
+        ACC acc = 0;                                                                            \
+        for (int64_t k = lo; k < hi; ++k) acc += (ACC)values[k * w + c];                        \
+        if (u > 0) acc += (ACC)u * (ACC)f[c];                                                   \
+        out[s * w + c] = (T)acc;                                                                \
+      }                                                                                         \
+    }                                                                                           \
+    return SF_OK;                                                                               \
+  }                                                                                             \
+                                                                                                \
+  sf_status sf_seg_max_##SUFFIX(T *out, int64_t *winner, int64_t *index, const T *values,       \
+                                const T *fill, int64_t fill_stride, const int64_t *coord,       \
+                                const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end,     \
+                                int64_t w, int64_t n, int is_min) {                             \
+    sf_status st = check_segments(seg_ptr, seg_begin, seg_end, w, n);                           \
+    if (st != SF_OK) return st;                                                                 \
+    for (int64_t s = seg_begin; s < seg_end; ++s) {                                             \
+      const int64_t lo = seg_ptr[s], hi = seg_ptr[s + 1], u = n - (hi - lo);                    \
+      const T *f = fill + s * fill_stride;                                                      \
+      /* first unspecified coordinate: the first gap in the sorted coords */                   \
+      int64_t gap = -1;                                                                         \
+      if (coord != NULL && u > 0) {                                                             \
+        gap = hi - lo;                                                                          \
+        for (int64_t k = lo; k < hi; ++k) {                                                     \
+          if (coord[k] != k - lo) {                                                             \
+            gap = k - lo;                                                                       \
+            break;                                                                              \
+          }                                                                                     \
+        }                                                                                       \
+      }                                                                                         \
+      for (int64_t c = 0; c < w; ++c) {                                                         \
+        int64_t best = -1; /* stored position, -1: none yet */                                  \
+        T bv = 0;                                                                               \
+        for (int64_t k = lo; k < hi; ++k) {                                                     \
+          const T x = values[k * w + c];                                                        \
+          if (best < 0 || (ISNAN(x) && !ISNAN(bv)) ||                                           \
+              (!ISNAN(bv) && (is_min ? x < bv : x > bv))) {                                     \
+            best = k;                                                                           \
+            bv = x;                                                                             \
+          }                                                                                     \
+        }                                                                                       \
+        int64_t win = best;                                                                     \
+        if (u > 0) {                                                                            \
+          const T x = f[c];                                                                     \
+          int fill_wins;                                                                        \
+          if (best < 0) {                                                                       \
+            fill_wins = 1;                                                                      \
+          } else if (ISNAN(bv)) {                                                               \
+            fill_wins = ISNAN(x) && coord != NULL && gap < coord[best];                         \
+          } else if (ISNAN(x)) {                                                                \
+            fill_wins = 1;                                                                      \
+          } else if (x == bv) { /* a tie: the first occurrence wins */                         \
+            fill_wins = coord != NULL && gap < coord[best];                                     \
+          } else {                                                                              \
+            fill_wins = is_min ? x < bv : x > bv;                                               \
+          }                                                                                     \
+          if (fill_wins) {                                                                      \
+            win = -1;                                                                           \
+            bv = x;                                                                             \
+          }                                                                                     \
+        }                                                                                       \
+        out[s * w + c] = bv;                                                                    \
+        if (winner != NULL) winner[s * w + c] = win;                                            \
+        if (index != NULL) {                                                                    \
+          index[s * w + c] = coord == NULL ? 0 : (win >= 0 ? coord[win] : gap);                 \
+        }                                                                                       \
+      }                                                                                         \
+    }                                                                                           \
+    return SF_OK;                                                                               \
+  }
+
+#define SF_ISNAN_FLOAT(x) isnan(x)
+#define SF_ISNAN_INT(x) 0
+
+SF_DEFINE_FLOAT_KERNELS(double, f64, exp, log, pow)
+SF_DEFINE_FLOAT_KERNELS(float, f32, expf, logf, powf)
+SF_DEFINE_SUM_MAX(double, double, f64, SF_ISNAN_FLOAT)
+SF_DEFINE_SUM_MAX(float, double, f32, SF_ISNAN_FLOAT)
+SF_DEFINE_SUM_MAX(int64_t, int64_t, i64, SF_ISNAN_INT)

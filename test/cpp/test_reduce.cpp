@@ -1,0 +1,311 @@
+// GoogleTest for the segmented reductions and softmax of sf_reduce.c, each
+// against a naive reference that expands the slice densely (stored values
+// followed by u copies of the fill; order does not matter for these ops).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "sparsefill_core.h"
+
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Dense slice s of a one-column segmentation.
+std::vector<double> dense_slice(const std::vector<double>& values, const std::vector<int64_t>& ptr,
+                                int64_t s, double fill, int64_t n) {
+  std::vector<double> out(values.begin() + ptr[s], values.begin() + ptr[s + 1]);
+  while ((int64_t)out.size() < n) out.push_back(fill);
+  return out;
+}
+
+void expect_same(double a, double b) {
+  if (std::isnan(b)) {
+    EXPECT_TRUE(std::isnan(a)) << a;
+  } else if (std::isinf(b)) {
+    EXPECT_EQ(a, b);
+  } else {
+    EXPECT_NEAR(a, b, 1e-12 * (1 + std::fabs(b)));
+  }
+}
+
+TEST(SegmentSort, StableCountingSort) {
+  const std::vector<int64_t> seg = {2, 0, 2, 1, 0};
+  std::vector<int64_t> perm(5), ptr(5);
+  ASSERT_EQ(sf_segment_sort(perm.data(), ptr.data(), seg.data(), 5, 4), SF_OK);
+  EXPECT_EQ(perm, (std::vector<int64_t>{1, 4, 3, 0, 2}));
+  EXPECT_EQ(ptr, (std::vector<int64_t>{0, 2, 3, 5, 5}));
+}
+
+TEST(SegmentSort, RejectsOutOfRangeIds) {
+  const std::vector<int64_t> seg = {0, 3};
+  std::vector<int64_t> perm(2), ptr(4);
+  EXPECT_EQ(sf_segment_sort(perm.data(), ptr.data(), seg.data(), 2, 3), SF_ERR_INDEX_OUT_OF_RANGE);
+  const std::vector<int64_t> neg = {-1};
+  EXPECT_EQ(sf_segment_sort(perm.data(), ptr.data(), neg.data(), 1, 3), SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(sf_segment_sort(perm.data(), ptr.data(), nullptr, 0, 3), SF_OK);  // empty
+  EXPECT_EQ(ptr[3], 0);
+}
+
+TEST(SegSum, CountsTheFillForUnspecifiedElements) {
+  // segments: {1, 2}, {}, {5, 6, 7} (full), n = 3, fill 10
+  const std::vector<double> v = {1, 2, 5, 6, 7};
+  const std::vector<int64_t> ptr = {0, 2, 2, 5};
+  const double fill = 10;
+  std::vector<double> out(3);
+  ASSERT_EQ(sf_seg_sum_f64(out.data(), v.data(), &fill, 0, ptr.data(), 0, 3, 1, 3), SF_OK);
+  EXPECT_EQ(out, (std::vector<double>{13, 30, 18}));
+}
+
+TEST(SegSum, FullSliceNeverSeesAnInfiniteFill) {
+  const std::vector<double> v = {1, 2};
+  const std::vector<int64_t> ptr = {0, 2};
+  const double fill = kInf;
+  double out = 0;
+  ASSERT_EQ(sf_seg_sum_f64(&out, v.data(), &fill, 0, ptr.data(), 0, 1, 1, 2), SF_OK);
+  EXPECT_EQ(out, 3);
+  ASSERT_EQ(sf_seg_sum_f64(&out, v.data(), &fill, 0, ptr.data(), 0, 1, 1, 3), SF_OK);
+  EXPECT_EQ(out, kInf);
+}
+
+TEST(SegSum, HybridColumnsAndPerSegmentFills) {
+  // w = 2; two segments with fills (1, 2) and (3, 4); n = 2
+  const std::vector<double> v = {10, 20, 30, 40};  // one row per segment
+  const std::vector<int64_t> ptr = {0, 1, 2};
+  const std::vector<double> fill = {1, 2, 3, 4};
+  std::vector<double> out(4);
+  ASSERT_EQ(sf_seg_sum_f64(out.data(), v.data(), fill.data(), 2, ptr.data(), 0, 2, 2, 2), SF_OK);
+  EXPECT_EQ(out, (std::vector<double>{11, 22, 33, 44}));
+  std::vector<int64_t> vi = {10, 20, 30, 40}, fi = {1, 2, 3, 4}, oi(4);
+  ASSERT_EQ(sf_seg_sum_i64(oi.data(), vi.data(), fi.data(), 2, ptr.data(), 0, 2, 2, 2), SF_OK);
+  EXPECT_EQ(oi, (std::vector<int64_t>{11, 22, 33, 44}));
+}
+
+TEST(SegSum, RangeWritesOnlyItsSegments) {
+  const std::vector<double> v = {1, 2, 3};
+  const std::vector<int64_t> ptr = {0, 1, 2, 3};
+  const double fill = 0;
+  std::vector<double> out(3, -7);
+  ASSERT_EQ(sf_seg_sum_f64(out.data(), v.data(), &fill, 0, ptr.data(), 1, 2, 1, 1), SF_OK);
+  EXPECT_EQ(out, (std::vector<double>{-7, 2, -7}));
+}
+
+TEST(SegArgs, Errors) {
+  const std::vector<double> v = {1, 2, 3};
+  const double fill = 0;
+  double out[2];
+  const std::vector<int64_t> too_many = {0, 3};
+  EXPECT_EQ(sf_seg_sum_f64(out, v.data(), &fill, 0, too_many.data(), 0, 1, 1, 2),
+            SF_ERR_INVALID_ARGUMENT);
+  const std::vector<int64_t> decreasing = {0, 2, 1};
+  EXPECT_EQ(sf_seg_sum_f64(out, v.data(), &fill, 0, decreasing.data(), 0, 2, 1, 5),
+            SF_ERR_NOT_COALESCED);
+  EXPECT_EQ(sf_seg_sum_f64(out, v.data(), &fill, 0, nullptr, 0, 1, 1, 2), SF_ERR_NULL_POINTER);
+  EXPECT_EQ(sf_seg_sum_f64(out, v.data(), &fill, 0, too_many.data(), 0, 1, 1, -1),
+            SF_ERR_NEGATIVE_SIZE);
+  EXPECT_EQ(sf_seg_softmax_f64(out, out, v.data(), &fill, 0, too_many.data(), 0, 1, 1, 2, 0),
+            SF_ERR_INVALID_ARGUMENT);
+}
+
+TEST(SegProd, FillToThePowerOfTheUnspecifiedCount) {
+  const std::vector<double> v = {2, 3, 5};
+  const std::vector<int64_t> ptr = {0, 2, 3, 3};
+  const double fill = 1.5;
+  std::vector<double> out(3);
+  ASSERT_EQ(sf_seg_prod_f64(out.data(), v.data(), &fill, 0, ptr.data(), 0, 3, 1, 3), SF_OK);
+  expect_same(out[0], 6 * 1.5);
+  expect_same(out[1], 5 * 1.5 * 1.5);
+  expect_same(out[2], 1.5 * 1.5 * 1.5);
+}
+
+// Naive softmax of a dense slice.
+std::vector<double> naive_softmax(const std::vector<double>& x, bool log) {
+  double m = -kInf;
+  for (double v : x) {
+    if (v > m || std::isnan(v)) m = v;
+  }
+  double z = 0;
+  for (double v : x) z += std::exp(v - m);
+  std::vector<double> out;
+  for (double v : x) out.push_back(log ? v - m - std::log(z) : std::exp(v - m) / z);
+  return out;
+}
+
+class SegSoftmax : public ::testing::TestWithParam<double> {};
+
+TEST_P(SegSoftmax, MatchesTheDenseSlice) {
+  const double fill = GetParam();
+  // segments: 2 stored of 5, empty, full (n = 5), all-equal values
+  const std::vector<double> v = {0.5, -1.25, 3, 1, -2, 0.25, 4, 0.7, 0.7, 0.7};
+  const std::vector<int64_t> ptr = {0, 2, 2, 7, 10};
+  const int64_t n = 5, nseg = 4;
+  for (int log = 0; log < 2; ++log) {
+    std::vector<double> out(v.size()), out_fill(nseg);
+    ASSERT_EQ(sf_seg_softmax_f64(out.data(), out_fill.data(), v.data(), &fill, 0, ptr.data(), 0,
+                                 nseg, 1, n, log),
+              SF_OK);
+    for (int64_t s = 0; s < nseg; ++s) {
+      auto ref = naive_softmax(dense_slice(v, ptr, s, fill, n), log);
+      const int64_t cnt = ptr[s + 1] - ptr[s];
+      for (int64_t k = 0; k < cnt; ++k) expect_same(out[ptr[s] + k], ref[k]);
+      if (cnt < n) {
+        expect_same(out_fill[s], ref[cnt]);
+      } else {
+        EXPECT_EQ(out_fill[s], 0);  // covers nothing
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fills, SegSoftmax, ::testing::Values(0.0, -1.0, 2.5, -kInf, kInf, kNaN));
+
+TEST(SegSoftmax, MinusInfinityFillIsMaskedSoftmax) {
+  const std::vector<double> v = {1, 2};
+  const std::vector<int64_t> ptr = {0, 2};
+  const double fill = -kInf;
+  std::vector<double> out(2);
+  double out_fill = -1;
+  ASSERT_EQ(sf_seg_softmax_f64(out.data(), &out_fill, v.data(), &fill, 0, ptr.data(), 0, 1, 1,
+                               10, 0),
+            SF_OK);
+  expect_same(out[0], 1 / (1 + std::exp(1.0)));
+  EXPECT_EQ(out_fill, 0);
+}
+
+TEST(SegSoftmax, FloatMatchesDouble) {
+  const std::vector<float> v = {0.5f, -1.25f, 3.f};
+  const std::vector<int64_t> ptr = {0, 3};
+  const float fill = 0.75f;
+  std::vector<float> out(3);
+  float out_fill = 0;
+  ASSERT_EQ(sf_seg_softmax_f32(out.data(), &out_fill, v.data(), &fill, 0, ptr.data(), 0, 1, 1, 6,
+                               0),
+            SF_OK);
+  auto ref = naive_softmax({0.5, -1.25, 3, 0.75, 0.75, 0.75}, false);
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(out[k], ref[k], 1e-6);
+  EXPECT_NEAR(out_fill, ref[3], 1e-6);
+}
+
+// Backward against the dense Jacobian-vector product, with the fill's output
+// gradient spread over the unspecified elements in unequal parts (only the
+// sum may matter).
+TEST(SegSoftmaxBackward, MatchesTheDenseSlice) {
+  const std::vector<double> v = {0.5, -1.25, 3, 1, -2};
+  const std::vector<int64_t> ptr = {0, 2, 5};
+  const double fill = 0.3;
+  const int64_t n = 5, nseg = 2;
+  const std::vector<double> gv = {0.1, -0.7, 0.4, 1.1, -0.2};
+  const std::vector<double> gf = {0.9, 123.0};  // segment 1 is full: its g_fill is ignored
+  for (int log = 0; log < 2; ++log) {
+    std::vector<double> y(5), yf(2), grad(5), grad_fill(2);
+    ASSERT_EQ(sf_seg_softmax_f64(y.data(), yf.data(), v.data(), &fill, 0, ptr.data(), 0, nseg, 1,
+                                 n, log),
+              SF_OK);
+    ASSERT_EQ(sf_seg_softmax_backward_f64(grad.data(), grad_fill.data(), y.data(), yf.data(),
+                                          gv.data(), gf.data(), ptr.data(), 0, nseg, 1, n, log),
+              SF_OK);
+    for (int64_t s = 0; s < nseg; ++s) {
+      const int64_t cnt = ptr[s + 1] - ptr[s], u = n - cnt;
+      auto x = dense_slice(v, ptr, s, fill, n);
+      auto yd = naive_softmax(x, log);
+      std::vector<double> g(n);
+      for (int64_t k = 0; k < cnt; ++k) g[k] = gv[ptr[s] + k];
+      for (int64_t k = cnt; k < n; ++k) g[k] = gf[s] * (k == cnt ? 0.75 : 0.25 / (u - 1));
+      std::vector<double> gx(n);
+      double acc = 0;
+      for (int64_t j = 0; j < n; ++j) acc += log ? g[j] : g[j] * yd[j];
+      for (int64_t i = 0; i < n; ++i) {
+        gx[i] = log ? g[i] - std::exp(yd[i]) * acc : yd[i] * (g[i] - acc);
+      }
+      for (int64_t k = 0; k < cnt; ++k) expect_same(grad[ptr[s] + k], gx[k]);
+      double fill_sum = 0;
+      for (int64_t k = cnt; k < n; ++k) fill_sum += gx[k];
+      expect_same(grad_fill[s], fill_sum);
+    }
+  }
+}
+
+TEST(SegMax, FirstOccurrenceIncludesUnspecifiedPositions) {
+  // n = 4. seg 0: coords {1, 3} values {5, 2}, fill 5: tie, gap 0 comes first.
+  // seg 1: coords {0, 1} values {7, 1}: 7 wins at 0. seg 2: empty: fill at 0.
+  const std::vector<double> v = {5, 2, 7, 1};
+  const std::vector<int64_t> coord = {1, 3, 0, 1};
+  const std::vector<int64_t> ptr = {0, 2, 4, 4};
+  const double fill = 5;
+  std::vector<double> out(3);
+  std::vector<int64_t> win(3), idx(3);
+  ASSERT_EQ(sf_seg_max_f64(out.data(), win.data(), idx.data(), v.data(), &fill, 0, coord.data(),
+                           ptr.data(), 0, 3, 1, 4, 0),
+            SF_OK);
+  EXPECT_EQ(out, (std::vector<double>{5, 7, 5}));
+  EXPECT_EQ(win, (std::vector<int64_t>{-1, 2, -1}));
+  EXPECT_EQ(idx, (std::vector<int64_t>{0, 0, 0}));
+  // min: seg 0 -> 2 at coord 3; seg 1 -> 1 at coord 1; seg 2 -> fill at 0
+  ASSERT_EQ(sf_seg_max_f64(out.data(), win.data(), idx.data(), v.data(), &fill, 0, coord.data(),
+                           ptr.data(), 0, 3, 1, 4, 1),
+            SF_OK);
+  EXPECT_EQ(out, (std::vector<double>{2, 1, 5}));
+  EXPECT_EQ(win, (std::vector<int64_t>{1, 3, -1}));
+  EXPECT_EQ(idx, (std::vector<int64_t>{3, 1, 0}));
+}
+
+TEST(SegMax, StoredTieBeforeTheFirstGapWins) {
+  // coords {0, 2}, values {5, 1}, fill 5, n = 3: stored 5 at 0 precedes gap 1.
+  const std::vector<double> v = {5, 1};
+  const std::vector<int64_t> coord = {0, 2};
+  const std::vector<int64_t> ptr = {0, 2};
+  const double fill = 5;
+  double out;
+  int64_t win, idx;
+  ASSERT_EQ(sf_seg_max_f64(&out, &win, &idx, v.data(), &fill, 0, coord.data(), ptr.data(), 0, 1,
+                           1, 3, 0),
+            SF_OK);
+  EXPECT_EQ(win, 0);
+  EXPECT_EQ(idx, 0);
+}
+
+TEST(SegMax, NaNPropagates) {
+  const std::vector<double> v = {1, kNaN, 3};
+  const std::vector<int64_t> coord = {0, 1, 2};
+  const std::vector<int64_t> ptr = {0, 3};
+  const double fill = 9;
+  double out;
+  int64_t win, idx;
+  ASSERT_EQ(sf_seg_max_f64(&out, &win, &idx, v.data(), &fill, 0, coord.data(), ptr.data(), 0, 1,
+                           1, 4, 0),
+            SF_OK);
+  EXPECT_TRUE(std::isnan(out));
+  EXPECT_EQ(idx, 1);
+  const double nan_fill = kNaN;
+  const std::vector<double> w = {1, 2};
+  const std::vector<int64_t> c2 = {1, 2};
+  const std::vector<int64_t> p2 = {0, 2};
+  ASSERT_EQ(sf_seg_max_f64(&out, &win, &idx, w.data(), &nan_fill, 0, c2.data(), p2.data(), 0, 1,
+                           1, 3, 1),
+            SF_OK);
+  EXPECT_TRUE(std::isnan(out));
+  EXPECT_EQ(win, -1);
+  EXPECT_EQ(idx, 0);
+}
+
+TEST(SegMax, IntegersWithoutCoordinates) {
+  const std::vector<int64_t> v = {3, -4, 8};
+  const std::vector<int64_t> ptr = {0, 3};
+  const int64_t fill = 5;
+  int64_t out, win;
+  ASSERT_EQ(sf_seg_max_i64(&out, &win, nullptr, v.data(), &fill, 0, nullptr, ptr.data(), 0, 1, 1,
+                           3, 0),
+            SF_OK);  // full slice: the fill does not count
+  EXPECT_EQ(out, 8);
+  EXPECT_EQ(win, 2);
+  ASSERT_EQ(sf_seg_max_i64(&out, &win, nullptr, v.data(), &fill, 0, nullptr, ptr.data(), 0, 1, 1,
+                           4, 1),
+            SF_OK);
+  EXPECT_EQ(out, -4);
+  EXPECT_EQ(win, 1);
+}
+
+}  // namespace

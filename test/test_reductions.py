@@ -1,0 +1,419 @@
+"""Softmax, log_softmax and reductions with a fill (RFC.md 6): every result
+equals the dense computation, gradients included (fill gradients too)."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_sparsefill as sf
+from sf_testing import CASES, LAYOUTS, MATRICES, case_id, random_tensor
+
+
+def dense(x):
+    return x.to_dense() if isinstance(x, sf.SparseFillTensor) else x
+
+
+def close(actual, expected, **kw):
+    actual = dense(actual)
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    torch.testing.assert_close(actual, expected, equal_nan=True, **kw)
+
+
+def tied(A):
+    """Values and fill rounded, so that maxima tie (NaN fills stay)."""
+    f = A._fill_value()
+    return A._with(A._values().round(), torch.where(f.isnan(), f, f.round()))
+
+
+def dims_of(A):
+    out = [None, 0, 1, (0, 1), -1]
+    if A.dense_dim():
+        out += [2, (0, 2), (1, 2), (0, 1, 2)]
+    return out
+
+
+# ---- softmax --------------------------------------------------------------------
+
+SOFTMAX_FUNCS = [torch.softmax, torch.log_softmax, F.softmax, F.log_softmax,
+                 lambda x, d: x.softmax(d), lambda x, d: x.log_softmax(d)]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_softmax_dense_equivalence(case, layout):
+    A = random_tensor(case.pattern, case.fill, layout)
+    D = A.to_dense()
+    for fn in SOFTMAX_FUNCS:
+        for d in range(D.dim()):
+            out = fn(A, d)
+            assert isinstance(out, sf.SparseFillTensor) and out.layout == layout
+            assert out.nse() == A.coalesce().nse() if layout == torch.sparse_coo else \
+                out.nse() == A.nse()
+            close(out, fn(D, d))
+
+
+def test_softmax_all_equal_values_and_fill():
+    A = sf.sparse_coo_tensor([[0, 0, 1], [0, 2, 1]], [0.5, 0.5, 0.5], (3, 4), fill_value=0.5)
+    for d in (0, 1):
+        close(torch.softmax(A, d), torch.softmax(A.to_dense(), d))
+
+
+def test_softmax_rfc_point5_example():
+    A = sf.sparse_coo_tensor([[0, 3]], [[.11, .12], [.31, .32]], (4, 2))
+    S = torch.softmax(A, 0)
+    torch.testing.assert_close(S.values(), torch.tensor([[0.2492, 0.2503], [0.3044, 0.3057]]),
+                               atol=5e-5, rtol=0)
+    torch.testing.assert_close(S.fill_value(), torch.tensor([0.2232, 0.2220]), atol=5e-5, rtol=0)
+    assert S._fill_value().shape == (2,)  # constant over the sparse dim: the dense-part form
+
+
+def test_softmax_per_row_fill_shape():
+    A = random_tensor("random", 1.5, size=(5, 7))
+    S = torch.softmax(A, 1)
+    assert S._fill_value().shape == (5, 1)
+    assert torch.softmax(A, 0)._fill_value().shape == (1, 7)
+    H = random_tensor("hybrid", 1.5, size=(5, 7))
+    assert torch.softmax(H, 1)._fill_value().shape == (5, 1, 3)
+    assert torch.softmax(H, 2)._fill_value().shape == (3,)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1])
+def test_softmax_minus_inf_fill_reproduces_torch_sparse_softmax(layout, dim):
+    g = torch.Generator().manual_seed(3)
+    mask = torch.rand(6, 8, generator=g) < 0.4
+    mask[:, 0] = mask[0, :] = True  # no empty slice along either dim
+    N = (torch.randn(6, 8, generator=g, dtype=torch.float64) * mask).to_sparse().coalesce()
+    N = torch.sparse_coo_tensor(N.indices(), N.values() + 3, N.shape, check_invariants=True).coalesce()
+    A = sf.to_sparse(N, fill_value=-math.inf, layout=layout)
+    for ours, theirs in ((torch.sparse.softmax, torch.sparse.softmax),
+                         (torch.sparse.log_softmax, torch.sparse.log_softmax)):
+        out = ours(A, dim)
+        expected = theirs(N, dim).coalesce()
+        assert torch.equal(out.to_sparse_coo()._coo_indices(), expected.indices())
+        torch.testing.assert_close(out.to_sparse_coo().values(), expected.values())
+        if ours is torch.sparse.softmax:
+            assert torch.equal(out._fill_value(), torch.zeros_like(out._fill_value()))
+
+
+def test_softmax_dtype_argument():
+    A = random_tensor("random", 0.5, dtype=torch.float32)
+    out = torch.softmax(A, 1, dtype=torch.float64)
+    assert out.dtype == torch.float64
+    close(out, torch.softmax(A.to_dense(), 1, dtype=torch.float64))
+    with pytest.raises(TypeError, match="needs dim"):
+        F.softmax(A)
+
+
+def _leaf(pattern, fill, layout, seed=5, size=(4, 6)):
+    A = random_tensor(pattern, fill, layout, seed=seed, size=size).detach()
+    v = A._values().clone().requires_grad_()
+    f = A._fill_value().clone().requires_grad_()
+    return A, v, f
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("pattern", ["random", "hybrid", "full", "empty"])
+def test_softmax_gradcheck(pattern, layout):
+    A, v, f = _leaf(pattern, 0.7, layout, size=(3, 4) if pattern == "hybrid" else (4, 6))
+    for fn in (torch.softmax, torch.log_softmax):
+        for d in range(A.dim()):
+            assert torch.autograd.gradcheck(lambda v, f: fn(A._with(v, f), d).to_dense(), (v, f))
+        if pattern == "random":  # second derivatives (the composite backward)
+            assert torch.autograd.gradgradcheck(
+                lambda v, f: fn(A._with(v, f), 0).to_dense(), (v, f))
+    # a per-slice input fill (softmax of a softmax) and gradients through it
+    assert torch.autograd.gradcheck(
+        lambda v, f: torch.log_softmax(torch.softmax(A._with(v, f), 1) * 3, 1).to_dense(), (v, f))
+
+
+def test_softmax_gradients_equal_dense():
+    A = random_tensor("random", -0.4, seed=9).coalesce().detach().requires_grad_()
+    W = torch.randn(A.shape, dtype=torch.float64)
+    for d in (0, 1):
+        A.grad = None
+        (torch.softmax(A, d).to_dense() * W).sum().backward()
+        D = A.to_dense().detach().requires_grad_()
+        (torch.softmax(D, d) * W).sum().backward()
+        idx = A.indices()
+        stored = torch.zeros(A.shape, dtype=torch.bool)
+        stored[idx[0], idx[1]] = True
+        torch.testing.assert_close(A._values().grad, D.grad[idx[0], idx[1]])
+        torch.testing.assert_close(A._fill_value().grad, D.grad[~stored].sum())
+
+
+# ---- reductions ------------------------------------------------------------------
+
+REDUCTIONS = {
+    "sum": lambda x, d, k: torch.sum(x, d, k) if d is not None else torch.sum(x),
+    "mean": lambda x, d, k: torch.mean(x, d, k) if d is not None else x.mean(),
+    "amax": lambda x, d, k: torch.amax(x, d if d is not None else (), k),
+    "amin": lambda x, d, k: x.amin(d if d is not None else (), k),
+    "logsumexp": lambda x, d, k: torch.logsumexp(x, d if d is not None else tuple(range(x.dim())),
+                                                 k),
+    "norm1": lambda x, d, k: torch.norm(x, 1, d, k),
+    "norm2": lambda x, d, k: x.norm(2, d, k),
+    "norminf": lambda x, d, k: torch.norm(x, math.inf, d, k),
+    "var": lambda x, d, k: torch.var(x, d, keepdim=k),
+    "std0": lambda x, d, k: torch.std(x, d, correction=0, keepdim=k),
+    "all": lambda x, d, k: torch.all(x, d, k) if isinstance(d, int) else
+    (torch.all(x) if d is None else x.all(d, keepdim=k)),
+    "any": lambda x, d, k: x.any(d, k) if isinstance(d, int) else
+    (x.any() if d is None else torch.any(x, d, keepdim=k)),
+    "count_nonzero": lambda x, d, k: torch.count_nonzero(x, d),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_reductions_dense_equivalence(case, layout):
+    A = random_tensor(case.pattern, case.fill, layout)
+    D = A.to_dense()
+    for name, fn in REDUCTIONS.items():
+        for d in dims_of(A):
+            for keepdim in (False, True):
+                expected = fn(D, d, keepdim)
+                out = fn(A, d, keepdim)
+                reduced = set(range(D.dim())) if d is None else \
+                    {e % D.dim() for e in ([d] if isinstance(d, int) else d)}
+                no_sparse_left = {0, 1} <= reduced
+                if no_sparse_left and not keepdim:
+                    assert not isinstance(out, sf.SparseFillTensor), (name, d)
+                close(out, expected)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_prod_max_min_dense_equivalence(case, layout):
+    A = random_tensor(case.pattern, case.fill, layout)
+    D = A.to_dense()
+    close(torch.prod(A), torch.prod(D))
+    T = tied(A)
+    E = T.to_dense()
+    for d in range(D.dim()):
+        for keepdim in (False, True):
+            close(A.prod(d, keepdim), D.prod(d, keepdim))
+            for fn in (torch.max, torch.min):
+                values, indices = fn(T, d, keepdim)
+                ev, ei = fn(E, d, keepdim)
+                close(values, ev)
+                assert torch.equal(dense(indices), ei), (fn, d, keepdim)
+    close(torch.max(T), torch.max(E))
+    close(T.min(), E.min())
+
+
+def test_max_first_occurrence_counts_unspecified_positions():
+    # row 0: stored 5 at column 2, fill 5 first at column 0; row 1: 9 at column 1
+    A = sf.sparse_csr_tensor([0, 1, 2], [2, 1], [5.0, 9.0], (2, 4), fill_value=5.0)
+    values, indices = torch.max(A, 1)
+    assert torch.equal(dense(indices), torch.tensor([0, 1]))
+    assert torch.equal(dense(values), torch.tensor([5.0, 9.0]))
+
+
+def test_reduction_dtype_arguments_and_integers():
+    A = random_tensor("random", 2.0, dtype=torch.float32)
+    close(torch.sum(A, 1, dtype=torch.float64), torch.sum(A.to_dense(), 1, dtype=torch.float64))
+    close(A.mean(0, dtype=torch.float64), A.to_dense().mean(0, dtype=torch.float64))
+    I = A._with((A._values() * 4).round().to(torch.int64), torch.tensor(3))
+    close(I.sum(1), I.to_dense().sum(1))
+    close(I.sum(), I.to_dense().sum())
+    close(I.amax(0), I.to_dense().amax(0))
+    close(torch.max(I, 1).values, torch.max(I.to_dense(), 1).values)
+    B = I > 0
+    close(B.sum(0), B.to_dense().sum(0))
+    close(B.any(1), B.to_dense().any(1))
+    close(B.all(), B.to_dense().all())
+    with pytest.raises(RuntimeError, match="could not infer output dtype"):
+        I.mean()
+
+
+def test_reduction_results_keep_sparse_dims_with_reduced_fill():
+    A = sf.sparse_coo_tensor([[0, 2], [1, 1]], [3.0, 4.0], (3, 4), fill_value=1.5)
+    S = A.sum(1)
+    assert isinstance(S, sf.SparseFillTensor) and S.nse() == 2
+    assert S.fill_value() == 6.0  # n * fill for a slice with nothing stored
+    P = A.prod(0)
+    assert P.fill_value() == 1.5 ** 3
+    K = A.sum(1, keepdim=True)
+    assert K.shape == (3, 1) and K.sparse_dim() == 2
+    C = A.to_sparse_csr().sum(1, keepdim=True)
+    assert C.layout == torch.sparse_csr
+    close(C, A.to_dense().sum(1, keepdim=True))
+
+
+def test_reductions_of_per_slice_fills():
+    A = random_tensor("random", 0.5, size=(5, 7))
+    S = torch.softmax(A, 1)  # per-row fill
+    D = S.to_dense()
+    close(S.sum(1), torch.ones(5, dtype=torch.float64))
+    close(S.sum(0), D.sum(0))          # the fill varies along dim 0: the linear path
+    close(S.sum(), D.sum())
+    close(S.mean(0, keepdim=True), D.mean(0, keepdim=True))
+    close(S.amax(1), D.amax(1))
+    close(S.logsumexp(1), D.logsumexp(1))
+    with pytest.raises(NotImplementedError, match="per-slice fill"):
+        S.amax(0)
+    A, v, f = _leaf("random", 0.3, torch.sparse_coo)
+    assert torch.autograd.gradcheck(lambda v, f: torch.softmax(A._with(v, f), 1).sum(0).to_dense(),
+                                    (v, f))
+    assert torch.autograd.gradcheck(lambda v, f: torch.log_softmax(A._with(v, f), 0).var(0)
+                                    .to_dense(), (v, f))
+
+
+GRAD_REDUCTIONS = ["sum", "mean", "amax", "amin", "logsumexp", "norm1", "norm2", "norminf", "var",
+                   "std0"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("pattern", ["random", "hybrid", "full", "empty"])
+def test_reductions_gradcheck(pattern, layout):
+    A, v, f = _leaf(pattern, 0.7, layout, size=(3, 4) if pattern in ("hybrid", "full") else (4, 6))
+    dims = [None, 0, 1] + ([(0, 2), 2] if pattern == "hybrid" else [])
+    for name in GRAD_REDUCTIONS:
+        fn = REDUCTIONS[name]
+        for d in dims:
+            assert torch.autograd.gradcheck(lambda v, f: dense(fn(A._with(v, f), d, False)),
+                                            (v, f)), (name, d)
+    for d in (None, 0, 1):
+        assert torch.autograd.gradcheck(
+            lambda v, f: dense(torch.prod(A._with(v, f), d) if d is not None else
+                               torch.prod(A._with(v, f))), (v, f))
+    for fn in (torch.max, torch.min):
+        assert torch.autograd.gradcheck(lambda v, f: dense(fn(A._with(v, f), 1).values), (v, f))
+    if pattern == "random":
+        for fn in (lambda X: X.sum(0), lambda X: X.var(1), lambda X: X.logsumexp(0)):
+            assert torch.autograd.gradgradcheck(lambda v, f: dense(fn(A._with(v, f))), (v, f))
+
+
+def test_prod_gradient_with_zeros():
+    A = sf.sparse_coo_tensor([[0, 0, 1, 2, 2], [0, 1, 0, 0, 2]], [0.0, 2.0, 0.0, 0.0, 3.0],
+                             (3, 3), fill_value=0.0, dtype=torch.float64)
+    for fill in (0.0, 1.5):
+        A = A._with(A._values(), torch.tensor(fill, dtype=torch.float64))
+        for d in (None, 0, 1):
+            X = A.detach().requires_grad_()
+            out = X.prod() if d is None else X.prod(d)
+            dense(out).sum().backward()
+            Dn = A.to_dense().requires_grad_()
+            (Dn.prod() if d is None else Dn.prod(d)).sum().backward()
+            idx = A.coalesce().indices()
+            stored = torch.zeros(3, 3, dtype=torch.bool)
+            stored[idx[0], idx[1]] = True
+            torch.testing.assert_close(X._values().grad, Dn.grad[idx[0], idx[1]])
+            torch.testing.assert_close(X._fill_value().grad, Dn.grad[~stored].sum())
+
+
+def test_amax_ties_split_the_gradient_like_torch():
+    A = sf.sparse_coo_tensor([[0, 1, 1], [0, 0, 2]], [2.0, 2.0, -1.0], (2, 3), fill_value=2.0,
+                             dtype=torch.float64)
+    for red in (lambda x: x.amax(), lambda x: x.amax(1), lambda x: x.amax(0), lambda x: torch.max(x)):
+        X = A.detach().requires_grad_()
+        dense(red(X)).sum().backward()
+        Dn = A.to_dense().requires_grad_()
+        red(Dn).sum().backward()
+        idx = A.indices()
+        stored = torch.zeros(2, 3, dtype=torch.bool)
+        stored[idx[0], idx[1]] = True
+        torch.testing.assert_close(X._values().grad, Dn.grad[idx[0], idx[1]])
+        torch.testing.assert_close(X._fill_value().grad, Dn.grad[~stored].sum())
+
+
+def test_max_dim_gradient_goes_to_the_returned_index():
+    A = sf.sparse_csr_tensor([0, 1, 2], [2, 1], [5.0, 9.0], (2, 4), fill_value=5.0,
+                             dtype=torch.float64)
+    X = A.detach().requires_grad_()
+    torch.max(X, 1).values.to_dense().sum().backward()
+    Dn = A.to_dense().requires_grad_()
+    torch.max(Dn, 1).values.sum().backward()
+    assert torch.equal(X._values().grad, torch.tensor([0.0, 1.0], dtype=torch.float64))
+    assert X._fill_value().grad == Dn.grad[0, 0] == 1.0
+
+
+def test_reduction_errors():
+    A = random_tensor("random", 1.0)
+    with pytest.raises(IndexError):
+        A.sum(5)
+    with pytest.raises(RuntimeError, match="multiple times"):
+        A.sum((0, 0))
+    with pytest.raises(NotImplementedError, match="norm"):
+        torch.norm(A, "nuc")
+
+
+# ---- real matrices ---------------------------------------------------------------------
+
+def _real_matrices():
+    paths = sorted(MATRICES.glob("*.mtx"), key=lambda p: p.stat().st_size)  # smallest first
+    assert paths, f"no .mtx matrices under {MATRICES}"
+    return paths
+
+
+def _load_mtx(path, limit=60000):
+    import scipy.io
+
+    m = scipy.io.mmread(str(path)).tocsr()
+    if m.nnz > limit:  # keep the test quick: the leading rows
+        rows = int(m.indptr.searchsorted(limit))
+        m = m[:max(rows, 1)]
+    return m
+
+
+@pytest.mark.parametrize("path", _real_matrices()[:4], ids=lambda p: p.stem)
+def test_real_matrices(path):
+    m = _load_mtx(path)
+    for fill in (0.0, -1.0, 2.5):
+        A = sf.from_scipy(m, fill_value=fill, layout=torch.sparse_csr, dtype=torch.float64)
+        D = A.to_dense()
+        for d in (0, 1):
+            close(torch.softmax(A, d), torch.softmax(D, d))
+            close(A.sum(d), D.sum(d))
+            close(A.amax(d), D.amax(d))
+            close(A.var(d), D.var(d))
+        close(A.mean(), D.mean())
+        close(torch.logsumexp(A, (0, 1)), torch.logsumexp(D, (0, 1)))
+
+
+def test_one_thread_and_two_agree():
+    A = random_tensor("random", 0.5, torch.sparse_csr, size=(3000, 200), seed=2)  # several chunks
+    old = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append([dense(torch.softmax(A, 1)), dense(A.sum(1)), dense(A.amax(0)),
+                            dense(torch.log_softmax(A, 0))])
+    finally:
+        torch.set_num_threads(old)
+    for x, y in zip(*results):
+        assert torch.equal(x, y)
+
+
+def test_half_precision_computes_in_float():
+    A = random_tensor("random", 0.5, dtype=torch.float16)
+    D = A.to_dense().float()
+    close(torch.softmax(A, 1), torch.softmax(D, 1).half(), atol=1e-3, rtol=1e-3)
+    close(A.sum(0), D.sum(0).half(), atol=1e-2, rtol=1e-3)
+    close(A.amax(1), D.amax(1).half())
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_reductions_compact_plan_for_many_empty_slices(layout):
+    """Far more kept positions than stored elements: one segment per
+    non-empty slice only (the compact plan)."""
+    g = torch.Generator().manual_seed(0)
+    for shape, dense_shape in (((1000, 3), ()), ((3, 1000), ()), ((400, 2), (2,))):
+        idx = torch.stack([torch.randint(0, shape[0], (12,), generator=g),
+                           torch.randint(0, shape[1], (12,), generator=g)])
+        v = torch.randn((12,) + dense_shape, generator=g, dtype=torch.float64)
+        A = sf.sparse_coo_tensor(idx, v, shape + dense_shape, fill_value=0.5).coalesce()
+        A = A.to_sparse(layout=layout)
+        D = A.to_dense()
+        for dim in (0, 1):
+            for keepdim in (False, True):
+                for name in ("sum", "amax", "var", "logsumexp", "prod", "mean"):
+                    close(getattr(torch, name)(A, dim, keepdim=keepdim),
+                          getattr(torch, name)(D, dim, keepdim=keepdim))
+        B = A.to_sparse_coo()
+        vv = B.values().detach().clone().requires_grad_()
+        ff = B._fill_value().detach().clone().requires_grad_()
+        assert torch.autograd.gradcheck(lambda vv, ff: dense(B._with(vv, ff).var(1)), (vv, ff))
