@@ -51,13 +51,17 @@ core = ("sparsefill_core", {
     "cflags": ["-std=c99", "-O3", "-fPIC", "-Wall", "-Wextra"],
 })
 
-cxx_flags = ["-std=c++20", "-O2", "-DTORCH_EXT_NAME=_C"]
+# -fopenmp: at::parallel_for is inlined from torch's headers and splits work
+# with `#pragma omp parallel`; compiled without it, every kernel of ours runs
+# on one thread whatever torch.get_num_threads() says.
+cxx_flags = ["-std=c++20", "-O2", "-fopenmp", "-DTORCH_EXT_NAME=_C"]
 ext_kwargs = dict(
     name="torch_sparsefill._C",
     sources=CXX_SOURCES,
     include_dirs=[str(ROOT / "aten_ext")],
     libraries=["sparsefill_core"],
-    extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "-std=c++20"]},
+    extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "-std=c++20", "-Xcompiler", "-fopenmp"]},
+    extra_link_args=["-fopenmp"],
 )
 if WITH_CUDA:
     # The CUDA C core (aten_ext/cuda/*.cu, no torch headers) joins the
