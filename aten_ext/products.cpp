@@ -14,11 +14,9 @@
 // built, forward or backward.
 #include "sf_glue.h"
 
-#include <ATen/Parallel.h>
 #include <torch/autograd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <vector>
 
 namespace sparsefill {
@@ -69,7 +67,8 @@ void check_float(const Tensor& t, const char* name) {
 }
 
 // Checked CSR components: crow (m + 1), col (nse), values (nse); returns m.
-int64_t csr_args(const Tensor& crow, const Tensor& col, const Tensor& values, const char* what) {
+int64_t csr_operand_rows(const Tensor& crow, const Tensor& col, const Tensor& values,
+                         const char* what) {
   TORCH_CHECK(crow.numel() >= 1, "sparsefill: ", what, " crow_indices must not be empty");
   TORCH_CHECK(values.dim() == 1, "sparsefill: ", what,
               " must have 1-D values (hybrid operands are not supported by matrix products), "
@@ -83,43 +82,6 @@ int64_t csr_args(const Tensor& crow, const Tensor& col, const Tensor& values, co
               " crow_indices[-1] must equal the number of stored elements (", col.numel(),
               "), got ", last);
   return m;
-}
-
-// Runs f(row_begin, row_end) over [0, m) on the intra-op threads, in ranges of
-// about equal work (stored elements plus one unit per row), and raises the
-// first non-OK status.
-template <class F>
-void for_rows(const int64_t* crow, int64_t m, int64_t work_per_row, const char* what, F f) {
-  const int64_t nse = crow[m];
-  const int64_t total = nse * std::max<int64_t>(work_per_row, 1) + m;
-  const int64_t threads = at::get_num_threads();
-  if (threads <= 1 || total < 32768 || m < 2) {
-    check_status(f(0, m), what);
-    return;
-  }
-  const int64_t chunks = std::min<int64_t>(threads * 4, m);
-  std::vector<int64_t> bound(chunks + 1, m);
-  bound[0] = 0;
-  // crow[i] + i is non-decreasing for valid CSR; for invalid data the split
-  // is merely uneven and the C core reports the error.
-  for (int64_t c = 1; c < chunks; ++c) {
-    const int64_t target = (nse + m) * c / chunks;
-    int64_t lo = bound[c - 1], hi = m;
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      if (crow[mid] + mid < target) lo = mid + 1; else hi = mid;
-    }
-    bound[c] = lo;
-  }
-  std::atomic<int> status{SF_OK};
-  at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c) {
-      if (bound[c] >= bound[c + 1]) continue;
-      sf_status st = f(bound[c], bound[c + 1]);
-      if (st != SF_OK) status.store(st);
-    }
-  });
-  check_status(static_cast<sf_status>(status.load()), what);
 }
 
 template <class T> struct Core;
@@ -165,7 +127,7 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
               "sparsefill: spmm: expected values, fill and the dense operand to have the same "
               "dtype, got ", values_in.scalar_type(), ", ", fill_in.scalar_type(), " and ",
               b_in.scalar_type());
-  const int64_t m = csr_args(crow, col, values_in, "spmm: the sparse operand's");
+  const int64_t m = csr_operand_rows(crow, col, values_in, "spmm: the sparse operand's");
   TORCH_CHECK(ncols >= 0, "sparsefill: spmm: ncols must be non-negative, got ", ncols);
   TORCH_CHECK(b_in.dim() == 2 && b_in.size(0) == ncols,
               "sparsefill: spmm: the dense operand must be 2-D with ", ncols,
@@ -198,7 +160,7 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
       const scalar_t xsum = colsum.defined() ? colsum.item<scalar_t>() : scalar_t(0);
       const scalar_t cor = corr.defined() ? corr.item<scalar_t>() : scalar_t(0);
       const int64_t incx = b.stride(0);
-      for_rows(cr, m, 1, "spmm operands", [&](int64_t r0, int64_t r1) {
+      for_row_ranges(cr, m, 1, "spmm operands", [&](int64_t r0, int64_t r1) {
         return Core<scalar_t>::spmv(cp, 1, cr, cl, v, m, ncols, nse, bp, incx, rf, rf_stride, cf,
                                     xsum, cor, r0, r1);
       });
@@ -206,7 +168,7 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
       const scalar_t* cs = colsum.defined() ? colsum.data_ptr<scalar_t>() : nullptr;
       const scalar_t* co = corr.defined() ? corr.data_ptr<scalar_t>() : nullptr;
       const int64_t ldb = b.stride(0);
-      for_rows(cr, m, n, "spmm operands", [&](int64_t r0, int64_t r1) {
+      for_row_ranges(cr, m, n, "spmm operands", [&](int64_t r0, int64_t r1) {
         return Core<scalar_t>::spmm(cp, n, cr, cl, v, m, ncols, nse, bp, ldb, n, rf, rf_stride,
                                     cf, cs, co, r0, r1);
       });
@@ -236,7 +198,7 @@ Tensor sddmm_cpu(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, con
   Tensor out = at::empty({nse}, x.options());
   SF_DISPATCH_FLOAT(ct, "sddmm", [&] {
     const int64_t* cr = crow.data_ptr<int64_t>();
-    for_rows(cr, m, n, "sddmm operands", [&](int64_t r0, int64_t r1) {
+    for_row_ranges(cr, m, n, "sddmm operands", [&](int64_t r0, int64_t r1) {
       return Core<scalar_t>::sddmm(out.data_ptr<scalar_t>(), cr, col.data_ptr<int64_t>(), m,
                                    ncols, nse, x.data_ptr<scalar_t>(), n, y.data_ptr<scalar_t>(),
                                    n, n, r0, r1);
@@ -392,8 +354,8 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_cpu(const Tensor& crow_a_in, const Ten
               "sparsefill: spgemm: expected both operands to have the same dtype, got ",
               values_a.scalar_type(), " and ", values_b.scalar_type());
   TORCH_CHECK(n >= 0, "sparsefill: spgemm: n must be non-negative, got ", n);
-  const int64_t m = csr_args(crow_a, col_a, values_a, "spgemm: the first operand's");
-  const int64_t k = csr_args(crow_b, col_b, values_b, "spgemm: the second operand's");
+  const int64_t m = csr_operand_rows(crow_a, col_a, values_a, "spgemm: the first operand's");
+  const int64_t k = csr_operand_rows(crow_b, col_b, values_b, "spgemm: the second operand's");
   const auto out_type = values_a.scalar_type();
   const auto ct = compute_type(out_type);
   Tensor va = values_a.to(ct).contiguous(), vb = values_b.to(ct).contiguous();
@@ -401,7 +363,7 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_cpu(const Tensor& crow_a_in, const Ten
   const int64_t* cb = crow_b.data_ptr<int64_t>();
   const int64_t nse_a = va.numel(), nse_b = vb.numel();
   Tensor row_nse = at::empty({m}, crow_a.options());
-  for_rows(ca, m, 4, "spgemm operands", [&](int64_t r0, int64_t r1) {
+  for_row_ranges(ca, m, 4, "spgemm operands", [&](int64_t r0, int64_t r1) {
     std::vector<uint64_t> bits((n + 63) / 64);
     return sf_csr_spgemm_count(row_nse.data_ptr<int64_t>(), ca, col_a.data_ptr<int64_t>(), m, k,
                                nse_a, cb, col_b.data_ptr<int64_t>(), n, nse_b, bits.data(), r0,
@@ -416,7 +378,7 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_cpu(const Tensor& crow_a_in, const Ten
   Tensor col_c = at::empty({nse_c}, crow_a.options());
   Tensor val_c = at::empty({nse_c}, va.options());
   SF_DISPATCH_FLOAT(ct, "spgemm", [&] {
-    for_rows(ca, m, 4, "spgemm operands", [&](int64_t r0, int64_t r1) {
+    for_row_ranges(ca, m, 4, "spgemm operands", [&](int64_t r0, int64_t r1) {
       std::vector<scalar_t> acc(n);
       std::vector<uint64_t> bits((n + 63) / 64);
       return Core<scalar_t>::spgemm(col_c.data_ptr<int64_t>(), val_c.data_ptr<scalar_t>(),
@@ -444,7 +406,7 @@ Tensor sddmm_sparse_cpu(const Tensor& crow_p, const Tensor& col_p, int64_t ncols
   Tensor out = at::empty({nse_p}, val_x.options());
   SF_DISPATCH_FLOAT(ct, "sddmm_sparse", [&] {
     const int64_t* cp = crow_p.data_ptr<int64_t>();
-    for_rows(cp, m, 4, "sddmm operands", [&](int64_t r0, int64_t r1) {
+    for_row_ranges(cp, m, 4, "sddmm operands", [&](int64_t r0, int64_t r1) {
       std::vector<scalar_t> acc(n);
       return Core<scalar_t>::sddmm_sparse(
           out.data_ptr<scalar_t>(), cp, col_p.data_ptr<int64_t>(), m, ncols_p, nse_p,

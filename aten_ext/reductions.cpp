@@ -16,10 +16,8 @@
 // ATen's masked sparse formulas, which drop the fill's gradient).
 #include "sf_glue.h"
 
-#include <ATen/Parallel.h>
 #include <torch/autograd.h>
 
-#include <atomic>
 
 namespace sparsefill {
 namespace {
@@ -150,22 +148,6 @@ Segs seg_args(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr_in
           fill.size(0) == 1 ? 0 : w};
 }
 
-// Runs fn(begin, end) -> sf_status over segment ranges on torch's threads.
-template <typename F>
-void for_segments(int64_t nseg, int64_t work, const char* what, F fn) {
-  const int64_t per_seg = std::max<int64_t>(work / std::max<int64_t>(nseg, 1), 1);
-  const int64_t grain = std::max<int64_t>(1, 32768 / per_seg);
-  std::atomic<int> first_error{0};
-  at::parallel_for(0, nseg, grain, [&](int64_t begin, int64_t end) {
-    sf_status st = fn(begin, end);
-    if (st != SF_OK) {
-      int expected = 0;
-      first_error.compare_exchange_strong(expected, (int)st);
-    }
-  });
-  check_status((sf_status)first_error.load(), what);
-}
-
 at::ScalarType compute_type(at::ScalarType t, const char* op, bool ints) {
   if (t == at::kDouble || t == at::kFloat) return t;
   if (t == at::kHalf || t == at::kBFloat16) return at::kFloat;
@@ -205,16 +187,15 @@ Tensor seg_reduce_kernel(const Tensor& values_in, const Tensor& fill_in, const T
   Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_reduce");
   Tensor out = at::empty({a.nseg, a.w}, a.values.options());
   const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
-  const int64_t work = a.values.numel() + a.nseg * a.w;
   if (ct == at::kLong) {
-    for_segments(a.nseg, work, "segments", [&](int64_t b, int64_t e) {
+    for_row_ranges(a.seg_ptr.data_ptr<int64_t>(), a.nseg, a.w, "segments", [&](int64_t b, int64_t e) {
       return sf_seg_sum_i64(out.data_ptr<int64_t>(), a.values.data_ptr<int64_t>(),
                             a.fill.data_ptr<int64_t>(), a.fill_stride, sp, b, e, a.w, n);
     });
     return out;
   }
   AT_DISPATCH_FLOATING_TYPES(ct, "seg_reduce", [&] {
-    for_segments(a.nseg, work, "segments", [&](int64_t b, int64_t e) {
+    for_row_ranges(a.seg_ptr.data_ptr<int64_t>(), a.nseg, a.w, "segments", [&](int64_t b, int64_t e) {
       scalar_t* o = out.data_ptr<scalar_t>();
       const scalar_t* v = a.values.data_ptr<scalar_t>();
       const scalar_t* f = a.fill.data_ptr<scalar_t>();
@@ -320,16 +301,15 @@ std::tuple<Tensor, Tensor, Tensor> seg_max_kernel(const Tensor& values_in, const
   const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
   const int64_t* cp = coord.defined() ? coord.data_ptr<int64_t>() : nullptr;
   int64_t* ip = coord.defined() ? index.data_ptr<int64_t>() : nullptr;
-  const int64_t work = a.values.numel() + a.nseg * a.w;
   if (ct == at::kLong) {
-    for_segments(a.nseg, work, "segments", [&](int64_t b, int64_t e) {
+    for_row_ranges(a.seg_ptr.data_ptr<int64_t>(), a.nseg, a.w, "segments", [&](int64_t b, int64_t e) {
       return sf_seg_max_i64(out.data_ptr<int64_t>(), winner.data_ptr<int64_t>(), ip,
                             a.values.data_ptr<int64_t>(), a.fill.data_ptr<int64_t>(),
                             a.fill_stride, cp, sp, b, e, a.w, n, is_min);
     });
   } else {
     AT_DISPATCH_FLOATING_TYPES(ct, "seg_max", [&] {
-      for_segments(a.nseg, work, "segments", [&](int64_t b, int64_t e) {
+      for_row_ranges(a.seg_ptr.data_ptr<int64_t>(), a.nseg, a.w, "segments", [&](int64_t b, int64_t e) {
         scalar_t* o = out.data_ptr<scalar_t>();
         const scalar_t* v = a.values.data_ptr<scalar_t>();
         const scalar_t* f = a.fill.data_ptr<scalar_t>();
@@ -422,9 +402,8 @@ std::tuple<Tensor, Tensor> seg_softmax_kernel(const Tensor& values_in, const Ten
   Tensor out = at::empty_like(a.values);
   Tensor out_fill = at::empty({a.nseg, a.w}, a.values.options());
   const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
-  const int64_t work = 3 * a.values.numel() + a.nseg * a.w;
   AT_DISPATCH_FLOATING_TYPES(ct, "seg_softmax", [&] {
-    for_segments(a.nseg, work, "segments", [&](int64_t b, int64_t e) {
+    for_row_ranges(a.seg_ptr.data_ptr<int64_t>(), a.nseg, 3 * a.w, "segments", [&](int64_t b, int64_t e) {
       scalar_t* o = out.data_ptr<scalar_t>();
       scalar_t* of = out_fill.data_ptr<scalar_t>();
       const scalar_t* v = a.values.data_ptr<scalar_t>();
@@ -450,7 +429,7 @@ std::tuple<Tensor, Tensor> seg_softmax_backward_kernel(const Tensor& out_in,
   Tensor gv = at::empty_like(g), gf = at::empty_like(g_fill);
   const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
   AT_DISPATCH_FLOATING_TYPES(ct, "seg_softmax_backward", [&] {
-    for_segments(a.nseg, 3 * a.values.numel() + a.nseg * a.w, "segments",
+    for_row_ranges(a.seg_ptr.data_ptr<int64_t>(), a.nseg, 3 * a.w, "segments",
                  [&](int64_t b, int64_t e) {
       return seg_softmax_backward(gv.data_ptr<scalar_t>(), gf.data_ptr<scalar_t>(),
                                   (const scalar_t*)a.values.data_ptr<scalar_t>(),

@@ -16,8 +16,6 @@ Example::
 """
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from . import _routing
@@ -31,8 +29,7 @@ __all__: list = []
 
 # ---- operands ---------------------------------------------------------------------
 
-def _name(func) -> str:
-    return _routing._name(func)
+_name = _routing._name
 
 
 def _as_operand(x, func):
@@ -224,8 +221,7 @@ def _matmul(a, b, func=torch.matmul):
         f"3-D @ 3-D)")
 
 
-def _is_number(x) -> bool:
-    return isinstance(x, numbers.Number) and not isinstance(x, torch.Tensor)
+_is_number = _routing._is_number
 
 
 def _addmm(input, mat1, mat2, *, beta=1, alpha=1, func=torch.addmm):

@@ -59,8 +59,7 @@ def _flat(x):
     return x.reshape(x.shape[0], _prod(x.shape[1:]))
 
 
-def _coalesced(A: SparseFillTensor) -> SparseFillTensor:
-    return A.coalesce() if A.layout == torch.sparse_coo else A
+_coalesced = SparseFillTensor._coalesced
 
 
 class _Slices:

@@ -105,8 +105,7 @@ def _bind(spec, func, rest, kwargs):
     return out, inplace
 
 
-def _coalesced(t: SparseFillTensor) -> SparseFillTensor:
-    return t.coalesce() if t.layout == torch.sparse_coo else t
+_coalesced = SparseFillTensor._coalesced
 
 
 def _same_pattern(a: SparseFillTensor, b: SparseFillTensor) -> bool:

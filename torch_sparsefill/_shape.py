@@ -61,13 +61,13 @@ class _Parts:
 def _full_fill(t: SparseFillTensor) -> torch.Tensor:
     """t's fill as a tensor of t's rank that broadcasts to t's size."""
     f = t._sf_fill
-    if f.dim() > t.dense_dim():  # per-slice fill: already full rank
+    if t._has_per_slice_fill():  # already full rank
         return f
     return f.reshape((1,) * (len(t._sf_size) - f.dim()) + tuple(f.shape))
 
 
 def _parts(t: SparseFillTensor) -> _Parts:
-    src = t.coalesce() if t.layout == torch.sparse_coo else t
+    src = t._coalesced()
     return _Parts(src._coo_indices(), src._sf_values, _full_fill(t), t._sf_size, t.layout)
 
 

@@ -144,6 +144,10 @@ class SparseFillTensor(torch.Tensor):
             return self._sf_fill
         return self._sf_fill.expand(self._sf_values.shape[1:])
 
+    def _coalesced(self) -> "SparseFillTensor":
+        """This tensor with coalesced COO indices (CSR is always coalesced)."""
+        return self.coalesce() if self.layout == torch.sparse_coo else self
+
     def _has_per_slice_fill(self) -> bool:
         """Whether the fill varies over the sparse dims (RFC.md 1.5)."""
         return self._sf_fill.dim() > self._sf_values.dim() - 1
@@ -275,7 +279,7 @@ class SparseFillTensor(torch.Tensor):
         if masked_grad:
             raise NotImplementedError(
                 "to_dense(masked_grad=True): masked gradients contradict fill semantics")
-        src = self.coalesce() if self.layout == torch.sparse_coo else self
+        src = self._coalesced()
         out = _ops.to_dense(src._coo_indices(), src._sf_values, src._sf_fill, list(self._sf_size))
         return out if dtype is None else out.to(dtype)
 
@@ -290,7 +294,7 @@ class SparseFillTensor(torch.Tensor):
             >>> sf.sparse_coo_tensor([[0, 1]], [5., 2.], (3,), fill_value=5.).eliminate_fill().nse()
             1
         """
-        src = self.coalesce() if self.layout == torch.sparse_coo else self
+        src = self._coalesced()
         indices, values = _ops.eliminate_fill(src._coo_indices(), src._sf_values, src._sf_fill)
         return src._from_coo(self.layout, indices, values, src._sf_fill)
 
@@ -394,7 +398,7 @@ class SparseFillTensor(torch.Tensor):
             return None
         if gv is None:
             gv = torch.zeros_like(self._sf_values)
-        src = self.coalesce() if self.layout == torch.sparse_coo else self
+        src = self._coalesced()
         if gf is None:
             gf = torch.zeros_like(self._sf_fill)
         else:
