@@ -25,6 +25,19 @@ MATRICES = Path(os.environ.get("SPARSEFILL_MATRICES", Path(__file__).resolve().p
                                "shared" / "data" / "matrices"))
 
 
+def rng(seed: int) -> torch.Generator:
+    """A seeded generator on the device the tests run on (see conftest.py):
+    random inputs are drawn there, so the CUDA pass draws other numbers than
+    the CPU pass, both deterministic."""
+    return torch.Generator(device=torch.get_default_device()).manual_seed(seed)
+
+
+def on_test_device(x):
+    """x (a tensor or SparseFillTensor built on the CPU, e.g. from scipy) moved
+    to the device the tests run on."""
+    return x.to(torch.get_default_device())
+
+
 @dataclass(frozen=True)
 class Case:
     pattern: str  # empty | one | random | full | duplicates | hybrid
@@ -44,7 +57,7 @@ def random_tensor(pattern: str, fill, layout=torch.sparse_coo, *, dtype=torch.fl
                   requires_grad: bool = False) -> sf.SparseFillTensor:
     """A SparseFillTensor of a named pattern. Stored values never equal the
     fill, so the pattern survives round trips through dense."""
-    g = torch.Generator().manual_seed(seed)
+    g = rng(seed)
     rows, cols = size
     dense_shape = (3,) if pattern == "hybrid" else ()
     if pattern == "empty":

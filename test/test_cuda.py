@@ -16,6 +16,8 @@ import torch
 import torch_sparsefill as sf
 from torch_sparsefill import _generated_ops
 
+pytestmark = pytest.mark.cpu_only("chooses CPU and CUDA explicitly")
+
 ops = torch.ops.sparsefill
 
 STRUCTURAL = ["coo_check", "csr_check", "coo_linearize", "coo_delinearize", "coalesce_plan",

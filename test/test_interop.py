@@ -14,6 +14,8 @@ import torch
 import sf_testing as T
 import torch_sparsefill as sf
 
+pytestmark = pytest.mark.cpu_only("scipy and pydata sparse hold host memory")
+
 MATRICES = sorted(T.MATRICES.glob("*.mtx"))
 
 

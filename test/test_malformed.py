@@ -93,8 +93,10 @@ ref = torch.tensor([[2., 3.]])
 }
 
 
-def _run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
+def _run(code: str, device: str) -> subprocess.CompletedProcess:
+    # The case's tensors are built on the device of this pass (conftest.py).
+    on_device = "" if device == "cpu" else f"torch.set_default_device({device!r})\n"
+    return subprocess.run([sys.executable, "-c", PRELUDE + on_device + textwrap.dedent(code)],
                           capture_output=True, text=True, timeout=300)
 
 
@@ -110,12 +112,12 @@ else:
 
 
 @pytest.fixture(scope="module")
-def results():
+def results(device):
     programs = {name: _malformed_program(code, "Exception") for name, (code, _, _) in MALFORMED.items()}
     programs.update({name: code + "\nassert torch.equal(A.to_dense(), ref), A.to_dense()\nprint('OK')"
                      for name, code in VALID.items()})
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {name: pool.submit(_run, code) for name, code in programs.items()}
+        futures = {name: pool.submit(_run, code, device) for name, code in programs.items()}
         return {name: f.result() for name, f in futures.items()}
 
 

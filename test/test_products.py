@@ -30,7 +30,7 @@ def test_matrices_present():
 @functools.lru_cache(maxsize=None)
 def _real(name):
     m = scipy.sparse.coo_array(scipy.io.mmread(str(T.MATRICES / f"{name}.mtx"))).astype("float64")
-    return sf.from_scipy(m, fill_value=0.0)
+    return T.on_test_device(sf.from_scipy(m, fill_value=0.0))
 
 
 def _dense_of(A: SparseFillTensor) -> torch.Tensor:
@@ -52,7 +52,7 @@ def _with_fill(A: SparseFillTensor, fill) -> SparseFillTensor:
 
 
 def _random(m, k, fill, layout=torch.sparse_coo, *, density=0.3, seed=0, dtype=torch.float64):
-    g = torch.Generator().manual_seed(seed)
+    g = T.rng(seed)
     mask = torch.rand(m, k, generator=g) < density
     idx = mask.nonzero().t()
     values = torch.randn(idx.shape[1], generator=g, dtype=torch.float64).to(dtype)
@@ -61,7 +61,7 @@ def _random(m, k, fill, layout=torch.sparse_coo, *, density=0.3, seed=0, dtype=t
 
 
 def _randn(*shape, seed=1, dtype=torch.float64):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+    return torch.randn(*shape, generator=T.rng(seed), dtype=dtype)
 
 
 def _close(actual, expected, **kw):
@@ -178,6 +178,7 @@ def test_low_precision_dtypes(dtype):
     torch.testing.assert_close(out_v.double(), expected[:, 0], rtol=tol, atol=tol * 10)
 
 
+@pytest.mark.cpu_only("CPU thread counts")
 def test_multithreaded_split_matches_dense():
     """Large enough for the row ranges to be split across threads."""
     A = _random(600, 500, -0.75, density=0.05, seed=3)
@@ -240,7 +241,7 @@ def test_native_torch_sparse_operand_reads_fill_zero():
 # ---- batched ---------------------------------------------------------------------------
 
 def _batched(nb, m, k, fill, seed=0):
-    g = torch.Generator().manual_seed(seed)
+    g = T.rng(seed)
     mask = torch.rand(nb, m, k, generator=g) < 0.3
     mask[1] = False  # one batch stores nothing
     idx = mask.nonzero().t()

@@ -159,6 +159,7 @@ def _all_ops(A, B):
     return [o.detach() for o in outs]
 
 
+@pytest.mark.cpu_only("CPU thread counts")
 def test_one_and_two_threads_agree_bitwise():
     g = torch.Generator().manual_seed(0)
     idx = torch.randint(0, 300, (2, 20000), generator=g)

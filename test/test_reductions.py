@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_sparsefill as sf
-from sf_testing import CASES, LAYOUTS, MATRICES, case_id, random_tensor
+from sf_testing import CASES, LAYOUTS, MATRICES, case_id, random_tensor, rng, on_test_device
 
 
 def dense(x):
@@ -81,7 +81,7 @@ def test_softmax_per_row_fill_shape():
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dim", [0, 1])
 def test_softmax_minus_inf_fill_reproduces_torch_sparse_softmax(layout, dim):
-    g = torch.Generator().manual_seed(3)
+    g = rng(3)
     mask = torch.rand(6, 8, generator=g) < 0.4
     mask[:, 0] = mask[0, :] = True  # no empty slice along either dim
     N = (torch.randn(6, 8, generator=g, dtype=torch.float64) * mask).to_sparse().coalesce()
@@ -362,7 +362,8 @@ def _load_mtx(path, limit=60000):
 def test_real_matrices(path):
     m = _load_mtx(path)
     for fill in (0.0, -1.0, 2.5):
-        A = sf.from_scipy(m, fill_value=fill, layout=torch.sparse_csr, dtype=torch.float64)
+        A = on_test_device(sf.from_scipy(m, fill_value=fill, layout=torch.sparse_csr,
+                                         dtype=torch.float64))
         D = A.to_dense()
         for d in (0, 1):
             close(torch.softmax(A, d), torch.softmax(D, d))
@@ -373,6 +374,7 @@ def test_real_matrices(path):
         close(torch.logsumexp(A, (0, 1)), torch.logsumexp(D, (0, 1)))
 
 
+@pytest.mark.cpu_only("CPU thread counts")
 def test_one_thread_and_two_agree():
     A = random_tensor("random", 0.5, torch.sparse_csr, size=(3000, 200), seed=2)  # several chunks
     old = torch.get_num_threads()
@@ -400,7 +402,7 @@ def test_half_precision_computes_in_float():
 def test_reductions_compact_plan_for_many_empty_slices(layout):
     """Far more kept positions than stored elements: one segment per
     non-empty slice only (the compact plan)."""
-    g = torch.Generator().manual_seed(0)
+    g = rng(0)
     for shape, dense_shape in (((1000, 3), ()), ((3, 1000), ()), ((400, 2), (2,))):
         idx = torch.stack([torch.randint(0, shape[0], (12,), generator=g),
                            torch.randint(0, shape[1], (12,), generator=g)])

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import torch_sparsefill as sf
-from sf_testing import random_tensor
+from sf_testing import random_tensor, rng
 
 COO, CSR = torch.sparse_coo, torch.sparse_csr
 ERRORS = (RuntimeError, IndexError, NotImplementedError, TypeError, ValueError)
@@ -52,7 +52,7 @@ def with_fill(A, fill):
 
 
 def tensors():
-    g = torch.Generator().manual_seed(5)
+    g = rng(5)
     coo = random_tensor("random", 1.5, COO, seed=1)
     csr = random_tensor("random", -2.0, CSR, seed=2)
     hyb = random_tensor("hybrid", 1.5, COO, seed=3)

@@ -161,7 +161,7 @@ def _read_mtx(path):
 
     m = scipy.io.mmread(str(path)).tocoo()
     idx = torch.from_numpy(np.stack([m.row, m.col]).astype(np.int64))
-    return idx, torch.tensor(m.data, dtype=torch.float64), m.shape
+    return T.on_test_device(idx), T.on_test_device(torch.tensor(m.data, dtype=torch.float64)), m.shape
 
 
 def test_real_matrices_are_present():

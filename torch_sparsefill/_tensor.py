@@ -171,11 +171,12 @@ class SparseFillTensor(torch.Tensor):
         dense_numel = _prod(size[len(size) - self.dense_dim():]) if self.dense_dim() else 1
         if not self._has_per_slice_fill():
             return torch.full(fill.shape, self._unspecified_count() *
-                              (dense_numel // max(fill.numel(), 1)), dtype=torch.int64)
+                              (dense_numel // max(fill.numel(), 1)), dtype=torch.int64,
+                              device=fill.device)
         sd = self.sparse_dim()
         fshape = fill.shape[:sd]
         covered = _prod(s for s, f in zip(size[:sd], fshape) if f == 1)
-        stored = torch.bincount(self._fill_slots().cpu(), minlength=_prod(fshape))
+        stored = torch.bincount(self._fill_slots(), minlength=_prod(fshape))
         per_slot = (covered - stored).view(tuple(fshape) + (1,) * self.dense_dim())
         dense_factor = _prod(s for s, f in zip(size[sd:], fill.shape[sd:]) if f == 1)
         return per_slot.expand(fill.shape) * dense_factor
