@@ -5,7 +5,9 @@
 #   make bench   benchmark table (ratios against torch in the same run)
 #   make gen     regenerate element-wise code from tools/codegen/elementwise.yaml
 #   make fuzz    libFuzzer on the C core (FUZZ_RUNS executions, default 10 million)
-#   make cuda-build  the CUDA build, in its own environment (no GPU needed)
+#   make cuda-build  the CUDA build, in its own environment, and its tests (no GPU needed)
+#   make cuda-ci     CI's CUDA step: cuda-build when the CUDA torch matches nvcc
+#   make cuda-bench  the benchmark table with the CUDA build (GPU rows need a GPU; ROWS=GPU: only them)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -21,7 +23,7 @@ SOURCES := setup.py $(wildcard aten_ext/*.h aten_ext/*.cpp aten_ext/generated/*.
 
 FUZZ_RUNS ?= 10000000
 
-.PHONY: all demo test bench build gen ctest pytest system-deps clean fuzz cuda-build
+.PHONY: all demo test bench build gen ctest pytest system-deps clean fuzz cuda-build cuda-ci cuda-bench
 
 all: build
 
@@ -85,20 +87,19 @@ test: system-deps build
 # torch's CUDA build (torch 2.14.1+cu130: CUDA 13.0, as nvcc here) in its own
 # environment, so that .venv keeps the CPU build. The extension is built with
 # its CUDA parts under build/cuda, never in the source tree (whose _C is the
-# CPU build's); then test/test_cuda.py runs there: without a GPU it checks
-# that every structural op and union element-wise op has a CUDA kernel
-# registered (the GPU tests skip); with one it runs them all.
-# Not part of `make test`: from a clean clone it took 8 min wall here (about
-# 1.5 min for the 5.5 GB environment, 6.5 min compiling at MAX_JOBS=1 on cores
-# shared with other builds; 4m52s CPU), above the 6 min CI budget for it.
-# `make test` still compiles the torch-free CUDA C core with plain nvcc (ctest).
+# CPU build's); then the CUDA tests run against it: without a GPU,
+# test/test_cuda*.py check that every op has its CUDA kernel registered (the
+# GPU tests skip); with one, the whole suite runs on CPU and on CUDA.
+# `make cuda-ci` (CI, after `make test`) does this whenever the CUDA torch's
+# CUDA major version equals nvcc's, and says why when it does not.
 # TORCH_CUDA_ARCH_LIST: the H100/H200 we test on (otherwise torch picks many
-# architectures when it sees no GPU). MAX_JOBS=1: nvcc is memory hungry and
-# the cores are shared.
+# architectures when it sees no GPU). CUDA_JOBS: parallel compiles; nvcc is
+# memory hungry (about 3 GB each with torch's headers).
 CUDA_VENV ?= .venv-cuda
 CUDA_PY   := $(CUDA_VENV)/bin/python
 CUDA_TORCH ?= torch==2.14.1
 CUDA_ARCH ?= 9.0
+CUDA_JOBS ?= 1
 CUDA_LIB  := build/cuda/lib
 # The toolkit's root (headers, lib64): nvcc may be a wrapper script on PATH,
 # from which torch would guess a root without them.
@@ -111,18 +112,39 @@ $(CUDA_VENV)/.deps: requirements-dev.txt
 	touch $@
 
 $(CUDA_VENV)/.built: $(CUDA_VENV)/.deps $(SOURCES)
-	SPARSEFILL_CUDA=1 CUDA_HOME="$(CUDA_HOME)" TORCH_CUDA_ARCH_LIST="$(CUDA_ARCH)" MAX_JOBS=1 \
+	SPARSEFILL_CUDA=1 CUDA_HOME="$(CUDA_HOME)" TORCH_CUDA_ARCH_LIST="$(CUDA_ARCH)" MAX_JOBS=$(CUDA_JOBS) \
 	  $(CUDA_PY) setup.py -q build --build-base build/cuda --build-lib $(CUDA_LIB)
 	touch $@
 
+CUDA_TESTS = $(shell $(CUDA_PY) -c 'import torch; print("test" if torch.cuda.is_available() else "test/test_cuda.py test/test_cuda_api.py")' 2>/dev/null)
+
 cuda-build: $(CUDA_VENV)/.built
-	SPARSEFILL_EXPECT_CUDA=1 PYTHONPATH=$(CUDA_LIB) $(CUDA_PY) -P -m pytest -q -p no:cacheprovider test/test_cuda.py
+	SPARSEFILL_EXPECT_CUDA=1 PYTHONPATH=$(CUDA_LIB) $(CUDA_PY) -P -m pytest -q -p no:cacheprovider $(CUDA_TESTS)
+
+# CI's CUDA step. Skips, saying why, when there is no nvcc, when the CUDA
+# torch cannot be installed here, or when its CUDA major version differs
+# from nvcc's (the extension would then be compiled by one CUDA and loaded
+# against another). A build or test failure fails.
+cuda-ci:
+	@if ! command -v nvcc >/dev/null; then echo "cuda-ci: skipped: no nvcc on PATH"; exit 0; fi; \
+	if ! $(MAKE) --no-print-directory $(CUDA_VENV)/.deps; then \
+	  echo "cuda-ci: skipped: could not install $(CUDA_TORCH) into $(CUDA_VENV)"; exit 0; fi; \
+	nvcc_cuda=$$(nvcc --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p'); \
+	torch_cuda=$$($(CUDA_PY) -c 'import torch; print(torch.version.cuda or "none")'); \
+	if [ "$${torch_cuda%%.*}" != "$${nvcc_cuda%%.*}" ]; then \
+	  echo "cuda-ci: skipped: $(CUDA_TORCH) is built with CUDA $$torch_cuda, nvcc is CUDA $$nvcc_cuda"; exit 0; fi; \
+	echo "cuda-ci: $(CUDA_TORCH) (CUDA $$torch_cuda) and nvcc (CUDA $$nvcc_cuda) match: building the CUDA extension"; \
+	$(MAKE) --no-print-directory cuda-build CUDA_JOBS=$(MAX_JOBS)
 
 demo: build
 	$(PY) examples/membrane_potential.py
 
 bench: build
 	OMP_NUM_THREADS=2 $(PY) bench/bench.py
+
+# The GPU rows (and the rest) with the CUDA build; needs a GPU to time them.
+cuda-bench: $(CUDA_VENV)/.built
+	OMP_NUM_THREADS=2 PYTHONPATH=$(CUDA_LIB) $(CUDA_PY) -P bench/bench.py --rows "$(ROWS)"
 
 clean:
 	rm -rf $(BUILD) build torch_sparsefill/*.so *.egg-info $(VENV)/.built $(CUDA_VENV)/.built

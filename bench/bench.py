@@ -299,6 +299,58 @@ def reduction_rows(quick: bool):
            "dense torch.softmax", lambda: torch.softmax(DS, 1))
 
 
+def _synced(fn):
+    """fn, then wait for the GPU: the timer sees the kernels' whole run."""
+    def run():
+        fn()
+        torch.cuda.synchronize()
+    return run
+
+
+def gpu_rows(quick: bool):
+    """GPU rows (issue 6), when torch sees a CUDA device: element-wise against
+    a device-to-device copy of the same values (the note gives the share of
+    copy bandwidth reached: both read and write every value once), CSR @ dense
+    against cuSPARSE through torch plus the manual fill correction, softmax
+    against torch.sparse.softmax on the GPU. Every row is timed to the end of
+    its kernels (_synced)."""
+    if not torch.cuda.is_available():
+        return
+    cuda = torch.device("cuda")
+    side = 1 << 14
+    per_row = 64 if quick else 1024  # 1M or 16.8M stored values
+    A, _ = stratified(side, side, per_row, 0.5)
+    A = A.to(cuda).coalesce()
+    values = A._values()
+    nse = values.numel()
+    copy_bytes = 2 * values.numel() * values.element_size()
+
+    def bandwidth(t_ours, t_copy):
+        return (f"GPU exp, {nse:,} stored: {copy_bytes / t_ours / 1e9:.0f} GB/s of values, "
+                f"{t_copy / t_ours:.0%} of copy bandwidth ({copy_bytes / t_copy / 1e9:.0f} GB/s; "
+                "target >= 70%)")
+    yield (f"GPU exp, {nse >> 20}M stored fp32", _synced(lambda: torch.exp(A)),
+           "values.clone() (D2D copy)", _synced(lambda: values.clone()), bandwidth)
+    yield (f"GPU A * 2 + 1, {nse >> 20}M stored fp32", _synced(lambda: A * 2 + 1),
+           "values.clone() (D2D copy)", _synced(lambda: values.clone()))
+
+    m = 4000 if quick else 20000
+    fill = 5.0
+    Acpu, Ncpu = random_coo((m, m), 0.01, fill, seed=4)
+    A_csr = Acpu.to_sparse_csr().to(cuda)
+    N0 = torch.sparse_coo_tensor(Ncpu.indices(), Ncpu.values() - fill, Ncpu.shape)
+    N0 = N0.coalesce().to_sparse_csr().to(cuda)
+    B = torch.randn(m, 64, device=cuda)
+    yield (f"GPU A @ B {m}x{m} 1%, n=64, fill 5", _synced(lambda: A_csr @ B),
+           "cuSPARSE mm(A0,B)+a*colsum", _synced(lambda: torch.sparse.mm(N0, B) + fill * B.sum(0)))
+
+    rows_ = 10_000 if quick else 100_000
+    S, NS = stratified(rows_, 10_000, 100, -float("inf"))
+    S, NS = S.to(cuda), NS.to(cuda)
+    yield (f"GPU softmax dim 1, {rows_ // 10_000}M stored, fill -inf", _synced(lambda: torch.softmax(S, 1)),
+           "torch.sparse.softmax (CUDA)", _synced(lambda: torch.sparse.softmax(NS, 1)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -312,7 +364,8 @@ def main() -> None:
     notes = []
     for name, ours, anchor_name, anchor, *elements in itertools.chain(rows(args.quick),
                                                                       products_rows(args.quick),
-                                                                      reduction_rows(args.quick)):
+                                                                      reduction_rows(args.quick),
+                                                                      gpu_rows(args.quick)):
         if args.rows not in name:
             continue
         t_ours, t_anchor = timeit(ours), timeit(anchor)
@@ -325,6 +378,8 @@ def main() -> None:
                          f"(torch: {t_anchor / elements[0] * 1e9:.1f} ns), {elements[0]:,} in the union")
     for note in notes:
         print(note)
+    if not torch.cuda.is_available():
+        print("GPU rows: not run (torch.cuda.is_available() is False; `make cuda-bench` on a GPU machine)")
 
 
 if __name__ == "__main__":
