@@ -167,7 +167,8 @@ def _batch_slices(A: SparseFillTensor, func):
     A = A.coalesce()
     nb, m, k = A.shape
     idx = A._sf_indices
-    bounds = torch.searchsorted(idx[0].contiguous(), torch.arange(nb + 1, dtype=idx.dtype)).tolist()
+    bounds = torch.searchsorted(idx[0].contiguous(),
+                              torch.arange(nb + 1, dtype=idx.dtype, device=idx.device)).tolist()
     f = A._sf_fill
     out = []
     for i in range(nb):
@@ -197,7 +198,7 @@ def _bmm(a, b, func=torch.bmm):
     else:
         parts = [_mm(a[i], bi, func) for i, bi in enumerate(_batch_slices(b, func))]
     if not parts:
-        return torch.empty((0, a.shape[1], b.shape[2]), dtype=a.dtype)
+        return torch.empty((0, a.shape[1], b.shape[2]), dtype=a.dtype, device=a.device)
     return torch.stack(parts)
 
 
