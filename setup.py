@@ -41,6 +41,36 @@ def cuda_wanted() -> bool:
     return available
 
 
+def cusparse_paths():
+    """(include_dirs, library_dirs, link_args) for cuSPARSE (the CUDA products
+    call it, and ATen/cuda/CUDAContextLight.h includes cusparse.h). A full
+    toolkit has it in CUDA_HOME/include and lib64, which CUDAExtension already
+    passes. Otherwise it comes from the NVIDIA wheels torch's CUDA build
+    depends on (nvidia-cusparse: nvidia/cu13/include and lib; the CUDA 12
+    wheels use nvidia/cusparse/...). The wheel ships only the versioned
+    libcusparse.so.N, so it is linked by that name: the extension then needs
+    the same soname that libtorch_cuda.so needs, and importing torch (which
+    always precedes loading the extension) has already loaded it, from the
+    wheel through torch's own rpath; no rpath of ours is needed."""
+    home = cpp_extension.CUDA_HOME
+    if home and (Path(home) / "include" / "cusparse.h").exists():
+        return [], [], ["-lcusparse"]
+    try:
+        import nvidia
+        bases = list(nvidia.__path__)
+    except ImportError:
+        bases = []
+    for base in bases:
+        for sub in ("cu13", "cu12", "cusparse"):
+            inc, lib = Path(base) / sub / "include", Path(base) / sub / "lib"
+            libs = sorted(lib.glob("libcusparse.so*"))
+            if (inc / "cusparse.h").exists() and libs:
+                return [str(inc)], [str(lib)], [f"-l:{libs[0].name}"]
+    raise SystemExit("torch_sparsefill: the CUDA build needs cuSPARSE (cusparse.h and "
+                     "libcusparse): not in CUDA_HOME nor in an nvidia wheel of this python; "
+                     "`pip install nvidia-cusparse` provides both")
+
+
 WITH_CUDA = cuda_wanted()
 print(f"torch_sparsefill: CUDA parts {'enabled' if WITH_CUDA else 'disabled'}")
 
@@ -69,6 +99,10 @@ if WITH_CUDA:
     ext_kwargs["sources"] = CXX_SOURCES + sorted(
         str(p.relative_to(ROOT)) for p in (ROOT / "aten_ext" / "cuda").glob("*.cu"))
     ext_kwargs["define_macros"] = [("SPARSEFILL_WITH_CUDA", "1")]
+    cusparse_inc, cusparse_lib, cusparse_link = cusparse_paths()
+    ext_kwargs["include_dirs"] += cusparse_inc
+    ext_kwargs["library_dirs"] = cusparse_lib
+    ext_kwargs["extra_link_args"] = ext_kwargs["extra_link_args"] + cusparse_link
     extension = cpp_extension.CUDAExtension(**ext_kwargs)
 else:
     extension = cpp_extension.CppExtension(**ext_kwargs)

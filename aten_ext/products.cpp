@@ -429,6 +429,21 @@ std::tuple<Tensor, Tensor, Tensor> call_spgemm(const Tensor& crow_a, const Tenso
   return op.call(crow_a, col_a, va, crow_b, col_b, vb, n);
 }
 
+// The values of the CSR matrix P (crow_p, col_p, vals_p; ncols columns) at
+// the positions of the pattern (crow, col): P's value where P stores one, else
+// 0. Both patterns have sorted columns within rows, so their linear indices
+// increase: one searchsorted, device-agnostic ATen.
+Tensor sample_csr(const Tensor& crow_p, const Tensor& col_p, const Tensor& vals_p,
+                  const Tensor& crow, const Tensor& col, int64_t ncols) {
+  const int64_t nse = col.numel();
+  if (col_p.numel() == 0 || nse == 0) return at::zeros({nse}, vals_p.options());
+  Tensor lin_p = rows_of(crow_p) * ncols + col_p;
+  Tensor lin = rows_of(crow) * ncols + col;
+  Tensor pos = at::searchsorted(lin_p, lin).clamp_max(lin_p.numel() - 1);
+  Tensor hit = lin_p.index_select(0, pos) == lin;
+  return at::where(hit, vals_p.index_select(0, pos), at::zeros({}, vals_p.options()));
+}
+
 // C = A B (fill 0 both), gC = dL/d(C's values) on C's pattern:
 //   g_values_a[p at (i, j)] = sum_t gC[i, t] B[j, t]
 //   g_values_b[q at (j, t)] = sum_i A[i, j] gC[i, t] = sum_i A^T[j, i] gC^T[t, i]
@@ -460,6 +475,27 @@ class SpgemmFunction : public torch::autograd::Function<SpgemmFunction> {
     Tensor g_a, g_b;
     if (!g.defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
     g = g.contiguous();
+    if (!crow_a.is_cpu()) {
+      // Other devices: the sampled products through ops with a kernel there
+      // (sddmm_sparse_cpu reads host memory). Each is a fill-0 SpGEMM read
+      // at the operand's pattern: gC B^T for A, A^T gC for B. Costlier than
+      // the CPU's scratch-row kernel (the product's pattern may be larger
+      // than the operand's) but device-agnostic.
+      at::AutoDispatchBelowADInplaceOrView guard;
+      if (ctx->needs_input_grad(2)) {
+        auto [crow_bt, col_bt, perm_b] = call_transpose(crow_b, col_b, n);
+        auto [crow_p, col_p, vp] =
+            call_spgemm(crow_c, col_c, g, crow_bt, col_bt, vb.index_select(0, perm_b), k);
+        g_a = sample_csr(crow_p, col_p, vp, crow_a, col_a, k);
+      }
+      if (ctx->needs_input_grad(5)) {
+        auto [crow_at, col_at, perm_a] = call_transpose(crow_a, col_a, k);
+        auto [crow_q, col_q, vq] =
+            call_spgemm(crow_at, col_at, va.index_select(0, perm_a), crow_c, col_c, g, n);
+        g_b = sample_csr(crow_q, col_q, vq, crow_b, col_b, n);
+      }
+      return {Tensor(), Tensor(), g_a, Tensor(), Tensor(), g_b, Tensor()};
+    }
     if (ctx->needs_input_grad(2)) {
       g_a = sddmm_sparse_cpu(crow_a, col_a, k, crow_c, col_c, g, crow_b, col_b, vb, n);
     }

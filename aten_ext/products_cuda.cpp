@@ -1,0 +1,381 @@
+// products_cuda.cpp -- the CUDA kernels of the matrix products (schemas and
+// CPU kernels in products.cpp): unpack and check component tensors with the
+// CPU kernels' messages, then call the CUDA core (sf_cuda_products.cu) on
+// torch's current stream, with torch's cuSPARSE handle for that stream and
+// workspace from torch's caching allocator.
+//
+// Each op synchronises once to read its report (the operand checks) before
+// cuSPARSE may read the index arrays; spgemm's cuSPARSE stages synchronise
+// themselves to learn the result's size. The autograd formulas at the
+// Autograd key (products.cpp) call these ops through the dispatcher, so the
+// gradients run on CUDA too.
+//
+// Compiled by the host compiler in every build; its content only when
+// setup.py builds the CUDA parts (SPARSEFILL_WITH_CUDA).
+#ifdef SPARSEFILL_WITH_CUDA
+
+#include "sf_glue.h"
+
+// CUDAContextLight.h declares getCurrentCUDASparseHandle (it includes
+// cusparse.h, which setup.py finds in the toolkit or torch's nvidia wheel).
+#include <ATen/cuda/CUDAContextLight.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <climits>
+#include <cstring>
+#include <memory>
+
+#include "sparsefill_cuda.h"
+
+namespace sparsefill {
+namespace {
+
+constexpr auto kCUDA = c10::DeviceType::CUDA;
+
+void* current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
+// torch's handle, already bound to the current stream (the core binds it
+// again to the stream it is given: the same one).
+void* sparse_handle() { return at::cuda::getCurrentCUDASparseHandle(); }
+
+// ---- shared with cuda_ops.cpp (same rules; kept here so that the two files
+// stay independent) -----------------------------------------------------------
+
+void check_call(sf_status st, const char* what) {
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  check_status(st, what);
+}
+
+// A core call that may have failed inside cuSPARSE: name the library's error.
+void check_library_call(sf_status st, int cusparse_status, const char* what) {
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  TORCH_CHECK(st == SF_OK || cusparse_status == (int)CUSPARSE_STATUS_SUCCESS,
+              "sparsefill: ", what, ": cuSPARSE failed: ",
+              cusparseGetErrorString((cusparseStatus_t)cusparse_status));
+  check_status(st, what);
+}
+
+class Reports {
+ public:
+  Reports(int n, const at::Device& device)
+      : dev_(at::empty({n * 8}, at::TensorOptions().dtype(at::kLong).device(device))) {}
+  sf_cuda_report* at(int i) {
+    return reinterpret_cast<sf_cuda_report*>(dev_.data_ptr<int64_t>()) + i;
+  }
+  std::vector<sf_cuda_report> read() const {  // waits for the current stream
+    Tensor host = dev_.cpu();
+    std::vector<sf_cuda_report> out(dev_.numel() / 8);
+    std::memcpy(out.data(), host.data_ptr<int64_t>(), out.size() * sizeof(sf_cuda_report));
+    return out;
+  }
+
+ private:
+  Tensor dev_;
+};
+
+Tensor workspace(size_t bytes, const Tensor& like) {
+  return at::empty({(int64_t)std::max<size_t>(bytes, 1)}, like.options().dtype(at::kByte));
+}
+
+// ---- the CPU kernels' argument rules (products.cpp), on CUDA ----------------------
+
+enum class FillKind { Scalar, Row, Col };
+
+FillKind fill_kind(const Tensor& fill, int64_t m, int64_t k) {
+  if (fill.dim() <= 2 && fill.numel() == 1) return FillKind::Scalar;
+  TORCH_CHECK(fill.dim() == 2,
+              "sparsefill: a matrix product needs a scalar, per-row (m, 1) or per-column "
+              "(1, k) fill, got a fill of shape ", fill.sizes());
+  if (fill.size(0) == m && fill.size(1) == 1) return FillKind::Row;
+  if (fill.size(0) == 1 && fill.size(1) == k) return FillKind::Col;
+  TORCH_CHECK(false, "sparsefill: a matrix product supports a per-row (", m, ", 1) or per-column (1, ",
+              k, ") fill of an ", m, " x ", k, " operand, got a fill of shape ", fill.sizes());
+}
+
+at::ScalarType compute_type(at::ScalarType t) {
+  return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t;
+}
+
+sf_cuda_real core_type(at::ScalarType ct) {
+  return ct == at::kDouble ? SF_CUDA_FLOAT64 : SF_CUDA_FLOAT32;
+}
+
+void check_float(const Tensor& t, const char* name, const at::Device& device) {
+  const auto st = t.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
+              "sparsefill: matrix products support float32, float64, float16 and bfloat16, got ",
+              name, " of dtype ", st);
+  TORCH_CHECK(t.device() == device, "sparsefill: ", name,
+              " must be on the GPU for the CUDA kernel (on ", device, ", with the indices), got ",
+              t.device());
+}
+
+// csr_operand_rows' host-side rules; crow[0] and crow[-1] come with the report.
+int64_t csr_operand_shape(const Tensor& crow, const Tensor& col, const Tensor& values,
+                          const char* what) {
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: ", what, " crow_indices must not be empty");
+  TORCH_CHECK(values.dim() == 1, "sparsefill: ", what,
+              " must have 1-D values (hybrid operands are not supported by matrix products), "
+              "got values of shape ", values.sizes());
+  TORCH_CHECK(col.numel() == values.numel(), "sparsefill: ", what, " has ", col.numel(),
+              " column indices but ", values.numel(), " values");
+  return crow.numel() - 1;
+}
+
+// The first and last row pointers, with the CPU's messages.
+void check_operand_ends(const sf_cuda_report& r, const char* what, int64_t nse) {
+  const auto st = (sf_status)r.status;
+  TORCH_CHECK(st != SF_ERR_CROW_FIRST, "sparsefill: ", what, " crow_indices[0] must be 0, got ",
+              r.value);
+  TORCH_CHECK(st != SF_ERR_CROW_LAST, "sparsefill: ", what,
+              " crow_indices[-1] must equal the number of stored elements (", nse, "), got ",
+              r.value);
+}
+
+// ---- spmm -------------------------------------------------------------------------
+
+Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& values_in,
+                 const Tensor& fill_in, const Tensor& b_in, int64_t ncols) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1, kCUDA);
+  Tensor col = index_arg(col_in, "col_indices", 1, kCUDA);
+  const at::Device device = crow.device();
+  TORCH_CHECK(col.device() == device, "sparsefill: crow_indices is on ", device,
+              " but col_indices is on ", col.device());
+  check_float(values_in, "values", device);
+  check_float(fill_in, "fill", device);
+  check_float(b_in, "the dense operand", device);
+  TORCH_CHECK(values_in.scalar_type() == b_in.scalar_type() &&
+                  values_in.scalar_type() == fill_in.scalar_type(),
+              "sparsefill: spmm: expected values, fill and the dense operand to have the same "
+              "dtype, got ", values_in.scalar_type(), ", ", fill_in.scalar_type(), " and ",
+              b_in.scalar_type());
+  const char* what = "spmm: the sparse operand's";
+  const int64_t m = csr_operand_shape(crow, col, values_in, what);
+  TORCH_CHECK(ncols >= 0, "sparsefill: spmm: ncols must be non-negative, got ", ncols);
+  TORCH_CHECK(b_in.dim() == 2 && b_in.size(0) == ncols,
+              "sparsefill: spmm: the dense operand must be 2-D with ", ncols,
+              " rows (the sparse operand's columns), got shape ", b_in.sizes());
+  const FillKind kind = fill_kind(fill_in, m, ncols);
+  c10::cuda::CUDAGuard guard(device);
+  const int64_t nse = col.numel();
+  Reports reports(1, device);
+  check_call(sf_cuda_csr_operand_check(reports.at(0), crow.data_ptr<int64_t>(),
+                                       col.data_ptr<int64_t>(), m, ncols, nse, 1,
+                                       current_stream()),
+             "spmm operands");
+  const auto r = reports.read()[0];  // before cuSPARSE reads the indices
+  check_operand_ends(r, what, nse);
+  check_status((sf_status)r.status, "spmm operands");
+
+  const auto out_type = values_in.scalar_type();
+  const auto ct = compute_type(out_type);
+  Tensor values = values_in.to(ct).contiguous();
+  Tensor fill = fill_in.to(ct).contiguous();
+  Tensor b = b_in.to(ct);
+  const int64_t n = b.size(1);
+  // Row-major with unit column stride and a row stride >= max(n, 1), as
+  // cuSPARSE's row-major dense descriptor needs.
+  if (b.stride(1) != 1 || b.stride(0) < std::max<int64_t>(n, 1)) b = b.contiguous();
+  Tensor c = at::empty({m, n}, values.options());
+  if (m == 0 || n == 0) return c.to(out_type);
+  // The correction vectors, as on the CPU: 1^T B for a scalar or per-row
+  // fill, c^T B for a per-column fill.
+  Tensor colsum = kind == FillKind::Col ? Tensor() : b.sum(0).contiguous();
+  Tensor corr = kind == FillKind::Col ? at::mv(b.t(), fill.view({-1})).contiguous() : Tensor();
+  const void* rf = kind == FillKind::Col ? nullptr : fill.data_ptr();
+  const int64_t rf_stride = kind == FillKind::Row ? 1 : 0;
+  const void* cf = kind == FillKind::Col ? fill.data_ptr() : nullptr;
+  size_t bytes = 0;
+  int cs = 0;
+  auto call = [&](void* ws) {
+    return sf_cuda_csr_spmm(&cs, c.data_ptr(), crow.data_ptr<int64_t>(), col.data_ptr<int64_t>(),
+                            values.data_ptr(), m, ncols, nse, b.data_ptr(), b.stride(0), n, rf,
+                            rf_stride, cf, colsum.defined() ? colsum.data_ptr() : nullptr,
+                            corr.defined() ? corr.data_ptr() : nullptr, core_type(ct),
+                            sparse_handle(), ws, &bytes, current_stream());
+  };
+  check_library_call(call(nullptr), cs, "spmm");
+  Tensor ws = workspace(bytes, values);
+  check_library_call(call(ws.data_ptr()), cs, "spmm");
+  return c.to(out_type);
+}
+
+// ---- sddmm ------------------------------------------------------------------------
+
+Tensor sddmm_cuda(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, const Tensor& x_in,
+                  const Tensor& y_in) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1, kCUDA);
+  Tensor col = index_arg(col_in, "col_indices", 1, kCUDA);
+  const at::Device device = crow.device();
+  TORCH_CHECK(col.device() == device, "sparsefill: crow_indices is on ", device,
+              " but col_indices is on ", col.device());
+  check_float(x_in, "x", device);
+  check_float(y_in, "y", device);
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: sddmm: crow_indices must not be empty");
+  TORCH_CHECK(x_in.dim() == 2 && y_in.dim() == 2 && x_in.size(0) == crow.numel() - 1 &&
+                  y_in.size(0) == ncols && x_in.size(1) == y_in.size(1) &&
+                  x_in.scalar_type() == y_in.scalar_type(),
+              "sparsefill: sddmm: expected x (rows x n) and y (ncols x n) of one dtype for ",
+              crow.numel() - 1, " rows and ", ncols, " columns, got ", x_in.sizes(), " and ",
+              y_in.sizes());
+  c10::cuda::CUDAGuard guard(device);
+  const auto out_type = x_in.scalar_type();
+  const auto ct = compute_type(out_type);
+  Tensor x = x_in.to(ct).contiguous(), y = y_in.to(ct).contiguous();
+  const int64_t m = crow.numel() - 1, nse = col.numel(), n = x.size(1);
+  Tensor out = at::empty({nse}, x.options());
+  Reports reports(1, device);
+  check_call(sf_cuda_csr_sddmm(reports.at(0), out.data_ptr(), crow.data_ptr<int64_t>(),
+                               col.data_ptr<int64_t>(), m, ncols, nse, x.data_ptr(), n,
+                               y.data_ptr(), n, n, core_type(ct), current_stream()),
+             "sddmm operands");
+  const auto r = reports.read()[0];
+  check_status((sf_status)r.status, "sddmm operands");
+  return out.to(out_type);
+}
+
+// ---- csr_transpose ------------------------------------------------------------------
+
+std::tuple<Tensor, Tensor, Tensor> csr_transpose_cuda(const Tensor& crow_in, const Tensor& col_in,
+                                                      int64_t ncols) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1, kCUDA);
+  Tensor col = index_arg(col_in, "col_indices", 1, kCUDA);
+  TORCH_CHECK(col.device() == crow.device(), "sparsefill: crow_indices is on ", crow.device(),
+              " but col_indices is on ", col.device());
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: csr_transpose: crow_indices must not be empty");
+  TORCH_CHECK(ncols >= 0, "sparsefill: csr_transpose: ncols must be non-negative, got ", ncols);
+  c10::cuda::CUDAGuard guard(crow.device());
+  const int64_t nse = col.numel(), m = crow.numel() - 1;
+  Tensor crow_t = at::empty({ncols + 1}, crow.options());
+  Tensor col_t = at::empty({nse}, crow.options());
+  Tensor perm = at::empty({nse}, crow.options());
+  Reports reports(1, crow.device());
+  const char* what = "crow_indices/col_indices of the operand to transpose";
+  size_t bytes = 0;
+  auto call = [&](sf_cuda_report* report, void* ws) {
+    return sf_cuda_csr_transpose(report, crow_t.data_ptr<int64_t>(), col_t.data_ptr<int64_t>(),
+                                 perm.data_ptr<int64_t>(), crow.data_ptr<int64_t>(),
+                                 col.data_ptr<int64_t>(), m, ncols, nse, ws, &bytes,
+                                 current_stream());
+  };
+  check_call(call(nullptr, nullptr), what);
+  Tensor ws = workspace(bytes, crow);
+  check_call(call(reports.at(0), ws.data_ptr()), what);
+  const auto r = reports.read()[0];
+  check_status((sf_status)r.status, what);  // as the CPU kernel: no site
+  return {crow_t, col_t, perm};
+}
+
+// ---- spgemm (fill 0) ------------------------------------------------------------------
+
+// cuSPARSE SpGEMM takes 32-bit indices only. We convert int64 indices when
+// every size and count fits and refuse otherwise, never truncating.
+void check_int32(int64_t v, const char* name) {
+  TORCH_CHECK(v <= INT32_MAX, "sparsefill: spgemm on CUDA uses cuSPARSE SpGEMM, which takes "
+              "32-bit indices: ", name, " must be at most 2147483647 (INT32_MAX), got ", v);
+}
+
+std::tuple<Tensor, Tensor, Tensor> spgemm_cuda(const Tensor& crow_a_in, const Tensor& col_a_in,
+                                               const Tensor& values_a, const Tensor& crow_b_in,
+                                               const Tensor& col_b_in, const Tensor& values_b,
+                                               int64_t n) {
+  Tensor crow_a = index_arg(crow_a_in, "crow_indices of the first operand", 1, kCUDA);
+  Tensor col_a = index_arg(col_a_in, "col_indices of the first operand", 1, kCUDA);
+  Tensor crow_b = index_arg(crow_b_in, "crow_indices of the second operand", 1, kCUDA);
+  Tensor col_b = index_arg(col_b_in, "col_indices of the second operand", 1, kCUDA);
+  const at::Device device = crow_a.device();
+  for (const Tensor* t : {&col_a, &crow_b, &col_b}) {
+    TORCH_CHECK(t->device() == device, "sparsefill: spgemm: every index tensor must be on ",
+                device, ", got one on ", t->device());
+  }
+  check_float(values_a, "values of the first operand", device);
+  check_float(values_b, "values of the second operand", device);
+  TORCH_CHECK(values_a.scalar_type() == values_b.scalar_type(),
+              "sparsefill: spgemm: expected both operands to have the same dtype, got ",
+              values_a.scalar_type(), " and ", values_b.scalar_type());
+  TORCH_CHECK(n >= 0, "sparsefill: spgemm: n must be non-negative, got ", n);
+  const char* what_a = "spgemm: the first operand's";
+  const char* what_b = "spgemm: the second operand's";
+  const int64_t m = csr_operand_shape(crow_a, col_a, values_a, what_a);
+  const int64_t k = csr_operand_shape(crow_b, col_b, values_b, what_b);
+  const int64_t nse_a = col_a.numel(), nse_b = col_b.numel();
+  c10::cuda::CUDAGuard guard(device);
+  Reports reports(2, device);
+  check_call(sf_cuda_csr_operand_check(reports.at(0), crow_a.data_ptr<int64_t>(),
+                                       col_a.data_ptr<int64_t>(), m, k, nse_a, 1,
+                                       current_stream()),
+             "spgemm operands");
+  check_call(sf_cuda_csr_operand_check(reports.at(1), crow_b.data_ptr<int64_t>(),
+                                       col_b.data_ptr<int64_t>(), k, n, nse_b, 1,
+                                       current_stream()),
+             "spgemm operands");
+  const auto r = reports.read();  // before cuSPARSE reads the indices
+  check_operand_ends(r[0], what_a, nse_a);
+  check_operand_ends(r[1], what_b, nse_b);
+  check_status((sf_status)r[0].status, "spgemm operands");
+  check_status((sf_status)r[1].status, "spgemm operands");
+
+  const auto out_type = values_a.scalar_type();
+  const auto ct = compute_type(out_type);
+  const auto index_opts = crow_a.options();
+  if (m == 0 || n == 0 || nse_a == 0 || nse_b == 0) {  // no stored product: no library call
+    return {at::zeros({m + 1}, index_opts), at::empty({0}, index_opts),
+            at::empty({0}, values_a.options())};
+  }
+  check_int32(m, "the first operand's rows");
+  check_int32(k, "the inner size");
+  check_int32(n, "the second operand's columns");
+  check_int32(nse_a, "the first operand's stored elements");
+  check_int32(nse_b, "the second operand's stored elements");
+  Tensor va = values_a.to(ct).contiguous(), vb = values_b.to(ct).contiguous();
+  // Checked above: every entry lies in [0, INT32_MAX].
+  Tensor crow_a32 = crow_a.to(at::kInt), col_a32 = col_a.to(at::kInt);
+  Tensor crow_b32 = crow_b.to(at::kInt), col_b32 = col_b.to(at::kInt);
+  int cs = 0;
+  sf_cuda_spgemm* raw = nullptr;
+  const sf_status created = sf_cuda_spgemm_create(
+      &raw, &cs, sparse_handle(), core_type(ct), m, k, n, crow_a32.data_ptr<int32_t>(),
+      col_a32.data_ptr<int32_t>(), va.data_ptr(), nse_a, crow_b32.data_ptr<int32_t>(),
+      col_b32.data_ptr<int32_t>(), vb.data_ptr(), nse_b, current_stream());
+  std::unique_ptr<sf_cuda_spgemm, void (*)(sf_cuda_spgemm*)> state(raw, sf_cuda_spgemm_destroy);
+  check_library_call(created, cs, "spgemm");
+  // Each stage's buffer stays alive (stream-ordered) until the copy.
+  size_t bytes1 = 0, bytes2 = 0;
+  check_library_call(sf_cuda_spgemm_estimate(state.get(), &cs, nullptr, &bytes1), cs, "spgemm");
+  Tensor ws1 = workspace(bytes1, va);
+  check_library_call(sf_cuda_spgemm_estimate(state.get(), &cs, ws1.data_ptr(), &bytes1), cs,
+                     "spgemm");
+  int64_t nse_c = 0;
+  check_library_call(sf_cuda_spgemm_compute(state.get(), &cs, nullptr, &bytes2, nullptr), cs,
+                     "spgemm");
+  Tensor ws2 = workspace(bytes2, va);
+  const sf_status computed = sf_cuda_spgemm_compute(state.get(), &cs, ws2.data_ptr(), &bytes2,
+                                                    &nse_c);
+  if (computed == SF_ERR_OVERFLOW) check_int32(nse_c, "the product's stored elements");
+  check_library_call(computed, cs, "spgemm");
+  if (nse_c == 0) {
+    return {at::zeros({m + 1}, index_opts), at::empty({0}, index_opts),
+            at::empty({0}, values_a.options())};
+  }
+  Tensor crow_c32 = at::empty({m + 1}, crow_a32.options());
+  Tensor col_c32 = at::empty({nse_c}, crow_a32.options());
+  Tensor val_c = at::empty({nse_c}, va.options());
+  check_library_call(sf_cuda_spgemm_copy(state.get(), &cs, crow_c32.data_ptr<int32_t>(),
+                                         col_c32.data_ptr<int32_t>(), val_c.data_ptr()),
+                     cs, "spgemm");
+  return {crow_c32.to(at::kLong), col_c32.to(at::kLong), val_c.to(out_type)};
+}
+
+}  // namespace
+}  // namespace sparsefill
+
+TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {
+  m.impl("spmm", &sparsefill::spmm_cuda);
+  m.impl("csr_transpose", &sparsefill::csr_transpose_cuda);
+  m.impl("sddmm", &sparsefill::sddmm_cuda);
+  m.impl("spgemm", &sparsefill::spgemm_cuda);
+}
+
+#endif  // SPARSEFILL_WITH_CUDA
