@@ -58,8 +58,20 @@ gen: $(VENV)/.deps
 
 # The C core's GoogleTest suite, once plainly (with the CUDA C core compiled
 # when nvcc is present) and once under AddressSanitizer + UBSan.
-ctest: system-deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+# The CUDA C core's products include cusparse.h, which this toolkit lacks: when
+# nvcc is present, .venv gets the header from NVIDIA's wheel (no torch
+# involved; the CMake build only compiles, nothing links it).
+NVCC := $(shell command -v nvcc 2>/dev/null)
+CUSPARSE_WHEEL ?= nvidia-cusparse==12.6.3.3
+$(VENV)/.cusparse: $(VENV)/.deps
+	$(PY) -m pip install -q --no-deps $(CUSPARSE_WHEEL)
+	touch $@
+
+ctest: system-deps $(if $(NVCC),$(VENV)/.cusparse)
+	@mkdir -p $(dir $(BUILD))
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSPARSEFILL_PYTHON=$(abspath $(PY)) \
+	  > $(BUILD).configure.log || { cat $(BUILD).configure.log; exit 1; }
+	@grep '^-- sparsefill' $(BUILD).configure.log || true
 	cmake --build $(BUILD) -j $(MAX_JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DSPARSEFILL_SANITIZE=ON -DSPARSEFILL_CUDA=OFF >/dev/null
