@@ -378,10 +378,11 @@ def segments(seed, nseg, n, w, *, one_fill=False, dtype=torch.float64, ties=Fals
     return values.to(dtype), fill.to(dtype), seg_ptr, coord
 
 
-# (nseg, n, w): the kernel's group sizes (a thread per item for short segments
-# or wide rows, a warp, a block for long segments), w == 0, no segment, n == 0.
-SEG_SHAPES = [(7, 5, 1), (60, 50, 3), (3, 20000, 1), (2000, 4, 40), (400, 3, 1), (9, 6, 0),
-              (0, 5, 2), (4, 0, 1)]
+# (nseg, n, w): every group size of the kernels (a thread per item for short
+# segments or wide rows, a warp, a block for long segments; the choice is
+# sf_cuda_reduce.cu's group_size), w == 0, no segment, n == 0.
+SEG_SHAPES = [(7, 5, 1), (30, 200, 1), (60, 50, 3), (3, 20000, 1), (2, 9000, 2), (2000, 4, 40),
+              (400, 3, 1), (9, 6, 0), (0, 5, 2), (4, 0, 1)]
 
 
 @gpu
