@@ -295,6 +295,9 @@ std::tuple<Tensor, Tensor, Tensor> seg_max_kernel(const Tensor& values_in, const
     const int64_t* c = coord.data_ptr<int64_t>();
     const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
     for (int64_t s = 0; s < a.nseg; ++s) {
+      // A segment outside [0, nse) is check_segments' error (raised by the
+      // C core below); reading its coordinates would leave the buffer.
+      if (sp[s] < 0 || sp[s] > sp[s + 1] || sp[s + 1] > a.values.size(0)) continue;
       for (int64_t k = sp[s]; k < sp[s + 1]; ++k) {
         TORCH_CHECK(c[k] >= 0 && c[k] < n && (k == sp[s] || c[k] > c[k - 1]),
                     "sparsefill: coord must increase within each segment and lie in [0, ", n,

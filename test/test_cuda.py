@@ -517,6 +517,8 @@ def test_segment_errors_match_cpu():
     both(ops.seg_max, values, fill, seg_ptr, torch.tensor([0, 2, 1, 3, 4]), 3, True, False)
     both(ops.seg_max, values, fill, seg_ptr, coord[:4], 4, False, False)  # too few
     both(ops.seg_max, values, fill, torch.tensor([0, 2, 9, 5]), coord[:4], 4, False, False)
+    for bad in ([0, 100, 5], [0, -3, 5]):  # segments leaving [0, nse): coords unread
+        both(ops.seg_max, values, fill[:2], torch.tensor(bad), coord, 4, False, False)
     both(ops.seg_max, values, fill, seg_ptr, None, 0, False, False)  # empty slices
     both(ops.seg_reduce, values, fill, seg_ptr, 4, "mean")
     both(ops.seg_softmax, values.long(), fill.long(), seg_ptr, 4, False)

@@ -101,11 +101,14 @@ __device__ inline double dev_pow(double x, double y) { return pow(x, y); }
 __device__ inline float dev_pow(float x, float y) { return powf(x, y); }
 
 // Max with NaN winning (softmax's shift; which NaN does not matter).
+// Between +0 and -0 it takes +0 whatever the order (commutative: the lanes
+// of a warp agree to the bit).
 struct NanMax {
   template <class T>
   __device__ T operator()(T a, T b) const {
     if (is_nan(a)) return a;
     if (is_nan(b)) return b;
+    if (a == b) return signbit(a) ? b : a;
     return b > a ? b : a;
   }
 };
@@ -382,8 +385,10 @@ __global__ void coord_check_kernel(sf_cuda_report* r, const int64_t* coord, cons
   SF_CUDA_FOR(k, nse) {
     int64_t s = upper_bound(p, nseg + 1, k) - 1;
     s = s < 0 ? 0 : (s > nseg - 1 ? nseg - 1 : s);
-    const int64_t lo = p[s], ck = coord[k];
-    if (ck < 0 || ck >= n || (k > lo && k > 0 && ck <= coord[k - 1])) {
+    const int64_t lo = p[s], hi = p[s + 1], ck = coord[k];
+    // As the CPU: a malformed segment is left to the segments check.
+    if (lo < 0 || lo > hi || hi > nse || k < lo || k >= hi) continue;
+    if (ck < 0 || ck >= n || (k > lo && ck <= coord[k - 1])) {
       note_bad(&r->first, (uint64_t)k);
     }
   }
