@@ -156,8 +156,16 @@ at::ScalarType compute_type(at::ScalarType t, const char* op, bool ints) {
   return at::kLong;
 }
 
-// Row of segment of each stored row: [nse].
+// Row of segment of each stored row: [nse]. Backward formulas call it on
+// every device: the C core reads CPU memory only, so other devices take
+// ATen's repeat_interleave, sized up front (no synchronisation).
 Tensor row_segments(const Tensor& seg_ptr, int64_t nse) {
+  if (!seg_ptr.device().is_cpu()) {
+    const int64_t nseg = seg_ptr.numel() - 1;
+    Tensor p = seg_ptr.to(at::kLong);
+    Tensor counts = p.narrow(0, 1, nseg) - p.narrow(0, 0, nseg);
+    return at::repeat_interleave(at::arange(nseg, p.options()), counts, 0, nse);
+  }
   Tensor rows = at::empty({nse}, seg_ptr.options());
   check_status(sf_csr_rows_from_crow(rows.data_ptr<int64_t>(), seg_ptr.data_ptr<int64_t>(),
                                      seg_ptr.numel() - 1),
@@ -287,6 +295,9 @@ std::tuple<Tensor, Tensor, Tensor> seg_max_kernel(const Tensor& values_in, const
     const int64_t* c = coord.data_ptr<int64_t>();
     const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
     for (int64_t s = 0; s < a.nseg; ++s) {
+      // A segment outside [0, nse) is check_segments' error (raised by the
+      // C core below); reading its coordinates would leave the buffer.
+      if (sp[s] < 0 || sp[s] > sp[s + 1] || sp[s + 1] > a.values.size(0)) continue;
       for (int64_t k = sp[s]; k < sp[s + 1]; ++k) {
         TORCH_CHECK(c[k] >= 0 && c[k] < n && (k == sp[s] || c[k] > c[k - 1]),
                     "sparsefill: coord must increase within each segment and lie in [0, ", n,

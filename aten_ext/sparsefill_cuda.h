@@ -251,6 +251,109 @@ sf_status sf_cuda_spgemm_compute(sf_cuda_spgemm *state, int *cusparse_status, vo
 sf_status sf_cuda_spgemm_copy(sf_cuda_spgemm *state, int *cusparse_status, int32_t *crow_c,
                               int32_t *col_c, void *val_c);
 void sf_cuda_spgemm_destroy(sf_cuda_spgemm *state);
+/* ---- softmax and reductions (cuda/sf_cuda_reduce.cu) ----------------------
+ *
+ * The device twins of sf_reduce.c's functions (see sparsefill_core.h for the
+ * segment model: segment s holds the stored rows values[seg_ptr[s] ..
+ * seg_ptr[s+1]), each w wide, plus u_s = n - (seg_ptr[s+1] - seg_ptr[s])
+ * unspecified elements equal to fill[s * fill_stride .. + w)). They take all
+ * nseg segments at once (seg_ptr has nseg + 1 entries, values nse rows) and
+ * compute the same formulas in the same order of terms; sums and products
+ * over more than one row are taken in tree order, so they agree with the
+ * CPU's to rounding (float sums accumulate in double, as on the CPU).
+ *
+ * The segment functions do not report: the caller runs
+ * sf_cuda_segments_check on the same stream and raises what it finds. With
+ * a seg_ptr it rejects, outputs are unspecified, but every access stays in
+ * seg_ptr[0..nseg], values[0..nse) and the outputs' sizes (a segment that
+ * breaks the contract is skipped). */
+
+/* Counting-sort twin of sf_segment_sort: perm [nse] lists the elements
+ * segment by segment, stably (the same perm as the CPU), seg_ptr [nseg + 1].
+ * A stable device radix sort on the bits nseg - 1 needs, and a binary search
+ * per segment. report->status: SF_ERR_INDEX_OUT_OF_RANGE for the first id
+ * outside [0, nseg) (site: position k, value); perm and seg_ptr are then
+ * unspecified. Workspace as sf_cuda_coalesce_plan. */
+sf_status sf_cuda_segment_sort(sf_cuda_report *report, int64_t *perm, int64_t *seg_ptr,
+                               const int64_t *segment, int64_t nse, int64_t nseg,
+                               void *workspace, size_t *workspace_bytes, void *stream);
+
+/* The checks of sf_reduce.c's check_segments, plus the ends: report->value =
+ * seg_ptr[0] and report->result = seg_ptr[nseg] (the caller compares them
+ * with 0 and nse); report->status = SF_ERR_NOT_COALESCED (the count
+ * decreases) or SF_ERR_INVALID_ARGUMENT (more than n stored rows) for the
+ * first bad segment (position = s). */
+sf_status sf_cuda_segments_check(sf_cuda_report *report, const int64_t *seg_ptr, int64_t nseg,
+                                 int64_t n, void *stream);
+
+/* seg_max's coordinates: within each segment coord [nse] must increase and
+ * lie in [0, n). report->status = SF_ERR_INVALID_ARGUMENT for the first bad
+ * element (site: position k, value coord[k]). Meaningful for a seg_ptr that
+ * sf_cuda_segments_check accepts. */
+sf_status sf_cuda_seg_coord_check(sf_cuda_report *report, const int64_t *coord,
+                                  const int64_t *seg_ptr, int64_t nseg, int64_t nse, int64_t n,
+                                  void *stream);
+
+/* out [nseg x w] = sum over each slice, the fill counted u_s times (not at
+ * all when u_s == 0), as sf_seg_sum_*. */
+sf_status sf_cuda_seg_sum_f64(double *out, const double *values, const double *fill,
+                              int64_t fill_stride, const int64_t *seg_ptr, int64_t nseg,
+                              int64_t nse, int64_t w, int64_t n, void *stream);
+sf_status sf_cuda_seg_sum_f32(float *out, const float *values, const float *fill,
+                              int64_t fill_stride, const int64_t *seg_ptr, int64_t nseg,
+                              int64_t nse, int64_t w, int64_t n, void *stream);
+sf_status sf_cuda_seg_sum_i64(int64_t *out, const int64_t *values, const int64_t *fill,
+                              int64_t fill_stride, const int64_t *seg_ptr, int64_t nseg,
+                              int64_t nse, int64_t w, int64_t n, void *stream);
+
+/* out [nseg x w] = fill^u_s * prod(values), as sf_seg_prod_*. */
+sf_status sf_cuda_seg_prod_f64(double *out, const double *values, const double *fill,
+                               int64_t fill_stride, const int64_t *seg_ptr, int64_t nseg,
+                               int64_t nse, int64_t w, int64_t n, void *stream);
+sf_status sf_cuda_seg_prod_f32(float *out, const float *values, const float *fill,
+                               int64_t fill_stride, const int64_t *seg_ptr, int64_t nseg,
+                               int64_t nse, int64_t w, int64_t n, void *stream);
+
+/* Max / min with winner and index, as sf_seg_max_* (NaN wins, ties to the
+ * first occurrence, unspecified positions included when coord is given):
+ * the same winners exactly. winner and index may be NULL; coord may be NULL
+ * when index is NULL. */
+sf_status sf_cuda_seg_max_f64(double *out, int64_t *winner, int64_t *index, const double *values,
+                              const double *fill, int64_t fill_stride, const int64_t *coord,
+                              const int64_t *seg_ptr, int64_t nseg, int64_t nse, int64_t w,
+                              int64_t n, int is_min, void *stream);
+sf_status sf_cuda_seg_max_f32(float *out, int64_t *winner, int64_t *index, const float *values,
+                              const float *fill, int64_t fill_stride, const int64_t *coord,
+                              const int64_t *seg_ptr, int64_t nseg, int64_t nse, int64_t w,
+                              int64_t n, int is_min, void *stream);
+sf_status sf_cuda_seg_max_i64(int64_t *out, int64_t *winner, int64_t *index,
+                              const int64_t *values, const int64_t *fill, int64_t fill_stride,
+                              const int64_t *coord, const int64_t *seg_ptr, int64_t nseg,
+                              int64_t nse, int64_t w, int64_t n, int is_min, void *stream);
+
+/* Softmax / log_softmax along each slice, as sf_seg_softmax_*: out_values
+ * [nse x w], out_fill [nseg x w] (0 where u_s == 0). */
+sf_status sf_cuda_seg_softmax_f64(double *out_values, double *out_fill, const double *values,
+                                  const double *fill, int64_t fill_stride,
+                                  const int64_t *seg_ptr, int64_t nseg, int64_t nse, int64_t w,
+                                  int64_t n, int log_softmax, void *stream);
+sf_status sf_cuda_seg_softmax_f32(float *out_values, float *out_fill, const float *values,
+                                  const float *fill, int64_t fill_stride, const int64_t *seg_ptr,
+                                  int64_t nseg, int64_t nse, int64_t w, int64_t n,
+                                  int log_softmax, void *stream);
+
+/* Its backward, as sf_seg_softmax_backward_*: out_fill, g_fill and grad_fill
+ * have one row per segment ([nseg x w]). */
+sf_status sf_cuda_seg_softmax_backward_f64(double *grad_values, double *grad_fill,
+                                           const double *out_values, const double *out_fill,
+                                           const double *g_values, const double *g_fill,
+                                           const int64_t *seg_ptr, int64_t nseg, int64_t nse,
+                                           int64_t w, int64_t n, int log_softmax, void *stream);
+sf_status sf_cuda_seg_softmax_backward_f32(float *grad_values, float *grad_fill,
+                                           const float *out_values, const float *out_fill,
+                                           const float *g_values, const float *g_fill,
+                                           const int64_t *seg_ptr, int64_t nseg, int64_t nse,
+                                           int64_t w, int64_t n, int log_softmax, void *stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

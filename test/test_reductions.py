@@ -419,3 +419,13 @@ def test_reductions_compact_plan_for_many_empty_slices(layout):
         vv = B.values().detach().clone().requires_grad_()
         ff = B._fill_value().detach().clone().requires_grad_()
         assert torch.autograd.gradcheck(lambda vv, ff: dense(B._with(vv, ff).var(1)), (vv, ff))
+
+
+@pytest.mark.parametrize("seg_ptr", [[0, 100, 5], [0, -3, 5]])
+def test_seg_max_malformed_seg_ptr_with_coord_is_an_error(seg_ptr):
+    # The coordinates of a segment that leaves [0, nse) are never read: the
+    # segments check names the error.
+    values = torch.randn(5, 1, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="invalid segments"):
+        torch.ops.sparsefill.seg_max(values, torch.zeros(2, 1, dtype=torch.float64),
+                                     torch.tensor(seg_ptr), torch.arange(5), 4, False, False)

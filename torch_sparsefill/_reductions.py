@@ -211,7 +211,7 @@ def _reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what
     # The reduction of a slice with nothing stored: the result's fill.
     k = len(S.kept_dims)
     fk_rows = fill_k.reshape((-1,) + dense_shape)
-    empty_ptr = torch.zeros(fk_rows.shape[0] + 1, dtype=torch.int64)
+    empty_ptr = torch.zeros(fk_rows.shape[0] + 1, dtype=torch.int64, device=fk_rows.device)
     if varying:
         rfill = core(values[:0], torch.zeros_like(fk_rows), empty_ptr, S.n, D) + \
             core.scale(fk_rows, S.n, D)
@@ -234,7 +234,7 @@ def _reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what
     out = out.reshape((out.shape[0],) + final_dense)
     rfill = rfill.reshape(tuple(fill_k.shape[:k]) + final_dense)
     if keepdim:
-        full_idx = torch.zeros(sd, kept_idx.shape[1], dtype=torch.int64)
+        full_idx = torch.zeros(sd, kept_idx.shape[1], dtype=torch.int64, device=kept_idx.device)
         full_idx[S.kept_dims] = kept_idx
         kept_idx = full_idx
         new_size = tuple(1 if d in R else size[d] for d in range(sd)) + final_dense
@@ -335,7 +335,8 @@ def _logsumexp_core():
         m = _ops.seg_max(v.detach(), f.detach(), p, None, n, False, True)[0]
         m = torch.where(m.isinf(), torch.zeros_like(m), m)
         counts = p[1:] - p[:-1]
-        rows = torch.repeat_interleave(torch.arange(p.shape[0] - 1), counts)
+        rows = torch.repeat_interleave(torch.arange(p.shape[0] - 1, device=p.device), counts,
+                                       output_size=v.shape[0])  # sized: no device sync
         e = torch.exp(v - m.index_select(0, rows))
         ef = torch.exp(f - m)  # one row per segment (a single fill row broadcasts)
         return torch.log(_ops.seg_reduce(e, ef, p, n, "sum")) + m
@@ -369,7 +370,8 @@ def _var_core(correction, dense_numel_reduced, take_sqrt):
         kept = tuple((values.sum(shift, keepdim=True) if D else values).shape[1:])
         mu = (total / N).reshape((total.shape[0],) + kept)
         counts = seg_ptr[1:] - seg_ptr[:-1]
-        rows = torch.repeat_interleave(torch.arange(seg_ptr.shape[0] - 1), counts)
+        rows = torch.repeat_interleave(torch.arange(seg_ptr.shape[0] - 1, device=seg_ptr.device),
+                                       counts, output_size=values.shape[0])
         dv = (values - mu.index_select(0, rows)) ** 2
         df = (frows - mu) ** 2  # one row per segment (a single fill row broadcasts)
         dv = dv.sum(shift, keepdim=True) if D else dv
@@ -546,7 +548,7 @@ def _max_min(is_min, input, dim=None, keepdim=False, *, out=None):
     kept_idx = _ops.coo_delinearize(sel, S.kept_sizes)
     rfill = fill_k.reshape(tuple(fill_k.shape[:k]) + dense_shape)
     if keepdim:
-        full_idx = torch.zeros(sd, kept_idx.shape[1], dtype=torch.int64)
+        full_idx = torch.zeros(sd, kept_idx.shape[1], dtype=torch.int64, device=kept_idx.device)
         full_idx[S.kept_dims] = kept_idx
         kept_idx = full_idx
         size = tuple(1 if e == d else A.shape[e] for e in range(sd)) + dense_shape
@@ -557,7 +559,7 @@ def _max_min(is_min, input, dim=None, keepdim=False, *, out=None):
     values = _new_sparse(A.layout, size, kept_idx, out.index_select(0, sel), rfill)
     # An empty slice's first maximum is its first element: index 0.
     indices = _new_sparse(A.layout, size, kept_idx, index.index_select(0, sel),
-                          torch.zeros((), dtype=torch.int64))
+                          torch.zeros((), dtype=torch.int64, device=kept_idx.device))
     return result_type((values, indices))
 
 
