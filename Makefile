@@ -123,14 +123,14 @@ $(CUDA_VENV)/.deps: requirements-dev.txt
 	$(CUDA_PY) -m pip install -q $(CUDA_TORCH) -r $(CUDA_VENV)/requirements.txt
 	touch $@
 
-$(CUDA_VENV)/.built: $(CUDA_VENV)/.deps $(SOURCES)
+build/cuda/.built: $(CUDA_VENV)/.deps $(SOURCES)
 	SPARSEFILL_CUDA=1 CUDA_HOME="$(CUDA_HOME)" TORCH_CUDA_ARCH_LIST="$(CUDA_ARCH)" MAX_JOBS=$(CUDA_JOBS) \
 	  $(CUDA_PY) setup.py -q build --build-base build/cuda --build-lib $(CUDA_LIB)
 	touch $@
 
 CUDA_TESTS = $(shell $(CUDA_PY) -c 'import torch; print("test" if torch.cuda.is_available() else "test/test_cuda.py test/test_cuda_api.py")' 2>/dev/null)
 
-cuda-build: $(CUDA_VENV)/.built
+cuda-build: build/cuda/.built
 	SPARSEFILL_EXPECT_CUDA=1 PYTHONPATH=$(CUDA_LIB) $(CUDA_PY) -P -m pytest -q -p no:cacheprovider $(CUDA_TESTS)
 
 # CI's CUDA step. Skips, saying why, when there is no nvcc, when the CUDA
@@ -155,8 +155,8 @@ bench: build
 	OMP_NUM_THREADS=2 $(PY) bench/bench.py
 
 # The GPU rows (and the rest) with the CUDA build; needs a GPU to time them.
-cuda-bench: $(CUDA_VENV)/.built
+cuda-bench: build/cuda/.built
 	OMP_NUM_THREADS=2 PYTHONPATH=$(CUDA_LIB) $(CUDA_PY) -P bench/bench.py --rows "$(ROWS)"
 
 clean:
-	rm -rf $(BUILD) build torch_sparsefill/*.so *.egg-info $(VENV)/.built $(CUDA_VENV)/.built
+	rm -rf $(BUILD) build torch_sparsefill/*.so *.egg-info $(VENV)/.built build/cuda/.built

@@ -8,65 +8,10 @@
 // CPU-only build registers no CUDA kernel at all.
 #ifdef SPARSEFILL_WITH_CUDA
 
-#include "sf_glue.h"
-
-// c10's CUDA headers only: ATen/cuda/CUDAContext.h would pull in cuSPARSE and
-// cuBLAS headers, which these kernels do not use (and a minimal toolkit lacks).
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-
-#include <cstring>
-
-#include "sparsefill_cuda.h"
+#include "cuda_glue.h"
 
 namespace sparsefill {
 namespace {
-
-constexpr auto kCUDA = c10::DeviceType::CUDA;
-
-static_assert(sizeof(sf_cuda_report) == 8 * sizeof(int64_t), "a report is 8 int64 words");
-
-void* current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
-
-// A core call's return value: first the CUDA launch check (the core leaves
-// a launch error in place for it), then the argument status.
-void check_call(sf_status st, const char* what) {
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  check_status(st, what);
-}
-
-// Device memory for `n` reports, read back together: one sync per op.
-class Reports {
- public:
-  Reports(int n, const at::Device& device)
-      : dev_(at::empty({n * 8}, at::TensorOptions().dtype(at::kLong).device(device))) {}
-  sf_cuda_report* at(int i) {
-    return reinterpret_cast<sf_cuda_report*>(dev_.data_ptr<int64_t>()) + i;
-  }
-  // Copies to the host (waits for the current stream).
-  std::vector<sf_cuda_report> read() const {
-    Tensor host = dev_.cpu();
-    std::vector<sf_cuda_report> out(dev_.numel() / 8);
-    std::memcpy(out.data(), host.data_ptr<int64_t>(), out.size() * sizeof(sf_cuda_report));
-    return out;
-  }
-
- private:
-  Tensor dev_;
-};
-
-sf_site site_of(const sf_cuda_report& r) { return {r.position, r.dim, r.value}; }
-
-// Bytes from torch's caching allocator, on the tensor's device.
-Tensor workspace(size_t bytes, const Tensor& like) {
-  return at::empty({(int64_t)std::max<size_t>(bytes, 1)}, like.options().dtype(at::kByte));
-}
-
-void same_device(const Tensor& a, const char* name_a, const Tensor& b, const char* name_b) {
-  TORCH_CHECK(a.device() == b.device(), "sparsefill: ", name_a, " is on ", a.device(), " but ",
-              name_b, " is on ", b.device());
-}
 
 Tensor coo_indices_arg(const Tensor& indices_in, const std::vector<int64_t>& size,
                        at::IntArrayRef sparse_size) {

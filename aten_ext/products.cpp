@@ -28,20 +28,6 @@ namespace {
 
 // ---- arguments ---------------------------------------------------------------
 
-enum class FillKind { Scalar, Row, Col };
-
-// How A's fill varies, checked against A's shape (m x k).
-FillKind fill_kind(const Tensor& fill, int64_t m, int64_t k) {
-  if (fill.dim() <= 2 && fill.numel() == 1) return FillKind::Scalar;
-  TORCH_CHECK(fill.dim() == 2,
-              "sparsefill: a matrix product needs a scalar, per-row (m, 1) or per-column "
-              "(1, k) fill, got a fill of shape ", fill.sizes());
-  if (fill.size(0) == m && fill.size(1) == 1) return FillKind::Row;
-  if (fill.size(0) == 1 && fill.size(1) == k) return FillKind::Col;
-  TORCH_CHECK(false, "sparsefill: a matrix product supports a per-row (", m, ", 1) or per-column (1, ",
-              k, ") fill of an ", m, " x ", k, " operand, got a fill of shape ", fill.sizes());
-}
-
 // The same decision from the fill's own shape, valid once fill_kind has
 // accepted it; safe on symbolic shapes (the backward may be traced).
 FillKind fill_kind_of(const Tensor& fill) {
@@ -52,10 +38,6 @@ FillKind fill_kind_of(const Tensor& fill) {
 // rows of a CSR operand from its crow_indices, specialised if symbolic.
 int64_t rows_of_crow(const Tensor& crow) {
   return crow.sym_size(0).guard_int(__FILE__, __LINE__) - 1;
-}
-
-at::ScalarType compute_type(at::ScalarType t) {
-  return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t;
 }
 
 void check_float(const Tensor& t, const char* name) {

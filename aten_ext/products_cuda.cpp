@@ -14,39 +14,20 @@
 // setup.py builds the CUDA parts (SPARSEFILL_WITH_CUDA).
 #ifdef SPARSEFILL_WITH_CUDA
 
-#include "sf_glue.h"
+#include "cuda_glue.h"
 
 // CUDAContextLight.h declares getCurrentCUDASparseHandle (it includes
 // cusparse.h, which setup.py finds in the toolkit or torch's nvidia wheel).
 #include <ATen/cuda/CUDAContextLight.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-
 #include <climits>
-#include <cstring>
 #include <memory>
-
-#include "sparsefill_cuda.h"
 
 namespace sparsefill {
 namespace {
 
-constexpr auto kCUDA = c10::DeviceType::CUDA;
-
-void* current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
-
 // torch's handle, already bound to the current stream (the core binds it
 // again to the stream it is given: the same one).
 void* sparse_handle() { return at::cuda::getCurrentCUDASparseHandle(); }
-
-// ---- shared with cuda_ops.cpp (same rules; kept here so that the two files
-// stay independent) -----------------------------------------------------------
-
-void check_call(sf_status st, const char* what) {
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  check_status(st, what);
-}
 
 // A core call that may have failed inside cuSPARSE: name the library's error.
 void check_library_call(sf_status st, int cusparse_status, const char* what) {
@@ -57,46 +38,7 @@ void check_library_call(sf_status st, int cusparse_status, const char* what) {
   check_status(st, what);
 }
 
-class Reports {
- public:
-  Reports(int n, const at::Device& device)
-      : dev_(at::empty({n * 8}, at::TensorOptions().dtype(at::kLong).device(device))) {}
-  sf_cuda_report* at(int i) {
-    return reinterpret_cast<sf_cuda_report*>(dev_.data_ptr<int64_t>()) + i;
-  }
-  std::vector<sf_cuda_report> read() const {  // waits for the current stream
-    Tensor host = dev_.cpu();
-    std::vector<sf_cuda_report> out(dev_.numel() / 8);
-    std::memcpy(out.data(), host.data_ptr<int64_t>(), out.size() * sizeof(sf_cuda_report));
-    return out;
-  }
-
- private:
-  Tensor dev_;
-};
-
-Tensor workspace(size_t bytes, const Tensor& like) {
-  return at::empty({(int64_t)std::max<size_t>(bytes, 1)}, like.options().dtype(at::kByte));
-}
-
 // ---- the CPU kernels' argument rules (products.cpp), on CUDA ----------------------
-
-enum class FillKind { Scalar, Row, Col };
-
-FillKind fill_kind(const Tensor& fill, int64_t m, int64_t k) {
-  if (fill.dim() <= 2 && fill.numel() == 1) return FillKind::Scalar;
-  TORCH_CHECK(fill.dim() == 2,
-              "sparsefill: a matrix product needs a scalar, per-row (m, 1) or per-column "
-              "(1, k) fill, got a fill of shape ", fill.sizes());
-  if (fill.size(0) == m && fill.size(1) == 1) return FillKind::Row;
-  if (fill.size(0) == 1 && fill.size(1) == k) return FillKind::Col;
-  TORCH_CHECK(false, "sparsefill: a matrix product supports a per-row (", m, ", 1) or per-column (1, ",
-              k, ") fill of an ", m, " x ", k, " operand, got a fill of shape ", fill.sizes());
-}
-
-at::ScalarType compute_type(at::ScalarType t) {
-  return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t;
-}
 
 sf_cuda_real core_type(at::ScalarType ct) {
   return ct == at::kDouble ? SF_CUDA_FLOAT64 : SF_CUDA_FLOAT32;

@@ -11,59 +11,12 @@
 // (SPARSEFILL_WITH_CUDA), as cuda_ops.cpp.
 #ifdef SPARSEFILL_WITH_CUDA
 
-#include "sf_glue.h"
+#include "cuda_glue.h"
 
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-
-#include <cstring>
 #include <optional>
-
-#include "sparsefill_cuda.h"
 
 namespace sparsefill {
 namespace {
-
-constexpr auto kCUDA = c10::DeviceType::CUDA;
-
-// ---- as cuda_ops.cpp (its helpers live in its own anonymous namespace) ------
-
-void* current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
-
-void check_call(sf_status st, const char* what) {
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  check_status(st, what);
-}
-
-// Device memory for `n` reports, read back together: one sync per op. Only
-// reports that a core call initialised may be read.
-class Reports {
- public:
-  Reports(int n, const at::Device& device)
-      : dev_(at::empty({n * 8}, at::TensorOptions().dtype(at::kLong).device(device))) {}
-  sf_cuda_report* at(int i) {
-    return reinterpret_cast<sf_cuda_report*>(dev_.data_ptr<int64_t>()) + i;
-  }
-  std::vector<sf_cuda_report> read() const {
-    Tensor host = dev_.cpu();
-    std::vector<sf_cuda_report> out(dev_.numel() / 8);
-    std::memcpy(out.data(), host.data_ptr<int64_t>(), out.size() * sizeof(sf_cuda_report));
-    return out;
-  }
-
- private:
-  Tensor dev_;
-};
-
-Tensor workspace(size_t bytes, const Tensor& like) {
-  return at::empty({(int64_t)std::max<size_t>(bytes, 1)}, like.options().dtype(at::kByte));
-}
-
-void same_device(const Tensor& a, const char* name_a, const Tensor& b, const char* name_b) {
-  TORCH_CHECK(a.device() == b.device(), "sparsefill: ", name_a, " is on ", a.device(), " but ",
-              name_b, " is on ", b.device());
-}
 
 // ---- slice_plan -------------------------------------------------------------
 

@@ -259,4 +259,25 @@ inline Tensor fill_rows_grad(const Tensor& g_rows, const Tensor& fill, const Ten
   return grad_to(acc.view(cat_sizes(fill.sizes().slice(0, sd), g_rows.sizes().slice(1))), fill);
 }
 
+// ---- matrix products' argument rules (products.cpp and products_cuda.cpp) --
+
+enum class FillKind { Scalar, Row, Col };
+
+// How A's fill varies, checked against A's shape (m x k).
+inline FillKind fill_kind(const Tensor& fill, int64_t m, int64_t k) {
+  if (fill.dim() <= 2 && fill.numel() == 1) return FillKind::Scalar;
+  TORCH_CHECK(fill.dim() == 2,
+              "sparsefill: a matrix product needs a scalar, per-row (m, 1) or per-column "
+              "(1, k) fill, got a fill of shape ", fill.sizes());
+  if (fill.size(0) == m && fill.size(1) == 1) return FillKind::Row;
+  if (fill.size(0) == 1 && fill.size(1) == k) return FillKind::Col;
+  TORCH_CHECK(false, "sparsefill: a matrix product supports a per-row (", m, ", 1) or per-column (1, ",
+              k, ") fill of an ", m, " x ", k, " operand, got a fill of shape ", fill.sizes());
+}
+
+// fp16 and bf16 products accumulate in fp32.
+inline at::ScalarType compute_type(at::ScalarType t) {
+  return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t;
+}
+
 }  // namespace sparsefill

@@ -14,7 +14,8 @@ import torch
 import sf_testing as T
 import torch_sparsefill as sf
 
-pytestmark = pytest.mark.cpu_only("scipy and pydata sparse hold host memory")
+pytestmark = pytest.mark.cpu_only("scipy and pydata sparse hold host memory; from_scipy and "
+                                  "from_pydata build on the CPU unless given device=")
 
 MATRICES = sorted(T.MATRICES.glob("*.mtx"))
 

@@ -1,0 +1,71 @@
+// cuda_glue.h -- what the CUDA registration files (cuda_ops.cpp,
+// products_cuda.cpp, reductions_cuda.cpp) share: torch's current stream,
+// the launch-then-status check of a core call, device memory for the core's
+// reports (read back together: one synchronisation per op), and workspace
+// from torch's caching allocator. Include it only under SPARSEFILL_WITH_CUDA:
+// it needs torch's CUDA headers.
+#pragma once
+
+#include "sf_glue.h"
+
+// c10's CUDA headers only: ATen/cuda/CUDAContext.h would pull in cuSPARSE and
+// cuBLAS headers, which most of these kernels do not use.
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "sparsefill_cuda.h"
+
+namespace sparsefill {
+
+constexpr auto kCUDA = c10::DeviceType::CUDA;
+
+static_assert(sizeof(sf_cuda_report) == 8 * sizeof(int64_t), "a report is 8 int64 words");
+
+inline void* current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
+// A core call's return value: first the CUDA launch check (the core leaves
+// a launch error in place for it), then the argument status.
+inline void check_call(sf_status st, const char* what) {
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  check_status(st, what);
+}
+
+// Device memory for `n` reports, read back together: one sync per op. Only
+// reports that a core call initialised may be read.
+class Reports {
+ public:
+  Reports(int n, const at::Device& device)
+      : dev_(at::empty({n * 8}, at::TensorOptions().dtype(at::kLong).device(device))) {}
+  sf_cuda_report* at(int i) {
+    return reinterpret_cast<sf_cuda_report*>(dev_.data_ptr<int64_t>()) + i;
+  }
+  // Copies to the host (waits for the current stream).
+  std::vector<sf_cuda_report> read() const {
+    Tensor host = dev_.cpu();
+    std::vector<sf_cuda_report> out(dev_.numel() / 8);
+    std::memcpy(out.data(), host.data_ptr<int64_t>(), out.size() * sizeof(sf_cuda_report));
+    return out;
+  }
+
+ private:
+  Tensor dev_;
+};
+
+inline sf_site site_of(const sf_cuda_report& r) { return {r.position, r.dim, r.value}; }
+
+// Bytes from torch's caching allocator, on the tensor's device.
+inline Tensor workspace(size_t bytes, const Tensor& like) {
+  return at::empty({(int64_t)std::max<size_t>(bytes, 1)}, like.options().dtype(at::kByte));
+}
+
+inline void same_device(const Tensor& a, const char* name_a, const Tensor& b, const char* name_b) {
+  TORCH_CHECK(a.device() == b.device(), "sparsefill: ", name_a, " is on ", a.device(), " but ",
+              name_b, " is on ", b.device());
+}
+
+}  // namespace sparsefill
