@@ -63,9 +63,4 @@ inline Tensor workspace(size_t bytes, const Tensor& like) {
   return at::empty({(int64_t)std::max<size_t>(bytes, 1)}, like.options().dtype(at::kByte));
 }
 
-inline void same_device(const Tensor& a, const char* name_a, const Tensor& b, const char* name_b) {
-  TORCH_CHECK(a.device() == b.device(), "sparsefill: ", name_a, " is on ", a.device(), " but ",
-              name_b, " is on ", b.device());
-}
-
 }  // namespace sparsefill

@@ -41,23 +41,14 @@ int64_t rows_of_crow(const Tensor& crow) {
 }
 
 void check_float(const Tensor& t, const char* name) {
-  const auto st = t.scalar_type();
-  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
-              "sparsefill: matrix products support float32, float64, float16 and bfloat16, got ",
-              name, " of dtype ", st);
+  check_product_dtype(t, name);
   TORCH_CHECK(t.device().is_cpu(), "sparsefill: ", name, " must be on the CPU, got ", t.device());
 }
 
 // Checked CSR components: crow (m + 1), col (nse), values (nse); returns m.
 int64_t csr_operand_rows(const Tensor& crow, const Tensor& col, const Tensor& values,
                          const char* what) {
-  TORCH_CHECK(crow.numel() >= 1, "sparsefill: ", what, " crow_indices must not be empty");
-  TORCH_CHECK(values.dim() == 1, "sparsefill: ", what,
-              " must have 1-D values (hybrid operands are not supported by matrix products), "
-              "got values of shape ", values.sizes());
-  TORCH_CHECK(col.numel() == values.numel(), "sparsefill: ", what, " has ", col.numel(),
-              " column indices but ", values.numel(), " values");
-  const int64_t m = crow.numel() - 1;
+  const int64_t m = csr_operand_shape(crow, col, values, what);
   const int64_t first = crow[0].item<int64_t>(), last = crow[m].item<int64_t>();
   TORCH_CHECK(first == 0, "sparsefill: ", what, " crow_indices[0] must be 0, got ", first);
   TORCH_CHECK(last == col.numel(), "sparsefill: ", what,
@@ -121,7 +112,7 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
   Tensor fill = fill_in.to(ct).contiguous();
   Tensor b = b_in.to(ct);
   const int64_t n = b.size(1);
-  if (n > 1 && (b.stride(1) != 1 || b.stride(0) < n)) b = b.contiguous();
+  if (n > 1 && (b.stride(1) != 1 || dense_row_stride(b) < n)) b = b.contiguous();
   Tensor c = at::empty({m, n}, values.options());
   if (m == 0 || n == 0) return c.to(out_type);
   // The correction vectors: 1^T B for a scalar or per-row fill, c^T B for a
@@ -149,7 +140,7 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
     } else {
       const scalar_t* cs = colsum.defined() ? colsum.data_ptr<scalar_t>() : nullptr;
       const scalar_t* co = corr.defined() ? corr.data_ptr<scalar_t>() : nullptr;
-      const int64_t ldb = b.stride(0);
+      const int64_t ldb = dense_row_stride(b);
       for_row_ranges(cr, m, n, "spmm operands", [&](int64_t r0, int64_t r1) {
         return Core<scalar_t>::spmm(cp, n, cr, cl, v, m, ncols, nse, bp, ldb, n, rf, rf_stride,
                                     cf, cs, co, r0, r1);

@@ -45,25 +45,10 @@ sf_cuda_real core_type(at::ScalarType ct) {
 }
 
 void check_float(const Tensor& t, const char* name, const at::Device& device) {
-  const auto st = t.scalar_type();
-  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
-              "sparsefill: matrix products support float32, float64, float16 and bfloat16, got ",
-              name, " of dtype ", st);
+  check_product_dtype(t, name);
   TORCH_CHECK(t.device() == device, "sparsefill: ", name,
               " must be on the GPU for the CUDA kernel (on ", device, ", with the indices), got ",
               t.device());
-}
-
-// csr_operand_rows' host-side rules; crow[0] and crow[-1] come with the report.
-int64_t csr_operand_shape(const Tensor& crow, const Tensor& col, const Tensor& values,
-                          const char* what) {
-  TORCH_CHECK(crow.numel() >= 1, "sparsefill: ", what, " crow_indices must not be empty");
-  TORCH_CHECK(values.dim() == 1, "sparsefill: ", what,
-              " must have 1-D values (hybrid operands are not supported by matrix products), "
-              "got values of shape ", values.sizes());
-  TORCH_CHECK(col.numel() == values.numel(), "sparsefill: ", what, " has ", col.numel(),
-              " column indices but ", values.numel(), " values");
-  return crow.numel() - 1;
 }
 
 // The first and last row pointers, with the CPU's messages.
@@ -109,7 +94,8 @@ Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& valu
              "spmm operands");
   const auto r = reports.read()[0];  // before cuSPARSE reads the indices
   check_operand_ends(r, what, nse);
-  check_status((sf_status)r.status, "spmm operands");
+  // As on the CPU, an empty product reads no index beyond crow's ends.
+  if (b_in.size(1) > 0) check_status((sf_status)r.status, "spmm operands");
 
   const auto out_type = values_in.scalar_type();
   const auto ct = compute_type(out_type);
@@ -119,7 +105,7 @@ Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& valu
   const int64_t n = b.size(1);
   // Row-major with unit column stride and a row stride >= max(n, 1), as
   // cuSPARSE's row-major dense descriptor needs.
-  if (b.stride(1) != 1 || b.stride(0) < std::max<int64_t>(n, 1)) b = b.contiguous();
+  if (b.stride(1) != 1 || dense_row_stride(b) < std::max<int64_t>(n, 1)) b = b.contiguous();
   Tensor c = at::empty({m, n}, values.options());
   if (m == 0 || n == 0) return c.to(out_type);
   // The correction vectors, as on the CPU: 1^T B for a scalar or per-row
@@ -133,7 +119,7 @@ Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& valu
   int cs = 0;
   auto call = [&](void* ws) {
     return sf_cuda_csr_spmm(&cs, c.data_ptr(), crow.data_ptr<int64_t>(), col.data_ptr<int64_t>(),
-                            values.data_ptr(), m, ncols, nse, b.data_ptr(), b.stride(0), n, rf,
+                            values.data_ptr(), m, ncols, nse, b.data_ptr(), dense_row_stride(b), n, rf,
                             rf_stride, cf, colsum.defined() ? colsum.data_ptr() : nullptr,
                             corr.defined() ? corr.data_ptr() : nullptr, core_type(ct),
                             sparse_handle(), ws, &bytes, current_stream());

@@ -119,41 +119,12 @@ SF_OVERLOAD(seg_softmax_backward, float, f32)
 
 // ---- shared argument checks ----------------------------------------------------
 
-struct Segs {
-  Tensor values, fill, seg_ptr;
-  int64_t nseg, w, fill_stride;
-};
-
 Segs seg_args(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr_in, int64_t n,
               const char* op) {
-  TORCH_CHECK(values.dim() == 2, "sparsefill: ", op, ": values must be 2-D [nse, w], got shape ",
-              values.sizes());
-  TORCH_CHECK(fill.dim() == 2 && fill.size(1) == values.size(1),
-              "sparsefill: ", op, ": fill must be [nseg or 1, ", values.size(1), "], got shape ",
-              fill.sizes());
-  TORCH_CHECK(values.device().is_cpu() && fill.device().is_cpu(), "sparsefill: ", op,
-              ": the CPU kernel needs CPU tensors");
-  TORCH_CHECK(n >= 0, "sparsefill: ", op, ": the slice length n must be non-negative, got ", n);
-  Tensor seg_ptr = index_arg(seg_ptr_in, "seg_ptr", 1);
-  TORCH_CHECK(seg_ptr.numel() >= 1, "sparsefill: ", op, ": seg_ptr must not be empty");
-  const int64_t nseg = seg_ptr.numel() - 1;
-  TORCH_CHECK(fill.size(0) == nseg || fill.size(0) == 1, "sparsefill: ", op, ": fill has ",
-              fill.size(0), " rows for ", nseg, " segments (needs ", nseg, " or 1)");
-  const int64_t* p = seg_ptr.data_ptr<int64_t>();
-  TORCH_CHECK(p[0] == 0 && p[nseg] == values.size(0), "sparsefill: ", op,
-              ": seg_ptr must run from 0 to the number of stored rows ", values.size(0),
-              ", got ", p[0], " .. ", p[nseg]);
-  const int64_t w = values.size(1);
-  return {values.contiguous(), fill.to(values.scalar_type()).contiguous(), seg_ptr, nseg, w,
-          fill.size(0) == 1 ? 0 : w};
-}
-
-at::ScalarType compute_type(at::ScalarType t, const char* op, bool ints) {
-  if (t == at::kDouble || t == at::kFloat) return t;
-  if (t == at::kHalf || t == at::kBFloat16) return at::kFloat;
-  TORCH_CHECK(ints && (at::isIntegralType(t, /*includeBool=*/true)), "sparsefill: ", op,
-              " does not support dtype ", t);
-  return at::kLong;
+  Segs a = seg_shape_args(values, fill, seg_ptr_in, n, op, c10::DeviceType::CPU);
+  const int64_t* p = a.seg_ptr.data_ptr<int64_t>();
+  check_seg_ends(p[0], p[a.nseg], a, op);
+  return a;
 }
 
 // Row of segment of each stored row: [nse]. Backward formulas call it on
@@ -385,10 +356,13 @@ class SegMaxFunction : public torch::autograd::Function<SegMaxFunction> {
     } else {
       Tensor from_fill = winner < 0;
       g_fill = at::where(from_fill, g, at::zeros_like(g));
-      // scatter g to the winning stored row of each (segment, column)
-      Tensor w = winner.clamp_min(0);
-      g_values = at::zeros_like(values).scatter_add(
-          0, w, at::where(from_fill, at::zeros_like(g), g));
+      // scatter g to the winning stored row of each (segment, column); with
+      // nothing stored the fill won everywhere (and row 0 does not exist).
+      g_values = at::zeros_like(values);
+      if (values.size(0) > 0) {
+        g_values = g_values.scatter_add(0, winner.clamp_min(0),
+                                        at::where(from_fill, at::zeros_like(g), g));
+      }
     }
     return {g_values, fill_grad_rows(g_fill, fill), Tensor(), Tensor(), Tensor(), Tensor(),
             Tensor()};

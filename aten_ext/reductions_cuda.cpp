@@ -157,33 +157,11 @@ SF_OVERLOAD(seg_softmax_backward, float, f32)
 
 // ---- shared argument checks ---------------------------------------------------
 
-struct Segs {
-  Tensor values, fill, seg_ptr;
-  int64_t nseg, w, fill_stride;
-};
-
 // The CPU's seg_args, but the check of seg_ptr's ends (which reads it) is
 // left to the device: launch_segments_check, then raise_ends after the sync.
 Segs seg_args(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr_in, int64_t n,
               const char* op) {
-  TORCH_CHECK(values.dim() == 2, "sparsefill: ", op, ": values must be 2-D [nse, w], got shape ",
-              values.sizes());
-  TORCH_CHECK(fill.dim() == 2 && fill.size(1) == values.size(1),
-              "sparsefill: ", op, ": fill must be [nseg or 1, ", values.size(1), "], got shape ",
-              fill.sizes());
-  TORCH_CHECK(values.is_cuda() && fill.is_cuda(), "sparsefill: ", op,
-              ": the CUDA kernel needs CUDA tensors");
-  same_device(values, "values", fill, "fill");
-  TORCH_CHECK(n >= 0, "sparsefill: ", op, ": the slice length n must be non-negative, got ", n);
-  Tensor seg_ptr = index_arg(seg_ptr_in, "seg_ptr", 1, kCUDA);
-  same_device(values, "values", seg_ptr, "seg_ptr");
-  TORCH_CHECK(seg_ptr.numel() >= 1, "sparsefill: ", op, ": seg_ptr must not be empty");
-  const int64_t nseg = seg_ptr.numel() - 1;
-  TORCH_CHECK(fill.size(0) == nseg || fill.size(0) == 1, "sparsefill: ", op, ": fill has ",
-              fill.size(0), " rows for ", nseg, " segments (needs ", nseg, " or 1)");
-  const int64_t w = values.size(1);
-  return {values.contiguous(), fill.to(values.scalar_type()).contiguous(), seg_ptr, nseg, w,
-          fill.size(0) == 1 ? 0 : w};
+  return seg_shape_args(values, fill, seg_ptr_in, n, op, kCUDA);
 }
 
 void launch_segments_check(sf_cuda_report* report, const Segs& a, int64_t n) {
@@ -194,9 +172,7 @@ void launch_segments_check(sf_cuda_report* report, const Segs& a, int64_t n) {
 
 // seg_args' last check, with the ends the device read.
 void raise_ends(const sf_cuda_report& r, const Segs& a, const char* op) {
-  TORCH_CHECK(r.value == 0 && r.result == a.values.size(0), "sparsefill: ", op,
-              ": seg_ptr must run from 0 to the number of stored rows ", a.values.size(0),
-              ", got ", r.value, " .. ", r.result);
+  check_seg_ends(r.value, r.result, a, op);
 }
 
 // Host-side checks that the CPU kernel makes after seg_ptr's ends: when one
@@ -210,14 +186,6 @@ void host_checks_after_ends(Reports& reports, const Segs& a, const char* op, F c
     raise_ends(reports.read()[0], a, op);
     throw;
   }
-}
-
-at::ScalarType compute_type(at::ScalarType t, const char* op, bool ints) {
-  if (t == at::kDouble || t == at::kFloat) return t;
-  if (t == at::kHalf || t == at::kBFloat16) return at::kFloat;
-  TORCH_CHECK(ints && (at::isIntegralType(t, /*includeBool=*/true)), "sparsefill: ", op,
-              " does not support dtype ", t);
-  return at::kLong;
 }
 
 // ---- sum / prod ---------------------------------------------------------------------

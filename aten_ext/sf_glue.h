@@ -78,6 +78,12 @@ void for_row_ranges(const int64_t* ptr, int64_t m, int64_t work_per_row, const c
   check_status(static_cast<sf_status>(first_error.load()), what);
 }
 
+// Two components of one op must share a device (several GPUs).
+inline void same_device(const Tensor& a, const char* name_a, const Tensor& b, const char* name_b) {
+  TORCH_CHECK(a.device() == b.device(), "sparsefill: ", name_a, " is on ", a.device(), " but ",
+              name_b, " is on ", b.device());
+}
+
 // An index tensor the C core can read: int64, contiguous, on the kernel's
 // device type (CPU for the C core, CUDA for the CUDA core).
 inline Tensor index_arg(const Tensor& t, const char* name, int64_t dim,
@@ -275,9 +281,90 @@ inline FillKind fill_kind(const Tensor& fill, int64_t m, int64_t k) {
               k, ") fill of an ", m, " x ", k, " operand, got a fill of shape ", fill.sizes());
 }
 
+// The row stride to give a kernel for a row-major dense operand B (unit
+// column stride, checked by the caller). torch leaves the stride of a size-1
+// dim arbitrary (even 0, or below n after .contiguous()); with one row, any
+// stride >= n reads the same elements.
+inline int64_t dense_row_stride(const Tensor& b) {
+  return b.size(0) <= 1 ? std::max<int64_t>(b.size(1), 1) : b.stride(0);
+}
+
 // fp16 and bf16 products accumulate in fp32.
 inline at::ScalarType compute_type(at::ScalarType t) {
   return (t == at::kHalf || t == at::kBFloat16) ? at::kFloat : t;
+}
+
+// The dtypes of matrix products' floating operands (the device is each
+// kernel's own rule).
+inline void check_product_dtype(const Tensor& t, const char* name) {
+  const auto st = t.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
+              "sparsefill: matrix products support float32, float64, float16 and bfloat16, got ",
+              name, " of dtype ", st);
+}
+
+// A CSR operand's rules that read no index data: crow (m + 1), col (nse),
+// values (nse, 1-D); returns m. Each kernel then checks crow's ends where
+// the data lives.
+inline int64_t csr_operand_shape(const Tensor& crow, const Tensor& col, const Tensor& values,
+                                 const char* what) {
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: ", what, " crow_indices must not be empty");
+  TORCH_CHECK(values.dim() == 1, "sparsefill: ", what,
+              " must have 1-D values (hybrid operands are not supported by matrix products), "
+              "got values of shape ", values.sizes());
+  TORCH_CHECK(col.numel() == values.numel(), "sparsefill: ", what, " has ", col.numel(),
+              " column indices but ", values.numel(), " values");
+  return crow.numel() - 1;
+}
+
+// ---- segment ops' argument rules (reductions.cpp and reductions_cuda.cpp) --
+
+struct Segs {
+  Tensor values, fill, seg_ptr;
+  int64_t nseg, w, fill_stride;
+};
+
+// The rules that read no data: shapes, devices (`device`: the kernel's),
+// fill rows. seg_ptr's ends are checked by each kernel where seg_ptr lives
+// (check_seg_ends).
+inline Segs seg_shape_args(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr_in,
+                           int64_t n, const char* op, c10::DeviceType device) {
+  TORCH_CHECK(values.dim() == 2, "sparsefill: ", op, ": values must be 2-D [nse, w], got shape ",
+              values.sizes());
+  TORCH_CHECK(fill.dim() == 2 && fill.size(1) == values.size(1),
+              "sparsefill: ", op, ": fill must be [nseg or 1, ", values.size(1), "], got shape ",
+              fill.sizes());
+  const bool cpu = device == c10::DeviceType::CPU;
+  TORCH_CHECK(values.device().type() == device && fill.device().type() == device, "sparsefill: ",
+              op, cpu ? ": the CPU kernel needs CPU tensors" : ": the CUDA kernel needs CUDA tensors");
+  same_device(values, "values", fill, "fill");
+  TORCH_CHECK(n >= 0, "sparsefill: ", op, ": the slice length n must be non-negative, got ", n);
+  Tensor seg_ptr = index_arg(seg_ptr_in, "seg_ptr", 1, device);
+  same_device(values, "values", seg_ptr, "seg_ptr");
+  TORCH_CHECK(seg_ptr.numel() >= 1, "sparsefill: ", op, ": seg_ptr must not be empty");
+  const int64_t nseg = seg_ptr.numel() - 1;
+  TORCH_CHECK(fill.size(0) == nseg || fill.size(0) == 1, "sparsefill: ", op, ": fill has ",
+              fill.size(0), " rows for ", nseg, " segments (needs ", nseg, " or 1)");
+  const int64_t w = values.size(1);
+  return {values.contiguous(), fill.to(values.scalar_type()).contiguous(), seg_ptr, nseg, w,
+          fill.size(0) == 1 ? 0 : w};
+}
+
+// seg_ptr's ends, as read by the kernel.
+inline void check_seg_ends(int64_t first, int64_t last, const Segs& a, const char* op) {
+  TORCH_CHECK(first == 0 && last == a.values.size(0), "sparsefill: ", op,
+              ": seg_ptr must run from 0 to the number of stored rows ", a.values.size(0),
+              ", got ", first, " .. ", last);
+}
+
+// The type segment ops compute in: half types in float, integers (where the
+// op takes them) in int64.
+inline at::ScalarType compute_type(at::ScalarType t, const char* op, bool ints) {
+  if (t == at::kDouble || t == at::kFloat) return t;
+  if (t == at::kHalf || t == at::kBFloat16) return at::kFloat;
+  TORCH_CHECK(ints && (at::isIntegralType(t, /*includeBool=*/true)), "sparsefill: ", op,
+              " does not support dtype ", t);
+  return at::kLong;
 }
 
 }  // namespace sparsefill

@@ -435,3 +435,25 @@ def test_coo_csr_view_is_cached():
     first = A._sf_csr_view[1]
     A @ B
     assert A._sf_csr_view[1] is first
+
+
+def test_dense_operands_with_one_row_take_any_row_stride():
+    """torch leaves the stride of a size-1 dim arbitrary (a transposed column,
+    an expanded scalar): the product must not read it as B's row stride."""
+    one_row = sf.sparse_csr_tensor([0, 2], [0, 2], [2., -1.], (1, 3), fill_value=0.5)
+    one_col = sf.sparse_csr_tensor([0, 1, 1], [0], [2.], (2, 1), fill_value=0.5)
+    cases = [
+        (one_col, torch.randn(4, 1).t()),             # B (1, 4) with strides (1, 1)
+        (one_col, torch.tensor(3.).expand(1, 1)),     # strides (0, 0)
+        (one_col, torch.tensor(3.).expand(1, 4)),     # column stride 0 as well
+        (torch.randn(4, 1), one_row),                 # dense @ sparse: B^T has one row
+    ]
+    for a, b in cases:
+        da = a.to_dense() if isinstance(a, SparseFillTensor) else a
+        db = b.to_dense() if isinstance(b, SparseFillTensor) else b
+        _close(a @ b, da @ db)
+    v = torch.tensor([2., -1.], requires_grad=True)
+    A = sf.sparse_csr_tensor([0, 2], [0, 2], v, (1, 3), fill_value=0.5)
+    W = torch.randn(3, 2, requires_grad=True)
+    (A @ W).sum().backward()  # the backward's A^T @ g has a one-row g
+    torch.testing.assert_close(W.grad, torch.tensor([[2.], [0.5], [-1.]]).expand(3, 2))

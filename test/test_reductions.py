@@ -429,3 +429,13 @@ def test_seg_max_malformed_seg_ptr_with_coord_is_an_error(seg_ptr):
     with pytest.raises(RuntimeError, match="invalid segments"):
         torch.ops.sparsefill.seg_max(values, torch.zeros(2, 1, dtype=torch.float64),
                                      torch.tensor(seg_ptr), torch.arange(5), 4, False, False)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=str)
+def test_max_gradient_when_nothing_is_stored(layout):
+    """Every maximum is the fill's: its gradient goes to the fill alone."""
+    v = torch.zeros(0, requires_grad=True)
+    f = torch.tensor(1.5, requires_grad=True)
+    A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), v, (3, 4), fill_value=f)
+    A.to_sparse(layout=layout).max(1).values.sum().backward()
+    assert f.grad.item() == 3.0 and v.grad.shape == (0,)
