@@ -157,13 +157,7 @@ Tensor sddmm_cpu(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, con
   Tensor col = index_arg(col_in, "col_indices", 1);
   check_float(x_in, "x");
   check_float(y_in, "y");
-  TORCH_CHECK(crow.numel() >= 1, "sparsefill: sddmm: crow_indices must not be empty");
-  TORCH_CHECK(x_in.dim() == 2 && y_in.dim() == 2 && x_in.size(0) == crow.numel() - 1 &&
-                  y_in.size(0) == ncols && x_in.size(1) == y_in.size(1) &&
-                  x_in.scalar_type() == y_in.scalar_type(),
-              "sparsefill: sddmm: expected x (rows x n) and y (ncols x n) of one dtype for ",
-              crow.numel() - 1, " rows and ", ncols, " columns, got ", x_in.sizes(), " and ",
-              y_in.sizes());
+  check_sddmm_shapes(crow, ncols, x_in, y_in);
   const auto out_type = x_in.scalar_type();
   const auto ct = compute_type(out_type);
   Tensor x = x_in.to(ct).contiguous(), y = y_in.to(ct).contiguous();

@@ -141,13 +141,7 @@ Tensor sddmm_cuda(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, co
               " but col_indices is on ", col.device());
   check_float(x_in, "x", device);
   check_float(y_in, "y", device);
-  TORCH_CHECK(crow.numel() >= 1, "sparsefill: sddmm: crow_indices must not be empty");
-  TORCH_CHECK(x_in.dim() == 2 && y_in.dim() == 2 && x_in.size(0) == crow.numel() - 1 &&
-                  y_in.size(0) == ncols && x_in.size(1) == y_in.size(1) &&
-                  x_in.scalar_type() == y_in.scalar_type(),
-              "sparsefill: sddmm: expected x (rows x n) and y (ncols x n) of one dtype for ",
-              crow.numel() - 1, " rows and ", ncols, " columns, got ", x_in.sizes(), " and ",
-              y_in.sizes());
+  check_sddmm_shapes(crow, ncols, x_in, y_in);
   c10::cuda::CUDAGuard guard(device);
   const auto out_type = x_in.scalar_type();
   const auto ct = compute_type(out_type);

@@ -281,6 +281,18 @@ inline FillKind fill_kind(const Tensor& fill, int64_t m, int64_t k) {
               k, ") fill of an ", m, " x ", k, " operand, got a fill of shape ", fill.sizes());
 }
 
+// sddmm's operands: rows from crow, x (rows x n) and y (ncols x n) of one dtype.
+inline void check_sddmm_shapes(const Tensor& crow, int64_t ncols, const Tensor& x_in,
+                               const Tensor& y_in) {
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: sddmm: crow_indices must not be empty");
+  TORCH_CHECK(x_in.dim() == 2 && y_in.dim() == 2 && x_in.size(0) == crow.numel() - 1 &&
+                  y_in.size(0) == ncols && x_in.size(1) == y_in.size(1) &&
+                  x_in.scalar_type() == y_in.scalar_type(),
+              "sparsefill: sddmm: expected x (rows x n) and y (ncols x n) of one dtype for ",
+              crow.numel() - 1, " rows and ", ncols, " columns, got ", x_in.sizes(), " and ",
+              y_in.sizes());
+}
+
 // The row stride to give a kernel for a row-major dense operand B (unit
 // column stride, checked by the caller). torch leaves the stride of a size-1
 // dim arbitrary (even 0, or below n after .contiguous()); with one row, any
