@@ -114,4 +114,13 @@ inline sf_status report_init(sf_cuda_report* r, int64_t result, cudaStream_t str
 // Workspace carving: each piece starts on a 256-byte boundary.
 inline size_t aligned_bytes(size_t n) { return (n + 255) & ~size_t(255); }
 
+// Stable sort of nse int64 keys in [0, nbuckets) into buckets
+// (sf_cuda_sort.cu): perm[nse], the positions in key order (ties in position
+// order), and ptr[nbuckets + 1], each bucket's first sorted position. Keys
+// outside the range sort somewhere and are the caller's to report.
+// Workspace as the C ABI's: workspace == NULL only stores the bytes needed.
+sf_status sort_into_buckets(int64_t* perm, int64_t* ptr, const int64_t* keys, int64_t nse,
+                            int64_t nbuckets, void* workspace, size_t* workspace_bytes,
+                            cudaStream_t s);
+
 }  // namespace sf_cuda

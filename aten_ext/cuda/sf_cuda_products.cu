@@ -10,7 +10,6 @@
 // (SDDMM) and the transposed pattern are plain kernels here.
 #include "sf_cuda_internal.cuh"
 
-#include <cub/device/device_radix_sort.cuh>
 #include <cusparse.h>
 
 #include <climits>
@@ -302,21 +301,11 @@ sf_status sddmm_impl(sf_cuda_report* report, T* out, const int64_t* crow, const 
 
 // ---- transpose ----------------------------------------------------------------------
 
-__global__ void iota_kernel(int64_t* out, int64_t n) {
-  SF_CUDA_FOR(k, n) out[k] = k;
-}
-
 // col_t[q] = the original row of element perm[q] (perm is a permutation of
 // [0, nse), so every read is in bounds).
 __global__ void transposed_cols_kernel(int64_t* col_t, const int64_t* perm, const int64_t* crow,
                                        int64_t nrows, int64_t nse) {
   SF_CUDA_FOR(q, nse) col_t[q] = row_of(crow, nrows, perm[q]);
-}
-
-// crow_t[j] = the first sorted column >= j.
-__global__ void transposed_crow_kernel(int64_t* crow_t, const int64_t* cols_sorted, int64_t nse,
-                                       int64_t ncols) {
-  SF_CUDA_FOR(j, ncols + 1) crow_t[j] = lower_bound(cols_sorted, nse, j);
 }
 
 }  // namespace
@@ -414,48 +403,22 @@ extern "C" sf_status sf_cuda_csr_transpose(sf_cuda_report* report, int64_t* crow
                                            void* stream) {
   SF_CUDA_FAIL_IF(workspace_bytes == nullptr, SF_ERR_NULL_POINTER);
   SF_CUDA_FAIL_IF(nrows < 0 || ncols < 0 || nse < 0, SF_ERR_NEGATIVE_SIZE);
-  SF_CUDA_FAIL_IF((size_t)nse > SIZE_MAX / 64, SF_ERR_NO_MEMORY);
   const cudaStream_t s = as_stream(stream);
-  // Sort on the bits that column ncols - 1 needs. A bad (negative or too
-  // large) column sorts anywhere but is never used as an address.
-  int end_bit = 1;
-  while (end_bit < 63 && ((ncols - 1) >> end_bit) > 0) ++end_bit;
-  const auto* keys_in = reinterpret_cast<const unsigned long long*>(col);
-  // Pieces: sorted columns, positions in (nse each), then CUB's scratch.
-  const size_t piece = aligned_bytes((size_t)nse * sizeof(int64_t));
-  size_t sort_bytes = 0;
-  SF_CUDA_TRY(checked(cub::DeviceRadixSort::SortPairs(
-      nullptr, sort_bytes, keys_in, (unsigned long long*)nullptr, (const int64_t*)nullptr,
-      (int64_t*)nullptr, nse, 0, end_bit, s)));
-  const size_t need = 2 * piece + aligned_bytes(sort_bytes);
   if (workspace == nullptr) {
-    *workspace_bytes = need;
-    return SF_OK;
+    return sort_into_buckets(nullptr, nullptr, col, nse, ncols, nullptr, workspace_bytes, s);
   }
-  SF_CUDA_FAIL_IF(*workspace_bytes < need, SF_ERR_INVALID_ARGUMENT);
   SF_CUDA_FAIL_IF(crow_t == nullptr, SF_ERR_NULL_POINTER);
   SF_CUDA_FAIL_IF(nse > 0 && (col_t == nullptr || perm == nullptr), SF_ERR_NULL_POINTER);
   SF_CUDA_TRY(operand_scan(report, crow, col, nrows, ncols, nse, 1, s));
-  char* w = static_cast<char*>(workspace);
-  auto* keys_sorted = reinterpret_cast<unsigned long long*>(w);
+  // Bucket = column, stable: within a column the rows stay increasing, as
+  // the CPU's counting sort leaves them. A bad (negative or too large)
+  // column sorts anywhere but is never used as an address.
+  SF_CUDA_TRY(sort_into_buckets(perm, crow_t, col, nse, ncols, workspace, workspace_bytes, s));
   if (nse > 0) {
-    auto* pos_in = reinterpret_cast<int64_t*>(w + piece);
-    void* scratch = w + 2 * piece;
-    size_t scratch_bytes = need - 2 * piece;
-    iota_kernel<<<blocks_for(nse), kThreads, 0, s>>>(pos_in, nse);
-    SF_CUDA_TRY(launched());
-    // Radix sort is stable: within a column, positions (and so rows) stay
-    // increasing, as the CPU's counting sort leaves them.
-    SF_CUDA_TRY(checked(cub::DeviceRadixSort::SortPairs(scratch, scratch_bytes, keys_in,
-                                                        keys_sorted, pos_in, perm, nse, 0,
-                                                        end_bit, s)));
-    SF_CUDA_TRY(launched());
     transposed_cols_kernel<<<blocks_for(nse), kThreads, 0, s>>>(col_t, perm, crow, nrows, nse);
     SF_CUDA_TRY(launched());
   }
-  transposed_crow_kernel<<<blocks_for(ncols + 1), kThreads, 0, s>>>(
-      crow_t, reinterpret_cast<const int64_t*>(keys_sorted), nse, ncols);
-  return launched();
+  return SF_OK;
 }
 
 extern "C" sf_status sf_cuda_spgemm_create(sf_cuda_spgemm** state, int* cusparse_status,

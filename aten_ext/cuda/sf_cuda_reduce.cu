@@ -17,7 +17,6 @@
 // term: the fill's share is added after the stored rows, and only when u > 0.
 // Sums and products of more than one row are taken in tree order, so they
 // match the CPU's sequential order to rounding only (exactly with G == 1).
-#include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
 #include <type_traits>
@@ -415,17 +414,6 @@ __global__ void segment_range_finish(sf_cuda_report* r, const int64_t* segment) 
   set_site(r, SF_ERR_INDEX_OUT_OF_RANGE, k, -1, segment[k]);
 }
 
-__global__ void iota_kernel(int64_t* out, int64_t n) {
-  SF_CUDA_FOR(k, n) out[k] = k;
-}
-
-// seg_ptr[s] = first sorted element whose segment is >= s. With ids out of
-// range the sorted keys are in no useful order, but reads stay in bounds.
-__global__ void seg_ptr_kernel(int64_t* seg_ptr, const int64_t* sorted, int64_t nse,
-                               int64_t nseg) {
-  SF_CUDA_FOR(s, nseg + 1) seg_ptr[s] = lower_bound(sorted, nse, s);
-}
-
 }  // namespace
 
 // ---- the C ABI --------------------------------------------------------------------
@@ -436,47 +424,22 @@ extern "C" sf_status sf_cuda_segment_sort(sf_cuda_report* report, int64_t* perm,
                                           void* stream) {
   SF_CUDA_FAIL_IF(workspace_bytes == nullptr, SF_ERR_NULL_POINTER);
   SF_CUDA_FAIL_IF(nse < 0 || nseg < 0, SF_ERR_NEGATIVE_SIZE);
-  SF_CUDA_FAIL_IF((size_t)nse > SIZE_MAX / 64, SF_ERR_NO_MEMORY);
   const cudaStream_t s = as_stream(stream);
-  int end_bit = 1;  // the bits that ids in [0, nseg) use
-  while (end_bit < 63 && ((nseg - 1) >> end_bit) > 0) ++end_bit;
-  const auto* keys_in = reinterpret_cast<const unsigned long long*>(segment);
-  // Pieces: sorted keys, positions in (nse each), then CUB's scratch.
-  const size_t piece = aligned_bytes((size_t)nse * sizeof(int64_t));
-  size_t sort_bytes = 0;
-  SF_CUDA_TRY(checked(cub::DeviceRadixSort::SortPairs(
-      nullptr, sort_bytes, keys_in, (unsigned long long*)nullptr, (const int64_t*)nullptr,
-      (int64_t*)nullptr, nse, 0, end_bit, s)));
-  const size_t need = 2 * piece + aligned_bytes(sort_bytes);
   if (workspace == nullptr) {
-    *workspace_bytes = need;
-    return SF_OK;
+    return sort_into_buckets(nullptr, nullptr, segment, nse, nseg, nullptr, workspace_bytes, s);
   }
-  SF_CUDA_FAIL_IF(*workspace_bytes < need, SF_ERR_INVALID_ARGUMENT);
   SF_CUDA_FAIL_IF(report == nullptr || seg_ptr == nullptr, SF_ERR_NULL_POINTER);
   SF_CUDA_FAIL_IF(nse > 0 && (perm == nullptr || segment == nullptr), SF_ERR_NULL_POINTER);
   SF_CUDA_TRY(report_init(report, 0, s));
-  char* w = static_cast<char*>(workspace);
-  auto* keys_sorted = reinterpret_cast<unsigned long long*>(w);
-  auto* pos_in = reinterpret_cast<int64_t*>(w + piece);
   if (nse > 0) {
     segment_range_kernel<<<blocks_for(nse), kThreads, 0, s>>>(report, segment, nse, nseg);
     SF_CUDA_TRY(launched());
     segment_range_finish<<<1, 1, 0, s>>>(report, segment);
     SF_CUDA_TRY(launched());
-    iota_kernel<<<blocks_for(nse), kThreads, 0, s>>>(pos_in, nse);
-    SF_CUDA_TRY(launched());
-    // Radix sort is stable: within a segment, elements keep their order
-    // (the CPU's counting sort gives the same perm).
-    size_t scratch_bytes = need - 2 * piece;
-    SF_CUDA_TRY(checked(cub::DeviceRadixSort::SortPairs(w + 2 * piece, scratch_bytes, keys_in,
-                                                        keys_sorted, pos_in, perm, nse, 0,
-                                                        end_bit, s)));
-    SF_CUDA_TRY(launched());
   }
-  seg_ptr_kernel<<<blocks_for(nseg + 1), kThreads, 0, s>>>(
-      seg_ptr, reinterpret_cast<const int64_t*>(keys_sorted), nse, nseg);
-  return launched();
+  // Stable: within a segment, elements keep their order (the CPU's counting
+  // sort gives the same perm).
+  return sort_into_buckets(perm, seg_ptr, segment, nse, nseg, workspace, workspace_bytes, s);
 }
 
 extern "C" sf_status sf_cuda_segments_check(sf_cuda_report* report, const int64_t* seg_ptr,
