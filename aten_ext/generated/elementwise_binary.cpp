@@ -46,8 +46,8 @@ class AddFunction : public torch::autograd::Function<AddFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     const auto alpha = ctx->saved_data["alpha"].to<at::Scalar>();
     (void)alpha;
@@ -108,7 +108,7 @@ class AddSameFunction : public torch::autograd::Function<AddSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     const auto alpha = ctx->saved_data["alpha"].to<at::Scalar>();
     (void)alpha;
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
@@ -169,7 +169,7 @@ class AddDenseFunction : public torch::autograd::Function<AddDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -235,7 +235,7 @@ class AddScalarFunction : public torch::autograd::Function<AddScalarFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -308,8 +308,8 @@ class SubFunction : public torch::autograd::Function<SubFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     const auto alpha = ctx->saved_data["alpha"].to<at::Scalar>();
     (void)alpha;
@@ -370,7 +370,7 @@ class SubSameFunction : public torch::autograd::Function<SubSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     const auto alpha = ctx->saved_data["alpha"].to<at::Scalar>();
     (void)alpha;
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
@@ -431,7 +431,7 @@ class SubDenseFunction : public torch::autograd::Function<SubDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -497,7 +497,7 @@ class SubScalarFunction : public torch::autograd::Function<SubScalarFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -569,8 +569,8 @@ class MulFunction : public torch::autograd::Function<MulFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -628,7 +628,7 @@ class MulSameFunction : public torch::autograd::Function<MulSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return grad * other;
@@ -686,7 +686,7 @@ class MulDenseFunction : public torch::autograd::Function<MulDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -749,7 +749,7 @@ class MulScalarFunction : public torch::autograd::Function<MulScalarFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -820,8 +820,8 @@ class DivFunction : public torch::autograd::Function<DivFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     const auto rounding_mode = ctx->saved_data["rounding_mode"].to<std::optional<std::string>>();
     (void)rounding_mode;
@@ -882,7 +882,7 @@ class DivSameFunction : public torch::autograd::Function<DivSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     const auto rounding_mode = ctx->saved_data["rounding_mode"].to<std::optional<std::string>>();
     (void)rounding_mode;
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
@@ -943,7 +943,7 @@ class DivDenseFunction : public torch::autograd::Function<DivDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -1009,7 +1009,7 @@ class DivScalarFunction : public torch::autograd::Function<DivScalarFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -1081,8 +1081,8 @@ class FloorDivideFunction : public torch::autograd::Function<FloorDivideFunction
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -1130,7 +1130,7 @@ class FloorDivideSameFunction : public torch::autograd::Function<FloorDivideSame
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -1178,7 +1178,7 @@ class FloorDivideDenseFunction : public torch::autograd::Function<FloorDivideDen
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -1225,7 +1225,7 @@ class FloorDivideScalarFunction : public torch::autograd::Function<FloorDivideSc
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -1279,8 +1279,8 @@ class RemainderFunction : public torch::autograd::Function<RemainderFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -1338,7 +1338,7 @@ class RemainderSameFunction : public torch::autograd::Function<RemainderSameFunc
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return grad;
@@ -1396,7 +1396,7 @@ class RemainderDenseFunction : public torch::autograd::Function<RemainderDenseFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -1459,7 +1459,7 @@ class RemainderScalarFunction : public torch::autograd::Function<RemainderScalar
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -1529,8 +1529,8 @@ class FmodFunction : public torch::autograd::Function<FmodFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -1588,7 +1588,7 @@ class FmodSameFunction : public torch::autograd::Function<FmodSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return grad;
@@ -1646,7 +1646,7 @@ class FmodDenseFunction : public torch::autograd::Function<FmodDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -1709,7 +1709,7 @@ class FmodScalarFunction : public torch::autograd::Function<FmodScalarFunction> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -1779,8 +1779,8 @@ class PowFunction : public torch::autograd::Function<PowFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -1838,7 +1838,7 @@ class PowSameFunction : public torch::autograd::Function<PowSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return at::where(other == 0, at::zeros_like(grad), grad * other * at::pow(self, other - 1));
@@ -1896,7 +1896,7 @@ class PowDenseFunction : public torch::autograd::Function<PowDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -1959,7 +1959,7 @@ class PowScalarFunction : public torch::autograd::Function<PowScalarFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -2029,8 +2029,8 @@ class FloatPowerFunction : public torch::autograd::Function<FloatPowerFunction> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -2088,7 +2088,7 @@ class FloatPowerSameFunction : public torch::autograd::Function<FloatPowerSameFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return at::where(other == 0, at::zeros_like(grad), grad * other * at::float_power(self, other - 1));
@@ -2146,7 +2146,7 @@ class FloatPowerDenseFunction : public torch::autograd::Function<FloatPowerDense
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -2209,7 +2209,7 @@ class FloatPowerScalarFunction : public torch::autograd::Function<FloatPowerScal
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -2279,8 +2279,8 @@ class Atan2Function : public torch::autograd::Function<Atan2Function> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -2338,7 +2338,7 @@ class Atan2SameFunction : public torch::autograd::Function<Atan2SameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return grad * other / (self * self + other * other);
@@ -2396,7 +2396,7 @@ class Atan2DenseFunction : public torch::autograd::Function<Atan2DenseFunction> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -2463,8 +2463,8 @@ class HypotFunction : public torch::autograd::Function<HypotFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -2522,7 +2522,7 @@ class HypotSameFunction : public torch::autograd::Function<HypotSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return grad * self / result;
@@ -2580,7 +2580,7 @@ class HypotDenseFunction : public torch::autograd::Function<HypotDenseFunction> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -2647,8 +2647,8 @@ class LogaddexpFunction : public torch::autograd::Function<LogaddexpFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -2706,7 +2706,7 @@ class LogaddexpSameFunction : public torch::autograd::Function<LogaddexpSameFunc
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return grad / (1 + (other - self).exp());
@@ -2764,7 +2764,7 @@ class LogaddexpDenseFunction : public torch::autograd::Function<LogaddexpDenseFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -2831,8 +2831,8 @@ class Logaddexp2Function : public torch::autograd::Function<Logaddexp2Function> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -2890,7 +2890,7 @@ class Logaddexp2SameFunction : public torch::autograd::Function<Logaddexp2SameFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return grad / (1 + at::exp2(other - self));
@@ -2948,7 +2948,7 @@ class Logaddexp2DenseFunction : public torch::autograd::Function<Logaddexp2Dense
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -3015,8 +3015,8 @@ class XlogyFunction : public torch::autograd::Function<XlogyFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -3074,7 +3074,7 @@ class XlogySameFunction : public torch::autograd::Function<XlogySameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return at::xlogy(grad, other).masked_fill((self == 0) & (other <= 0), 0);
@@ -3132,7 +3132,7 @@ class XlogyDenseFunction : public torch::autograd::Function<XlogyDenseFunction> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -3195,7 +3195,7 @@ class XlogyScalarFunction : public torch::autograd::Function<XlogyScalarFunction
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -3265,8 +3265,8 @@ class CopysignFunction : public torch::autograd::Function<CopysignFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -3324,7 +3324,7 @@ class CopysignSameFunction : public torch::autograd::Function<CopysignSameFuncti
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return grad * (result / self).masked_fill(self == 0, 0);
@@ -3382,7 +3382,7 @@ class CopysignDenseFunction : public torch::autograd::Function<CopysignDenseFunc
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -3445,7 +3445,7 @@ class CopysignScalarFunction : public torch::autograd::Function<CopysignScalarFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -3515,8 +3515,8 @@ class MaximumFunction : public torch::autograd::Function<MaximumFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -3574,7 +3574,7 @@ class MaximumSameFunction : public torch::autograd::Function<MaximumSameFunction
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return at::where(self == other, grad / 2, at::where(self > other, grad, at::zeros_like(grad)));
@@ -3632,7 +3632,7 @@ class MaximumDenseFunction : public torch::autograd::Function<MaximumDenseFuncti
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -3699,8 +3699,8 @@ class MinimumFunction : public torch::autograd::Function<MinimumFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -3758,7 +3758,7 @@ class MinimumSameFunction : public torch::autograd::Function<MinimumSameFunction
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return at::where(self == other, grad / 2, at::where(self < other, grad, at::zeros_like(grad)));
@@ -3816,7 +3816,7 @@ class MinimumDenseFunction : public torch::autograd::Function<MinimumDenseFuncti
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -3883,8 +3883,8 @@ class FmaxFunction : public torch::autograd::Function<FmaxFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -3942,7 +3942,7 @@ class FmaxSameFunction : public torch::autograd::Function<FmaxSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return grad.masked_fill(at::logical_not((self >= other) | other.isnan()), 0);
@@ -4000,7 +4000,7 @@ class FmaxDenseFunction : public torch::autograd::Function<FmaxDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -4067,8 +4067,8 @@ class FminFunction : public torch::autograd::Function<FminFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
@@ -4126,7 +4126,7 @@ class FminSameFunction : public torch::autograd::Function<FminSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
       (void)self; (void)result; (void)other;
       return grad.masked_fill(at::logical_not((self <= other) | other.isnan()), 0);
@@ -4184,7 +4184,7 @@ class FminDenseFunction : public torch::autograd::Function<FminDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -4252,8 +4252,8 @@ class LerpFunction : public torch::autograd::Function<LerpFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     const auto weight = ctx->saved_data["weight"].to<at::Scalar>();
     (void)weight;
@@ -4314,7 +4314,7 @@ class LerpSameFunction : public torch::autograd::Function<LerpSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     const auto weight = ctx->saved_data["weight"].to<at::Scalar>();
     (void)weight;
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
@@ -4375,7 +4375,7 @@ class LerpDenseFunction : public torch::autograd::Function<LerpDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -4445,8 +4445,8 @@ class MaskedFillFunction : public torch::autograd::Function<MaskedFillFunction> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     const auto value = ctx->saved_data["value"].to<at::Scalar>();
     (void)value;
@@ -4502,7 +4502,7 @@ class MaskedFillSameFunction : public torch::autograd::Function<MaskedFillSameFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     const auto value = ctx->saved_data["value"].to<at::Scalar>();
     (void)value;
     auto d_self = [&](const Tensor& grad, const Tensor& self, const Tensor& other, const Tensor& result) -> Tensor {
@@ -4558,7 +4558,7 @@ class MaskedFillDenseFunction : public torch::autograd::Function<MaskedFillDense
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -4619,8 +4619,8 @@ class EqFunction : public torch::autograd::Function<EqFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -4668,7 +4668,7 @@ class EqSameFunction : public torch::autograd::Function<EqSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -4716,7 +4716,7 @@ class EqDenseFunction : public torch::autograd::Function<EqDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -4763,7 +4763,7 @@ class EqScalarFunction : public torch::autograd::Function<EqScalarFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -4817,8 +4817,8 @@ class NeFunction : public torch::autograd::Function<NeFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -4866,7 +4866,7 @@ class NeSameFunction : public torch::autograd::Function<NeSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -4914,7 +4914,7 @@ class NeDenseFunction : public torch::autograd::Function<NeDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -4961,7 +4961,7 @@ class NeScalarFunction : public torch::autograd::Function<NeScalarFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -5015,8 +5015,8 @@ class LtFunction : public torch::autograd::Function<LtFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -5064,7 +5064,7 @@ class LtSameFunction : public torch::autograd::Function<LtSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -5112,7 +5112,7 @@ class LtDenseFunction : public torch::autograd::Function<LtDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -5159,7 +5159,7 @@ class LtScalarFunction : public torch::autograd::Function<LtScalarFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -5213,8 +5213,8 @@ class LeFunction : public torch::autograd::Function<LeFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -5262,7 +5262,7 @@ class LeSameFunction : public torch::autograd::Function<LeSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -5310,7 +5310,7 @@ class LeDenseFunction : public torch::autograd::Function<LeDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -5357,7 +5357,7 @@ class LeScalarFunction : public torch::autograd::Function<LeScalarFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -5411,8 +5411,8 @@ class GtFunction : public torch::autograd::Function<GtFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -5460,7 +5460,7 @@ class GtSameFunction : public torch::autograd::Function<GtSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -5508,7 +5508,7 @@ class GtDenseFunction : public torch::autograd::Function<GtDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -5555,7 +5555,7 @@ class GtScalarFunction : public torch::autograd::Function<GtScalarFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -5609,8 +5609,8 @@ class GeFunction : public torch::autograd::Function<GeFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -5658,7 +5658,7 @@ class GeSameFunction : public torch::autograd::Function<GeSameFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -5706,7 +5706,7 @@ class GeDenseFunction : public torch::autograd::Function<GeDenseFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -5753,7 +5753,7 @@ class GeScalarFunction : public torch::autograd::Function<GeScalarFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -5807,8 +5807,8 @@ class LogicalAndFunction : public torch::autograd::Function<LogicalAndFunction> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -5856,7 +5856,7 @@ class LogicalAndSameFunction : public torch::autograd::Function<LogicalAndSameFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -5904,7 +5904,7 @@ class LogicalAndDenseFunction : public torch::autograd::Function<LogicalAndDense
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -5955,8 +5955,8 @@ class LogicalOrFunction : public torch::autograd::Function<LogicalOrFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -6004,7 +6004,7 @@ class LogicalOrSameFunction : public torch::autograd::Function<LogicalOrSameFunc
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -6052,7 +6052,7 @@ class LogicalOrDenseFunction : public torch::autograd::Function<LogicalOrDenseFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -6103,8 +6103,8 @@ class LogicalXorFunction : public torch::autograd::Function<LogicalXorFunction> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -6152,7 +6152,7 @@ class LogicalXorSameFunction : public torch::autograd::Function<LogicalXorSameFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -6200,7 +6200,7 @@ class LogicalXorDenseFunction : public torch::autograd::Function<LogicalXorDense
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -6251,8 +6251,8 @@ class BitwiseAndFunction : public torch::autograd::Function<BitwiseAndFunction> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -6300,7 +6300,7 @@ class BitwiseAndSameFunction : public torch::autograd::Function<BitwiseAndSameFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -6348,7 +6348,7 @@ class BitwiseAndDenseFunction : public torch::autograd::Function<BitwiseAndDense
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -6395,7 +6395,7 @@ class BitwiseAndScalarFunction : public torch::autograd::Function<BitwiseAndScal
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -6449,8 +6449,8 @@ class BitwiseOrFunction : public torch::autograd::Function<BitwiseOrFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -6498,7 +6498,7 @@ class BitwiseOrSameFunction : public torch::autograd::Function<BitwiseOrSameFunc
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -6546,7 +6546,7 @@ class BitwiseOrDenseFunction : public torch::autograd::Function<BitwiseOrDenseFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -6593,7 +6593,7 @@ class BitwiseOrScalarFunction : public torch::autograd::Function<BitwiseOrScalar
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -6647,8 +6647,8 @@ class BitwiseXorFunction : public torch::autograd::Function<BitwiseXorFunction> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -6696,7 +6696,7 @@ class BitwiseXorSameFunction : public torch::autograd::Function<BitwiseXorSameFu
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
     Tensor ga_v, ga_f;
@@ -6744,7 +6744,7 @@ class BitwiseXorDenseFunction : public torch::autograd::Function<BitwiseXorDense
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -6791,7 +6791,7 @@ class BitwiseXorScalarFunction : public torch::autograd::Function<BitwiseXorScal
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -6845,8 +6845,8 @@ class WhereFunction : public torch::autograd::Function<WhereFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
     auto size = ctx->saved_data["size"].toIntVector();
     auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
     const Tensor al[3] = {on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
@@ -6902,8 +6902,8 @@ class ClampTensorFunction : public torch::autograd::Function<ClampTensorFunction
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
     auto size = ctx->saved_data["size"].toIntVector();
     auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
     const Tensor al[3] = {on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
@@ -6961,8 +6961,8 @@ class LerpTensorFunction : public torch::autograd::Function<LerpTensorFunction> 
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
     auto size = ctx->saved_data["size"].toIntVector();
     auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
     const Tensor al[3] = {on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),

@@ -277,8 +277,8 @@ class {cls}Function : public torch::autograd::Function<{cls}Function> {{
   }}
   static variable_list backward(AutogradContext* ctx, variable_list grads) {{
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &out_values = s[6], &out_fill = s[7];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
     auto size = ctx->saved_data["size"].toIntVector();
 {a.restore()}{deriv_lambdas(op)}    Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
@@ -317,7 +317,7 @@ class {cls}SameFunction : public torch::autograd::Function<{cls}SameFunction> {{
   }}
   static variable_list backward(AutogradContext* ctx, variable_list grads) {{
     auto s = ctx->get_saved_variables();
-    const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
+    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
 {a.restore()}{deriv_lambdas(op)}    Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
 {same_grads}    return {{ga_v, ga_f, gb_v, gb_f{a.nulls()}}};
@@ -356,7 +356,7 @@ class {cls}DenseFunction : public torch::autograd::Function<{cls}DenseFunction> 
   }}
   static variable_list backward(AutogradContext* ctx, variable_list grads) {{
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const bool other_grad = ctx->saved_data["other_grad"].toBool();
     (void)other_grad;
@@ -399,7 +399,7 @@ class {cls}ScalarFunction : public torch::autograd::Function<{cls}ScalarFunction
   }}
   static variable_list backward(AutogradContext* ctx, variable_list grads) {{
     auto s = ctx->get_saved_variables();
-    const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
+    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
@@ -460,8 +460,8 @@ class {cls}Function : public torch::autograd::Function<{cls}Function> {{
   }}
   static variable_list backward(AutogradContext* ctx, variable_list grads) {{
     auto s = ctx->get_saved_variables();
-    const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
+    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
+    [[maybe_unused]] const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
     auto size = ctx->saved_data["size"].toIntVector();
     auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
     const Tensor al[3] = {{on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
