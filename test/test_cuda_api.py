@@ -129,3 +129,12 @@ def test_per_slice_fill_on_cuda_matches_cpu(layout):
             lambda X: X.t().amax(0))])
     for c, g in zip(*outs):
         torch.testing.assert_close(g, c)
+
+
+def test_cuda_and_cpu_methods_move_every_component():
+    A = random_tensor("random", 1.5, CSR, seed=0)
+    for moved in (A.cuda(), A.cuda(0), A.to("cuda")):
+        assert moved.device.type == "cuda"
+        assert all(t.device.type == "cuda" for t in (moved.crow_indices(), moved.col_indices(),
+                                                      moved.values(), moved._fill_value()))
+        torch.testing.assert_close(moved.cpu().to_dense(), A.to_dense())

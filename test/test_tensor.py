@@ -274,3 +274,16 @@ def test_unsupported_function_is_named():
         torch.cumsum(example(), 0)
     with pytest.raises(NotImplementedError, match="to_dense"):
         example().to_dense(masked_grad=True)
+
+
+def test_cuda_method_moves_like_a_strided_tensor():
+    """A.cuda() is a device move (never refused): it fails only where a
+    strided tensor's .cuda() fails, with the same error."""
+    A = sf.full((2, 3), 1.5)
+    try:
+        expected = torch.zeros(1).cuda().device
+    except (AssertionError, RuntimeError) as e:
+        with pytest.raises(type(e)):
+            A.cuda()
+    else:
+        assert A.cuda().device == expected and A.cuda().cpu().device.type == "cpu"

@@ -43,6 +43,16 @@ _CASTS = {"float": torch.float32, "double": torch.float64, "half": torch.float16
 for _name, _dtype in _CASTS.items():
     METHODS[getattr(T, _name)] = (lambda d: lambda self, memory_format=None: self.to(d))(_dtype)
 METHODS[T.cpu] = lambda self, memory_format=None: self.to("cpu")
+
+
+def _cuda(self, device=None, non_blocking=False, memory_format=None):
+    """A.cuda(device): every component on that GPU (the current one by default)."""
+    if isinstance(device, int):
+        device = torch.device("cuda", device)
+    return self.to("cuda" if device is None else device, non_blocking=non_blocking)
+
+
+METHODS[T.cuda] = _cuda
 # x.where(condition, y) is torch.where(condition, x, y): the generated where op.
 METHODS[T.where] = lambda self, condition, other: torch.where(condition, self, other)
 METHODS[T.__hash__] = lambda self: id(self)
