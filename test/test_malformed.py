@@ -96,7 +96,9 @@ ref = torch.tensor([[2., 3.]])
 def _run(code: str, device: str) -> subprocess.CompletedProcess:
     # The case's tensors are built on the device of this pass (conftest.py).
     on_device = "" if device == "cpu" else f"torch.set_default_device({device!r})\n"
-    return subprocess.run([sys.executable, "-c", PRELUDE + on_device + textwrap.dedent(code)],
+    # -P: the package is the one this test session imported (the CUDA build
+    # runs from build/cuda/lib via PYTHONPATH), never the checkout's folder.
+    return subprocess.run([sys.executable, "-P", "-c", PRELUDE + on_device + textwrap.dedent(code)],
                           capture_output=True, text=True, timeout=300)
 
 
