@@ -99,9 +99,10 @@ test: system-deps build
 # torch's CUDA build (torch 2.14.1+cu130: CUDA 13.0, as nvcc here) in its own
 # environment, so that .venv keeps the CPU build. The extension is built with
 # its CUDA parts under build/cuda, never in the source tree (whose _C is the
-# CPU build's); then the CUDA tests run against it: without a GPU,
-# test/test_cuda*.py check that every op has its CUDA kernel registered (the
-# GPU tests skip); with one, the whole suite runs on CPU and on CUDA.
+# CPU build's); then the whole suite runs against it: without a GPU, that is
+# the CPU pass of the CUDA build (torch 2.14) plus test/test_cuda*.py's check
+# that every op has its CUDA kernel registered (their GPU tests skip); with
+# one, every test runs on the CPU and on CUDA.
 # `make cuda-ci` (CI, after `make test`) does this whenever the CUDA torch's
 # CUDA major version equals nvcc's, and says why when it does not.
 # TORCH_CUDA_ARCH_LIST: the H100/H200 we test on (otherwise torch picks many
@@ -128,10 +129,8 @@ build/cuda/.built: $(CUDA_VENV)/.deps $(SOURCES)
 	  $(CUDA_PY) setup.py -q build --build-base build/cuda --build-lib $(CUDA_LIB)
 	touch $@
 
-CUDA_TESTS = $(shell $(CUDA_PY) -c 'import torch; print("test" if torch.cuda.is_available() else "test/test_cuda.py test/test_cuda_api.py")' 2>/dev/null)
-
 cuda-build: build/cuda/.built
-	SPARSEFILL_EXPECT_CUDA=1 PYTHONPATH=$(CUDA_LIB) $(CUDA_PY) -P -m pytest -q -p no:cacheprovider $(CUDA_TESTS)
+	SPARSEFILL_EXPECT_CUDA=1 PYTHONPATH=$(CUDA_LIB) $(CUDA_PY) -P -m pytest -q -p no:cacheprovider test
 
 # CI's CUDA step. Skips, saying why, when there is no nvcc, when the CUDA
 # torch cannot be installed here, or when its CUDA major version differs
