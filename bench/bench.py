@@ -336,7 +336,7 @@ def gpu_rows(quick: bool):
 
     m = 4000 if quick else 20000
     fill = 5.0
-    Acpu, Ncpu = random_coo((m, m), 0.01, fill, seed=4)
+    Acpu, Ncpu = stratified(m, m, m // 100, fill, seed=4)  # 1%, no m*m permutation
     A_csr = Acpu.to_sparse_csr().to(cuda)
     N0 = torch.sparse_coo_tensor(Ncpu.indices(), Ncpu.values() - fill, Ncpu.shape)
     N0 = N0.coalesce().to_sparse_csr().to(cuda)
