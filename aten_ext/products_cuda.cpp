@@ -21,6 +21,7 @@
 #include <ATen/cuda/CUDAContextLight.h>
 #include <climits>
 #include <memory>
+#include <tuple>
 
 namespace sparsefill {
 namespace {
@@ -61,15 +62,21 @@ void check_operand_ends(const sf_cuda_report& r, const char* what, int64_t nse) 
               r.value);
 }
 
+// One CSR operand's index tensors, int64 on one GPU.
+std::pair<Tensor, Tensor> csr_index_args(const Tensor& crow_in, const Tensor& col_in) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1, kCUDA);
+  Tensor col = index_arg(col_in, "col_indices", 1, kCUDA);
+  same_device(crow, "crow_indices", col, "col_indices");
+  return {crow, col};
+}
+
 // ---- spmm -------------------------------------------------------------------------
 
 Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& values_in,
                  const Tensor& fill_in, const Tensor& b_in, int64_t ncols) {
-  Tensor crow = index_arg(crow_in, "crow_indices", 1, kCUDA);
-  Tensor col = index_arg(col_in, "col_indices", 1, kCUDA);
+  Tensor crow, col;
+  std::tie(crow, col) = csr_index_args(crow_in, col_in);
   const at::Device device = crow.device();
-  TORCH_CHECK(col.device() == device, "sparsefill: crow_indices is on ", device,
-              " but col_indices is on ", col.device());
   check_float(values_in, "values", device);
   check_float(fill_in, "fill", device);
   check_float(b_in, "the dense operand", device);
@@ -134,11 +141,9 @@ Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& valu
 
 Tensor sddmm_cuda(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, const Tensor& x_in,
                   const Tensor& y_in) {
-  Tensor crow = index_arg(crow_in, "crow_indices", 1, kCUDA);
-  Tensor col = index_arg(col_in, "col_indices", 1, kCUDA);
+  Tensor crow, col;
+  std::tie(crow, col) = csr_index_args(crow_in, col_in);
   const at::Device device = crow.device();
-  TORCH_CHECK(col.device() == device, "sparsefill: crow_indices is on ", device,
-              " but col_indices is on ", col.device());
   check_float(x_in, "x", device);
   check_float(y_in, "y", device);
   check_sddmm_shapes(crow, ncols, x_in, y_in);
@@ -162,10 +167,8 @@ Tensor sddmm_cuda(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, co
 
 std::tuple<Tensor, Tensor, Tensor> csr_transpose_cuda(const Tensor& crow_in, const Tensor& col_in,
                                                       int64_t ncols) {
-  Tensor crow = index_arg(crow_in, "crow_indices", 1, kCUDA);
-  Tensor col = index_arg(col_in, "col_indices", 1, kCUDA);
-  TORCH_CHECK(col.device() == crow.device(), "sparsefill: crow_indices is on ", crow.device(),
-              " but col_indices is on ", col.device());
+  Tensor crow, col;
+  std::tie(crow, col) = csr_index_args(crow_in, col_in);
   TORCH_CHECK(crow.numel() >= 1, "sparsefill: csr_transpose: crow_indices must not be empty");
   TORCH_CHECK(ncols >= 0, "sparsefill: csr_transpose: ncols must be non-negative, got ", ncols);
   c10::cuda::CUDAGuard guard(crow.device());
