@@ -3,6 +3,7 @@
 #   make demo    the RFC's membrane-potential application
 #   make test    codegen check, C core GoogleTest (ctest), pytest
 #   make bench   benchmark table (ratios against torch in the same run)
+#   make wheel   build a wheel (--no-build-isolation, against .venv's torch) and import it
 #   make gen     regenerate element-wise code from tools/codegen/elementwise.yaml
 #   make fuzz    libFuzzer on the C core (FUZZ_RUNS executions, default 10 million)
 #   make cuda-build  the CUDA build, in its own environment, and its tests (no GPU needed)
@@ -23,7 +24,7 @@ SOURCES := setup.py $(wildcard aten_ext/*.h aten_ext/*.cpp aten_ext/generated/*.
 
 FUZZ_RUNS ?= 10000000
 
-.PHONY: all demo test bench build gen ctest pytest system-deps clean fuzz cuda-build cuda-ci cuda-bench
+.PHONY: all demo test bench build wheel gen ctest pytest system-deps clean fuzz cuda-build cuda-ci cuda-bench
 
 all: build
 
@@ -52,6 +53,17 @@ $(VENV)/.built: $(VENV)/.deps $(SOURCES)
 	touch $@
 
 build: $(VENV)/.built
+
+# A plain (non-editable) wheel, built the way the README says, installed into
+# a scratch folder and imported from there (not from the editable checkout).
+WHEEL_DIR := build/wheel
+wheel: $(VENV)/.deps
+	rm -rf $(WHEEL_DIR)
+	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w $(WHEEL_DIR) .
+	$(PY) -m pip install -q --no-deps --target $(WHEEL_DIR)/site $(WHEEL_DIR)/*.whl
+	cd $(WHEEL_DIR) && PYTHONPATH=site $(abspath $(PY)) -P -c "import torch_sparsefill as sf, pathlib; \
+	  assert pathlib.Path(sf.__file__).resolve().is_relative_to(pathlib.Path('site').resolve()), sf.__file__; \
+	  print('wheel:', sf.__file__, (sf.full((2,), 3.) * 2).to_dense().tolist())"
 
 gen: $(VENV)/.deps
 	$(PY) tools/codegen/gen_elementwise.py

@@ -10,7 +10,15 @@ import shutil
 from pathlib import Path
 
 from setuptools import setup
-from torch.utils import cpp_extension
+
+try:
+    import torch  # noqa: F401
+    from torch.utils import cpp_extension
+except ImportError as exc:  # an isolated build environment: no torch there
+    raise SystemExit(
+        "torch_sparsefill compiles against the torch you have installed, and this build "
+        "environment has none (" + str(exc) + "). Install torch first, then build without "
+        "isolation: pip install --no-build-isolation .") from None
 
 ROOT = Path(__file__).parent.resolve()
 C_CORE = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "aten_ext" / "cpu").glob("*.c"))

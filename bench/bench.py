@@ -197,7 +197,7 @@ def products_rows(quick: bool):
     import scipy.io
     import scipy.sparse
     from pathlib import Path
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "matrices" / "bcsstk13.mtx"
+    path = Path(__file__).resolve().parents[1] / "test" / "data" / "matrices" / "bcsstk13.mtx"
     if path.exists():
         block = scipy.sparse.csr_array(scipy.io.mmread(str(path))).astype("float32")
         reps = max(1, (1_000_000 if quick else 10_000_000) // block.nnz + 1)

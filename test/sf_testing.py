@@ -19,10 +19,11 @@ import torch_sparsefill as sf
 
 LAYOUTS = [torch.sparse_coo, torch.sparse_csr]
 FILLS = [0.0, 1.5, -2.0, math.inf, -math.inf, math.nan]
-# The shared real matrices sit beside the checkout (../shared); override with
-# SPARSEFILL_MATRICES. Tests that use them fail, never skip, when missing.
-MATRICES = Path(os.environ.get("SPARSEFILL_MATRICES", Path(__file__).resolve().parents[2] /
-                               "shared" / "data" / "matrices"))
+# Real matrices from the SuiteSparse collection, kept in the repository
+# (test/data/README.md); override with SPARSEFILL_MATRICES. Tests that use
+# them fail, never skip, when missing.
+MATRICES = Path(os.environ.get("SPARSEFILL_MATRICES",
+                               Path(__file__).resolve().parent / "data" / "matrices"))
 
 
 def rng(seed: int) -> torch.Generator:
