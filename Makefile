@@ -17,6 +17,9 @@ BUILD  ?= build/cmake
 # ccache's compiler links, when installed, make rebuilds after a clean cheap.
 CCACHE_PATH := $(if $(wildcard /usr/lib/ccache),/usr/lib/ccache:,)
 export PATH := $(CCACHE_PATH)$(PATH)
+# Paths under the checkout are hashed relative to it: clones and worktrees in
+# other folders share ccache's results.
+export CCACHE_BASEDIR ?= $(CURDIR)
 export MAX_JOBS ?= 2
 
 SOURCES := setup.py $(wildcard aten_ext/*.h aten_ext/*.cpp aten_ext/generated/*.cpp \
