@@ -1,7 +1,6 @@
 """Every fake (meta) kernel the package registers: the ops whose output size
-depends on the data, or whose C++ registration has no kernel that runs on
-fake tensors (the products). torch.compile and torch.library.opcheck trace
-through these.
+depends on the data, and those registered only for the CPU and CUDA keys
+(the products). torch.compile and torch.library.opcheck trace through these.
 
 A binary element-wise op's result has as many stored elements as the union of
 its operands' patterns: an unbacked size. Its dtype and fill come from the

@@ -2,10 +2,11 @@
 
 Routes torch.mm, torch.matmul / ``@``, torch.addmm, torch.mv, torch.bmm,
 torch.sparse.mm and torch.sparse.addmm (and their Tensor methods) to the
-fill-aware ops in products.cpp. A product with a non-zero fill is dense in
-general, so its result is strided; two fill-0 sparse operands give a sparse
-fill-0 result, as in torch. COO operands are read through a CSR view of the
-same values (cached on the tensor), never through a dense copy.
+fill-aware product ops (``torch.ops.sparsefill.spmm``, ``spgemm``, ...). A
+product with a non-zero fill is dense in general, so its result is strided;
+two fill-0 sparse operands give a sparse fill-0 result, as in torch. COO
+operands are read through a CSR view of the same values (cached on the
+tensor), never through a dense copy.
 
 Example::
 

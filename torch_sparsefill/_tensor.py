@@ -454,5 +454,7 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
         indices, coalesced = torch.stack([_ops.rows_from_crow(crow), col]), True
         crow = col = None
     fill = _fill.canonical(fill, len(size) - values.dim() + 1, values.dim() - 1)
-    return SparseFillTensor(layout, size, values, fill, indices=indices, crow=crow, col=col,
-                            coalesced=coalesced)
+    # __new__ alone: calling the class would also run __init__ (a microsecond
+    # per result, for nothing).
+    return SparseFillTensor.__new__(SparseFillTensor, layout, size, values, fill, indices=indices,
+                                    crow=crow, col=col, coalesced=coalesced)
