@@ -50,6 +50,7 @@ class Slices:
         sd = A.sparse_dim()
         size = A._sf_size
         self.R = R
+        self.sparse_size = tuple(size[:sd])
         self.kept_dims = [d for d in range(sd) if d not in R]
         self.kept_sizes = [size[d] for d in self.kept_dims]
         self.n = math.prod(size[d] for d in R)
@@ -77,6 +78,26 @@ class Slices:
 
     def counts(self):
         return self.seg_ptr[1:] - self.seg_ptr[:-1]
+
+    def result(self, layout, kept_lin, values, fill, dense_shape, keepdim: bool):
+        """The SparseFillTensor of one stored element per slice `kept_lin`
+        (linear indices over the kept sparse dims): `values` ``[len, *dense_shape]``,
+        `fill` in the dense-part form or over (kept sparse dims, *dense_shape).
+        With `keepdim` the reduced sparse dims stay, with size 1."""
+        indices = _ops.coo_delinearize(kept_lin, self.kept_sizes)
+        size = tuple(self.kept_sizes)
+        if keepdim:
+            full = torch.zeros(len(self.sparse_size), indices.shape[1], dtype=torch.int64,
+                               device=indices.device)
+            full[self.kept_dims] = indices
+            indices = full
+            size = tuple(1 if d in self.R else s for d, s in enumerate(self.sparse_size))
+            if _fill.is_per_slice(fill, len(dense_shape)):
+                shape = list(fill.shape)
+                for d in self.R:
+                    shape.insert(d, 1)
+                fill = fill.reshape(shape)
+        return build(layout, size + tuple(dense_shape), values, fill, indices=indices)
 
 
 def fill_over_kept(A: SparseFillTensor, R: list, dense_shape, what: str):
@@ -196,22 +217,9 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
         out, kept_lin = out.index_select(0, sel), sel
     else:
         kept_lin = S.kept
-    kept_idx = _ops.coo_delinearize(kept_lin, S.kept_sizes)
     out = out.reshape((out.shape[0],) + final_dense)
     rfill = rfill.reshape(tuple(fill_k.shape[:k]) + final_dense)
-    if keepdim:
-        full_idx = torch.zeros(sd, kept_idx.shape[1], dtype=torch.int64, device=kept_idx.device)
-        full_idx[S.kept_dims] = kept_idx
-        kept_idx = full_idx
-        new_size = tuple(1 if d in R else size[d] for d in range(sd)) + final_dense
-        if _fill.is_per_slice(rfill, len(final_dense)):
-            shape = list(rfill.shape)
-            for d in R:
-                shape.insert(d, 1)
-            rfill = rfill.reshape(shape)
-    else:
-        new_size = tuple(S.kept_sizes) + final_dense
-    return build(A.layout, new_size, out, rfill, indices=kept_idx)
+    return S.result(A.layout, kept_lin, out, rfill, final_dense, keepdim)
 
 
 # ---- cores: one per reduction ----------------------------------------------------

@@ -12,7 +12,6 @@ import torch
 from . import _args, _fill
 from ._reduce import (Slices, count_core, fill_over_kept, fill_rows, logsumexp_core, max_core,
                       mean_core, prod_core, reduce, safe_root, sum_core, var_core)
-from ._tensor import build
 
 _ops = torch.ops.sparsefill
 T = torch.Tensor
@@ -174,21 +173,11 @@ def _max_min(is_min, input, dim=None, keepdim=False, *, out=None):
         shape = ((1,) * sd if keepdim else ()) + final
         return result_type((out[0].reshape(shape), index[0].reshape(shape)))
     sel = torch.nonzero(S.counts() > 0).view(-1)
-    kept_idx = _ops.coo_delinearize(sel, S.kept_sizes)
     rfill = fill_k.reshape(tuple(fill_k.shape[:k]) + dense_shape)
-    if keepdim:
-        full_idx = torch.zeros(sd, kept_idx.shape[1], dtype=torch.int64, device=kept_idx.device)
-        full_idx[S.kept_dims] = kept_idx
-        kept_idx = full_idx
-        size = tuple(1 if e == d else A.shape[e] for e in range(sd)) + dense_shape
-        if _fill.is_per_slice(rfill, len(dense_shape)):
-            rfill = rfill.unsqueeze(d)
-    else:
-        size = tuple(S.kept_sizes) + dense_shape
-    values = build(A.layout, size, out.index_select(0, sel), rfill, indices=kept_idx)
+    values = S.result(A.layout, sel, out.index_select(0, sel), rfill, dense_shape, keepdim)
     # An empty slice's first maximum is its first element: index 0.
-    indices = build(A.layout, size, index.index_select(0, sel),
-                    torch.zeros((), dtype=torch.int64, device=kept_idx.device), indices=kept_idx)
+    zero = torch.zeros((), dtype=torch.int64, device=sel.device)
+    indices = S.result(A.layout, sel, index.index_select(0, sel), zero, dense_shape, keepdim)
     return result_type((values, indices))
 
 
