@@ -526,10 +526,11 @@ def test_cat_gradients_keep_fills_apart():
 def test_docstring_examples():
     import doctest
 
-    from torch_sparsefill import _shape
+    from torch_sparsefill import _concat, _indexing, _shape
 
-    result = doctest.testmod(_shape, extraglobs={"sf": sf, "torch": torch})
-    assert result.attempted >= 15 and result.failed == 0
+    results = [doctest.testmod(m, extraglobs={"sf": sf, "torch": torch})
+               for m in (_shape, _indexing, _concat)]
+    assert sum(r.attempted for r in results) >= 15 and sum(r.failed for r in results) == 0
 
 
 # ---- errors --------------------------------------------------------------------
@@ -583,7 +584,7 @@ def test_errors():
         A.reshape(4, 7, 3)
     with pytest.raises(RuntimeError, match="2 dimensions"):
         A.t()
-    with pytest.raises(TypeError, match="must be SparseFillTensors"):
+    with pytest.raises(NotImplementedError, match=r"tensors\[1\] must be a SparseFillTensor"):
         torch.cat([A, A.to_dense()])
     with pytest.raises(RuntimeError, match="must match except in dimension 0"):
         torch.cat([A, A[:, :3]])

@@ -14,18 +14,26 @@ Example::
 import torch
 
 from . import _C  # noqa: F401  -- registers torch.ops.sparsefill.*
-from ._tensor import SparseFillTensor, _rebuild_sparsefill
+from . import _fake  # noqa: F401  -- fake kernels of the ops
+from . import _factories, _interop, _routing
 from ._factories import (eliminate_fill, fill_value, full, ones, sparse_coo_tensor,
                          sparse_csr_tensor, to_sparse, zeros)
 from ._interop import from_pydata, from_scipy
-from . import _fake, _routing  # noqa: F401  -- fake kernels; routing tables
-from . import _shape  # noqa: F401  -- shape and indexing routes
-from . import _products  # noqa: F401  -- matrix products: routes and fake kernels
-from . import _reductions  # noqa: F401  -- softmax and reductions (routes)
+from ._tensor import SparseFillTensor
+
+# The wiring, top-down: SparseFillTensor (_tensor.py) imports nothing above
+# the fill rules, so the package gives it its routing and the methods whose
+# homes lie above it.
+SparseFillTensor._route_function = staticmethod(_routing.torch_function)
+SparseFillTensor._route_dispatch = staticmethod(_routing.torch_dispatch)
+SparseFillTensor.__reduce_ex__ = _factories.reduce_ex
+SparseFillTensor.__deepcopy__ = _factories.deepcopy
+SparseFillTensor.to_scipy = _interop.to_scipy
+SparseFillTensor.to_pydata = _interop.to_pydata
 
 # torch.load(weights_only=True), the default, may rebuild our tensors: the
 # rebuild function validates its input like the public constructors.
-torch.serialization.add_safe_globals([_rebuild_sparsefill])
+torch.serialization.add_safe_globals([_factories._rebuild_sparsefill])
 
 __all__ = ["SparseFillTensor", "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full",
            "zeros", "ones", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]

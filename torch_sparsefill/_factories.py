@@ -1,14 +1,18 @@
-"""Public constructors of SparseFillTensor. Every argument is checked here or
-by the C core (through torch.ops.sparsefill.coo_check / csr_check) before a
-tensor is built; each error names the argument and the rule."""
+"""Public constructors of SparseFillTensor, and the rebuild that pickling,
+``torch.load`` and ``copy.deepcopy`` go through. Every argument is checked
+here or by the C core (through torch.ops.sparsefill.coo_check / csr_check, on
+the indices' own device) before a tensor is built; each error names the
+argument and the rule."""
 from __future__ import annotations
 
+import copy
 import numbers
 from typing import Sequence
 
 import torch
 
-from ._tensor import SparseFillTensor
+from . import _fill
+from ._tensor import SparseFillTensor, build
 
 _ops = torch.ops.sparsefill
 
@@ -61,10 +65,9 @@ def _scalar_castable(x, dtype: torch.dtype) -> bool:
 
 def _as_fill(fill_value, dtype: torch.dtype, device, dense_shape, size=None) -> torch.Tensor:
     """The stored fill: a tensor of `dtype` on `device`, broadcastable to the
-    dense part (RFC points 5 and 6) or, given the full `size`, a per-slice fill
-    (RFC.md 1.5) of rank len(size) that broadcasts to `size`. A per-slice fill
-    whose sparse dims all have size 1 is stored in the dense-part form.
-    Differentiable when given a tensor."""
+    dense part (RFC.md section 1.3) or, given the full `size`, a per-slice
+    fill of rank len(size) that broadcasts to `size` (section 1.5), in its
+    canonical form. Differentiable when given a tensor."""
     if fill_value is None:
         return torch.zeros((), dtype=dtype, device=device)
     if isinstance(fill_value, torch.Tensor):
@@ -83,22 +86,20 @@ def _as_fill(fill_value, dtype: torch.dtype, device, dense_shape, size=None) -> 
                             f"cast to the tensor's dtype {dtype}")
         fill = torch.tensor(fill_value, dtype=dtype, device=device)
     dense_shape = tuple(dense_shape)
-    if size is not None and fill.dim() > len(dense_shape):
+    if size is not None and _fill.is_per_slice(fill, len(dense_shape)):
         size = tuple(size)
         sparse_dim = len(size) - len(dense_shape)
         if sparse_dim < 1 or fill.dim() != len(size) or not _broadcasts_to(fill.shape, size):
             raise ValueError(f"fill_value of shape {tuple(fill.shape)} is neither broadcastable "
                              f"to the dense part's shape {dense_shape} nor a per-slice fill: "
                              f"that has the tensor's {len(size)} dimensions and broadcasts to "
-                             f"its size {size} (RFC.md 1.5)")
-        if all(s == 1 for s in fill.shape[:sparse_dim]):
-            fill = fill.reshape(fill.shape[sparse_dim:])  # constant over the sparse dims
-        return fill.to(dtype)
+                             f"its size {size} (RFC.md section 1.5)")
+        return _fill.canonical(fill, sparse_dim, len(dense_shape)).to(dtype)
     if not _broadcasts_to(fill.shape, dense_shape):
         raise ValueError(f"fill_value of shape {tuple(fill.shape)} is not broadcastable to the "
-                         f"dense part's shape {dense_shape} (RFC point 5: the fill has "
-                         f"the shape of the dense part, or a shape that broadcasts to it; "
-                         f"a per-slice fill has the tensor's full rank, RFC.md 1.5)")
+                         f"dense part's shape {dense_shape}: give a fill that broadcasts to "
+                         f"the dense part, or a per-slice fill of the tensor's full rank "
+                         f"(RFC.md section 1.5)")
     return fill.to(dtype)
 
 
@@ -137,9 +138,9 @@ def sparse_coo_tensor(indices, values, size=None, *, fill_value=None, dtype=None
             summed by ``coalesce()``.
         values: tensor (nse, *dense_shape).
         size: the full shape; inferred from indices and values when None.
-        fill_value: number or tensor broadcastable to the dense part (RFC 5, 6),
-            or a per-slice fill of full rank (RFC.md 1.5, e.g. shape (m, 1) for one
-            fill per row); default 0. A tensor that requires grad receives the
+        fill_value: number or tensor broadcastable to the dense part, or a
+            per-slice fill of full rank (e.g. shape (m, 1) for one fill per row;
+            RFC.md sections 1.3 and 1.5); default 0. A tensor that requires grad receives the
             fill gradient.
         requires_grad: make values and fill autograd leaves.
 
@@ -173,11 +174,11 @@ def sparse_coo_tensor(indices, values, size=None, *, fill_value=None, dtype=None
     if size[sparse_dim:] != dense_shape:
         raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
                          f"dimensions {size[sparse_dim:]}")
-    coalesced = _ops.coo_check(indices.cpu(), list(size[:sparse_dim]))
+    coalesced = _ops.coo_check(indices, list(size[:sparse_dim]))
     fill = _as_fill(fill_value, values.dtype, values.device, dense_shape, size)
     values, fill = _leafify(values, fill, requires_grad)
-    return SparseFillTensor(torch.sparse_coo, size, values, fill, indices=indices.contiguous(),
-                            coalesced=coalesced)
+    return build(torch.sparse_coo, size, values, fill, indices=indices.contiguous(),
+                 coalesced=coalesced)
 
 
 def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, fill_value=None,
@@ -222,11 +223,11 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, fill_valu
     if size[2:] != dense_shape:
         raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
                          f"dimensions {size[2:]}")
-    _ops.csr_check(crow.cpu(), col.cpu(), list(size[:2]))
+    _ops.csr_check(crow, col, list(size[:2]))
     fill = _as_fill(fill_value, values.dtype, values.device, dense_shape, size)
     values, fill = _leafify(values, fill, requires_grad)
-    return SparseFillTensor(torch.sparse_csr, size, values, fill, crow=crow.contiguous(),
-                            col=col.contiguous())
+    return build(torch.sparse_csr, size, values, fill, crow=crow.contiguous(),
+                 col=col.contiguous())
 
 
 def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0) -> SparseFillTensor:
@@ -235,7 +236,7 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0) -> SparseFillTens
     - strided ``x``: stored elements are those that differ from the fill
       (NaN equals a NaN fill); with ``dense_dim`` > 0 a sparse position is
       stored when any element of its dense part differs. Differentiable with
-      respect to ``x`` (RFC.md "Gradients").
+      respect to ``x`` (RFC.md section 7.5).
     - native torch sparse COO/CSR ``x``: wrapped without copying its values;
       its unspecified elements take ``fill_value`` (default 0).
     - a SparseFillTensor: converted to ``layout``.
@@ -282,15 +283,13 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0) -> SparseFillTens
         # The fill is the value x has on its unspecified set: a constant here.
         fill = fill.detach()
     indices, values, fill = _ops.from_dense(x, fill, sparse_dim)
-    out = SparseFillTensor(torch.sparse_coo, x.shape, values, fill, indices=indices,
-                           coalesced=True)
-    return out.to_sparse(layout=layout)
+    return build(torch.sparse_coo, x.shape, values, fill, indices=indices).to_sparse(layout=layout)
 
 
 def full(size, fill_value, *, layout=torch.sparse_coo, dtype=None, device=None,
          requires_grad=False) -> SparseFillTensor:
     """A SparseFillTensor of `size` with no stored elements: every element is
-    `fill_value` (RFC point 3). dtype defaults as in ``torch.full``.
+    `fill_value`. dtype defaults as in ``torch.full``.
 
     Example::
 
@@ -348,7 +347,7 @@ def ones(*size, layout=torch.sparse_coo, dtype=None, device=None,
 
 def fill_value(t: torch.Tensor) -> torch.Tensor:
     """The fill of any sparse tensor: ours, or 0 for native torch sparse ones
-    (shaped like the dense part, RFC point 5).
+    (shaped like the dense part, RFC.md section 1.3).
 
     Example::
 
@@ -378,3 +377,44 @@ def eliminate_fill(t: SparseFillTensor) -> SparseFillTensor:
     if not isinstance(t, SparseFillTensor):
         raise TypeError(f"eliminate_fill expects a SparseFillTensor, got {type(t).__name__}")
     return t.eliminate_fill()
+
+
+# ---- pickling, torch.save/torch.load, copy.deepcopy ---------------------------------
+
+def _rebuild_sparsefill(layout_name, size, indices, crow, col, values, fill, coalesced,
+                        requires_grad):
+    """Unpickling entry point (torch.save/torch.load, copy, multiprocessing).
+
+    Validates like the public constructors, so a tampered file cannot build
+    an inconsistent tensor.
+    """
+    if layout_name == "sparse_coo":
+        return sparse_coo_tensor(indices, values, size, fill_value=fill,
+                                 requires_grad=requires_grad)
+    if layout_name == "sparse_csr":
+        return sparse_csr_tensor(crow, col, values, size, fill_value=fill,
+                                 requires_grad=requires_grad)
+    raise ValueError(f"unknown SparseFillTensor layout {layout_name!r}")
+
+
+def _rebuild_args(A: SparseFillTensor, detach) -> tuple:
+    comps = [None if t is None else detach(t) for t in
+             (A._sf_indices, A._sf_crow, A._sf_col, A._sf_values, A._sf_fill)]
+    return (str(A.layout).split(".")[-1], A._sf_size, *comps, A._sf_coalesced,
+            A.requires_grad)
+
+
+def reduce_ex(self: SparseFillTensor, protocol):
+    """``SparseFillTensor.__reduce_ex__``: pickle the components; unpickling
+    validates them again (``_rebuild_sparsefill``)."""
+    return _rebuild_sparsefill, _rebuild_args(self, torch.Tensor.detach)
+
+
+def deepcopy(self: SparseFillTensor, memo):
+    """``SparseFillTensor.__deepcopy__``: copies of the components, validated
+    like a new tensor."""
+    if id(self) in memo:
+        return memo[id(self)]
+    out = _rebuild_sparsefill(*_rebuild_args(self, lambda t: copy.deepcopy(t.detach(), memo)))
+    memo[id(self)] = out
+    return out

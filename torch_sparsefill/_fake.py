@@ -1,5 +1,6 @@
-"""Fake (meta) implementations of the ops whose output size depends on the
-data: torch.compile and torch.library.opcheck trace through these.
+"""Every fake (meta) kernel the package registers: the ops whose output size
+depends on the data, and those registered only for the CPU and CUDA keys
+(the products). torch.compile and torch.library.opcheck trace through these.
 
 A binary element-wise op's result has as many stored elements as the union of
 its operands' patterns: an unbacked size. Its dtype and fill come from the
@@ -92,3 +93,30 @@ def _ternary_fake(name):
 for _name, _spec in _generated_ops.OPS.items():
     if _spec["kind"] == "ternary":
         torch.library.register_fake(f"sparsefill::{_name}")(_ternary_fake(_name))
+
+
+# ---- matrix products ------------------------------------------------------------
+
+@torch.library.register_fake("sparsefill::spmm")
+def _spmm_fake(crow_indices, col_indices, values, fill, other, ncols):
+    return values.new_empty((crow_indices.shape[0] - 1, other.shape[1]))
+
+
+@torch.library.register_fake("sparsefill::csr_transpose")
+def _csr_transpose_fake(crow_indices, col_indices, ncols):
+    nse = col_indices.shape[0]
+    return (crow_indices.new_empty((ncols + 1,), dtype=torch.int64),
+            col_indices.new_empty((nse,), dtype=torch.int64),
+            col_indices.new_empty((nse,), dtype=torch.int64))
+
+
+@torch.library.register_fake("sparsefill::sddmm")
+def _sddmm_fake(crow_indices, col_indices, ncols, x, y):
+    return x.new_empty((col_indices.shape[0],))
+
+
+@torch.library.register_fake("sparsefill::spgemm")
+def _spgemm_fake(crow_a, col_a, values_a, crow_b, col_b, values_b, n):
+    nse = torch.library.get_ctx().new_dynamic_size()
+    return (crow_a.new_empty((crow_a.shape[0],), dtype=torch.int64),
+            col_a.new_empty((nse,), dtype=torch.int64), values_a.new_empty((nse,)))

@@ -2,10 +2,11 @@
 
 Routes torch.mm, torch.matmul / ``@``, torch.addmm, torch.mv, torch.bmm,
 torch.sparse.mm and torch.sparse.addmm (and their Tensor methods) to the
-fill-aware ops in products.cpp. A product with a non-zero fill is dense in
-general, so its result is strided; two fill-0 sparse operands give a sparse
-fill-0 result, as in torch. COO operands are read through a CSR view of the
-same values (cached on the tensor), never through a dense copy.
+fill-aware product ops (``torch.ops.sparsefill.spmm``, ``spgemm``, ...). A
+product with a non-zero fill is dense in general, so its result is strided;
+two fill-0 sparse operands give a sparse fill-0 result, as in torch. COO
+operands are read through a CSR view of the same values (cached on the
+tensor), never through a dense copy.
 
 Example::
 
@@ -18,8 +19,9 @@ from __future__ import annotations
 
 import torch
 
-from . import _routing
-from ._tensor import SparseFillTensor
+from . import _args
+from ._factories import to_sparse
+from ._tensor import SparseFillTensor, build
 
 _ops = torch.ops.sparsefill
 T = torch.Tensor
@@ -28,9 +30,6 @@ __all__: list = []
 
 
 # ---- operands ---------------------------------------------------------------------
-
-_name = _routing._name
-
 
 def _as_operand(x, func):
     """A SparseFillTensor, a strided tensor, or an error. Native torch sparse
@@ -41,23 +40,21 @@ def _as_operand(x, func):
         return x
     if isinstance(x, torch.Tensor):
         if x.layout in (torch.sparse_coo, torch.sparse_csr):
-            from ._factories import to_sparse
-
             return to_sparse(x)
         if x.layout == torch.strided:
             return x
-    raise TypeError(f"{_name(func)}(): expected tensors, got {type(x).__name__} with layout "
+    raise TypeError(f"{_args.name(func)}(): expected tensors, got {type(x).__name__} with layout "
                     f"{getattr(x, 'layout', None)}")
 
 
 def _check_matrix(A: SparseFillTensor, func, what: str) -> None:
     if A.dense_dim() > 0:
         raise NotImplementedError(
-            f"torch_sparsefill: {_name(func)}: {what} is a hybrid sparse tensor (dense_dim="
+            f"torch_sparsefill: {_args.name(func)}: {what} is a hybrid sparse tensor (dense_dim="
             f"{A.dense_dim()}); matrix products support sparse_dim 2 only, as torch's own "
             f"sparse products do")
     if A.dim() != 2:
-        raise RuntimeError(f"{_name(func)}: {what} must be a matrix, got a {A.dim()}-D tensor")
+        raise RuntimeError(f"{_args.name(func)}: {what} must be a matrix, got a {A.dim()}-D tensor")
 
 
 def _fill2d(A: SparseFillTensor, func) -> torch.Tensor:
@@ -67,7 +64,7 @@ def _fill2d(A: SparseFillTensor, func) -> torch.Tensor:
     if f.numel() == 1 or (f.dim() == 2 and tuple(f.shape) in ((m, 1), (1, k))):
         return f
     raise NotImplementedError(
-        f"torch_sparsefill: {_name(func)}: a fill of shape {tuple(f.shape)} on a {m} x {k} "
+        f"torch_sparsefill: {_args.name(func)}: a fill of shape {tuple(f.shape)} on a {m} x {k} "
         f"operand is not supported by matrix products (scalar, per-row ({m}, 1) or per-column "
         f"(1, {k}) fills are)")
 
@@ -89,18 +86,18 @@ def _csr(A: SparseFillTensor):
 
 def _check_dtypes(a, b, func):
     if a.dtype != b.dtype:
-        raise RuntimeError(f"{_name(func)}: expected both operands to have the same dtype, but "
+        raise RuntimeError(f"{_args.name(func)}: expected both operands to have the same dtype, but "
                            f"got: {a.dtype} != {b.dtype}")
     if a.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
         # NotImplementedError, not TypeError: `@` turns a TypeError into
         # Python's generic "unsupported operand type(s)".
-        raise NotImplementedError(f"torch_sparsefill: {_name(func)}: matrix products support float32, "
+        raise NotImplementedError(f"torch_sparsefill: {_args.name(func)}: matrix products support float32, "
                         f"float64, float16 and bfloat16, got {a.dtype}")
 
 
 def _check_shapes(a, b, func):
     if a.shape[-1] != b.shape[-2]:
-        raise RuntimeError(f"{_name(func)}: mat1 and mat2 shapes cannot be multiplied "
+        raise RuntimeError(f"{_args.name(func)}: mat1 and mat2 shapes cannot be multiplied "
                            f"({a.shape[-2]}x{a.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
 
 
@@ -119,7 +116,7 @@ def _mm(a, b, func=torch.mm):
         if isinstance(x, SparseFillTensor):
             _check_matrix(x, func, what)
         elif x.dim() != 2:
-            raise RuntimeError(f"{_name(func)}: {what} must be a matrix, got a {x.dim()}-D tensor")
+            raise RuntimeError(f"{_args.name(func)}: {what} must be a matrix, got a {x.dim()}-D tensor")
     _check_dtypes(a, b, func)
     _check_shapes(a, b, func)
     if sa and sb:
@@ -130,11 +127,7 @@ def _mm(a, b, func=torch.mm):
         if _zero_fill(a) and _zero_fill(b):
             crow, col, values = _ops.spgemm(crow_a, col_a, va, crow_b, col_b, vb, n)
             zero = torch.zeros((), dtype=values.dtype, device=values.device)
-            if a.layout == torch.sparse_csr:
-                return SparseFillTensor(torch.sparse_csr, (m, n), values, zero, crow=crow, col=col)
-            indices = torch.stack([_ops.rows_from_crow(crow), col])
-            return SparseFillTensor(torch.sparse_coo, (m, n), values, zero, indices=indices,
-                                    coalesced=True)
+            return build(a.layout, (m, n), values, zero, crow=crow, col=col)
         return _ops.sparse_mm_dense(crow_a, col_a, va, fa, crow_b, col_b, vb, fb, a.shape[1], n)
     if sa:
         crow, col, values = _csr(a)
@@ -148,12 +141,12 @@ def _mm(a, b, func=torch.mm):
 def _mv(a, x, func=torch.mv):
     a, x = _as_operand(a, func), _as_operand(x, func)
     if not isinstance(a, SparseFillTensor) or isinstance(x, SparseFillTensor):
-        raise NotImplementedError(f"torch_sparsefill: {_name(func)}: supported for a sparse "
+        raise NotImplementedError(f"torch_sparsefill: {_args.name(func)}: supported for a sparse "
                                   f"matrix and a strided vector")
     if x.dim() != 1:
-        raise RuntimeError(f"{_name(func)}: vec must be 1-D, got a {x.dim()}-D tensor")
+        raise RuntimeError(f"{_args.name(func)}: vec must be 1-D, got a {x.dim()}-D tensor")
     if a.dim() == 2 and a.shape[1] != x.shape[0]:
-        raise RuntimeError(f"{_name(func)}: size mismatch, got input ({a.shape[0]}x{a.shape[1]}) "
+        raise RuntimeError(f"{_args.name(func)}: size mismatch, got input ({a.shape[0]}x{a.shape[1]}) "
                            f"and vec ({x.shape[0]})")
     return _mm(a, x.unsqueeze(1), func).squeeze(1)
 
@@ -162,7 +155,7 @@ def _batch_slices(A: SparseFillTensor, func):
     """2-D SparseFillTensors, one per batch, of a 3-D COO A (views of its values)."""
     if A.layout != torch.sparse_coo or A.sparse_dim() != 3:
         raise NotImplementedError(
-            f"torch_sparsefill: {_name(func)}: a batched sparse operand must be a 3-D COO tensor "
+            f"torch_sparsefill: {_args.name(func)}: a batched sparse operand must be a 3-D COO tensor "
             f"with 3 sparse dims, got layout {A.layout} with sparse_dim {A.sparse_dim()}")
     A = A.coalesce()
     nb, m, k = A.shape
@@ -174,24 +167,24 @@ def _batch_slices(A: SparseFillTensor, func):
     for i in range(nb):
         lo, hi = bounds[i], bounds[i + 1]
         fi = f[i if f.shape[0] > 1 else 0] if f.dim() == 3 else f
-        out.append(SparseFillTensor(torch.sparse_coo, (m, k), A._sf_values[lo:hi], fi,
-                                    indices=idx[1:, lo:hi], coalesced=True))
+        out.append(build(torch.sparse_coo, (m, k), A._sf_values[lo:hi], fi,
+                         indices=idx[1:, lo:hi]))
     return out
 
 
 def _bmm(a, b, func=torch.bmm):
     a, b = _as_operand(a, func), _as_operand(b, func)
     if a.dim() != 3 or b.dim() != 3:
-        raise RuntimeError(f"{_name(func)}: batch1 and batch2 must be 3-D tensors, got "
+        raise RuntimeError(f"{_args.name(func)}: batch1 and batch2 must be 3-D tensors, got "
                            f"{a.dim()}-D and {b.dim()}-D")
     if a.shape[0] != b.shape[0]:
-        raise RuntimeError(f"{_name(func)}: batch1 and batch2 must have the same number of "
+        raise RuntimeError(f"{_args.name(func)}: batch1 and batch2 must have the same number of "
                            f"batches, got {a.shape[0]} and {b.shape[0]}")
     _check_dtypes(a, b, func)
     _check_shapes(a, b, func)
     sa, sb = isinstance(a, SparseFillTensor), isinstance(b, SparseFillTensor)
     if sa and sb:
-        raise NotImplementedError(f"torch_sparsefill: {_name(func)}: batched sparse @ sparse "
+        raise NotImplementedError(f"torch_sparsefill: {_args.name(func)}: batched sparse @ sparse "
                                   f"is not supported yet")
     if sa:
         parts = [_mm(ai, b[i], func) for i, ai in enumerate(_batch_slices(a, func))]
@@ -211,35 +204,32 @@ def _matmul(a, b, func=torch.matmul):
         return _mv(a, b, func)
     if da == 1 and db == 2 and not isinstance(a, SparseFillTensor):
         if a.shape[0] != b.shape[0]:
-            raise RuntimeError(f"{_name(func)}: size mismatch, got vec ({a.shape[0]}) and "
+            raise RuntimeError(f"{_args.name(func)}: size mismatch, got vec ({a.shape[0]}) and "
                                f"matrix ({b.shape[0]}x{b.shape[1]})")
         return _mm(a.unsqueeze(0), b, func).squeeze(0)
     if da == 3 and db == 3:
         return _bmm(a, b, func)
     raise NotImplementedError(
-        f"torch_sparsefill: {_name(func)} of a {da}-D and a {db}-D tensor is not supported with a "
+        f"torch_sparsefill: {_args.name(func)} of a {da}-D and a {db}-D tensor is not supported with a "
         f"SparseFillTensor operand (supported: 2-D @ 2-D, 2-D @ 1-D, 1-D strided @ 2-D, "
         f"3-D @ 3-D)")
 
 
-_is_number = _routing._is_number
-
-
 def _addmm(input, mat1, mat2, *, beta=1, alpha=1, func=torch.addmm):
     """beta * input + alpha * (mat1 @ mat2); input is ignored when beta == 0."""
-    if not (_is_number(beta) and _is_number(alpha)):
-        raise TypeError(f"{_name(func)}(): beta and alpha must be numbers")
+    if not (_args.is_number(beta) and _args.is_number(alpha)):
+        raise TypeError(f"{_args.name(func)}(): beta and alpha must be numbers")
     out = _mm(mat1, mat2, func)
     if alpha != 1:
         out = out * alpha
     if beta == 0:
         shape = torch.broadcast_shapes(tuple(input.shape), tuple(out.shape))
         if shape != tuple(out.shape):
-            raise RuntimeError(f"{_name(func)}: input of shape {tuple(input.shape)} does not "
+            raise RuntimeError(f"{_args.name(func)}: input of shape {tuple(input.shape)} does not "
                                f"broadcast to the product's shape {tuple(out.shape)}")
         return out
     if tuple(input.shape) != tuple(out.shape) and isinstance(input, SparseFillTensor):
-        raise RuntimeError(f"{_name(func)}: a sparse input must have the product's shape "
+        raise RuntimeError(f"{_args.name(func)}: a sparse input must have the product's shape "
                            f"{tuple(out.shape)}, got {tuple(input.shape)}")
     scaled = input if beta == 1 else input * beta
     return out + scaled
@@ -256,7 +246,7 @@ def _with_func(fn, func):
     return lambda *args, **kwargs: fn(*args, func=func, **kwargs)
 
 
-_routing.METHODS.update({
+ROUTES = {
     torch.mm: _with_func(_mm, torch.mm),
     T.mm: _with_func(_mm, T.mm),
     torch.matmul: _with_func(_matmul, torch.matmul),
@@ -271,31 +261,4 @@ _routing.METHODS.update({
     T.addmm: _with_func(_addmm, T.addmm),
     torch.sparse.mm: _sparse_mm,
     torch.sparse.addmm: _with_func(_addmm, torch.sparse.addmm),
-})
-
-
-# ---- fake kernels (torch.compile, opcheck) -------------------------------------------
-
-@torch.library.register_fake("sparsefill::spmm")
-def _spmm_fake(crow_indices, col_indices, values, fill, other, ncols):
-    return values.new_empty((crow_indices.shape[0] - 1, other.shape[1]))
-
-
-@torch.library.register_fake("sparsefill::csr_transpose")
-def _csr_transpose_fake(crow_indices, col_indices, ncols):
-    nse = col_indices.shape[0]
-    return (crow_indices.new_empty((ncols + 1,), dtype=torch.int64),
-            col_indices.new_empty((nse,), dtype=torch.int64),
-            col_indices.new_empty((nse,), dtype=torch.int64))
-
-
-@torch.library.register_fake("sparsefill::sddmm")
-def _sddmm_fake(crow_indices, col_indices, ncols, x, y):
-    return x.new_empty((col_indices.shape[0],))
-
-
-@torch.library.register_fake("sparsefill::spgemm")
-def _spgemm_fake(crow_a, col_a, values_a, crow_b, col_b, values_b, n):
-    nse = torch.library.get_ctx().new_dynamic_size()
-    return (crow_a.new_empty((crow_a.shape[0],), dtype=torch.int64),
-            col_a.new_empty((nse,), dtype=torch.int64), values_a.new_empty((nse,)))
+}

@@ -1,30 +1,28 @@
 """SparseFillTensor: a sparse COO or CSR tensor whose unspecified elements hold a
-fill value instead of zero.
+fill value instead of zero, and `build`, the one way to make one from its
+components.
 
 The wrapper holds component tensors (indices or crow/col, values, fill) and
 carries no storage of its own. Autograd runs on the components: `values` and
 `fill` are ordinary tensors, and every torch.ops.sparsefill op is
-differentiable with respect to them (RFC.md "Gradients"). This module only
-holds data and converts between layouts by calling the ops; which torch
-function does what is decided in _routing.py.
+differentiable with respect to them (RFC.md section 7). This module holds the
+data and converts between layouts by calling the ops; it imports only the
+fill rules (_fill.py). Which torch function does what is decided in
+_routing.py, which the package wires to the class (__init__.py), together
+with the methods whose homes lie above this module (pickling from
+_factories.py, to_scipy/to_pydata from _interop.py).
 """
 from __future__ import annotations
 
-import copy
 from typing import Optional
 
 import torch
 
+from . import _fill
+
 _ops = torch.ops.sparsefill
 
-__all__ = ["SparseFillTensor"]
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= int(x)
-    return out
+__all__ = ["SparseFillTensor", "build"]
 
 
 class SparseFillTensor(torch.Tensor):
@@ -54,7 +52,8 @@ class SparseFillTensor(torch.Tensor):
     @staticmethod
     def __new__(cls, layout, size, values, fill, *, indices=None, crow=None, col=None,
                 coalesced=False):
-        # Trusted constructor: the factories in _factories.py validate first.
+        # Trusted: only `build` calls this, after the factories (_factories.py)
+        # validated user input or an op produced the components.
         self = torch.Tensor._make_wrapper_subclass(
             cls, tuple(size), dtype=values.dtype, device=values.device, layout=layout,
             requires_grad=False, dispatch_layout=True)
@@ -73,7 +72,7 @@ class SparseFillTensor(torch.Tensor):
 
     # ---- routing hooks (see _routing.py) -----------------------------------
 
-    # Set by _routing at import (it needs this class first).
+    # Wired by the package (__init__.py) to _routing's functions.
     _route_function = None
     _route_dispatch = None
 
@@ -87,39 +86,19 @@ class SparseFillTensor(torch.Tensor):
 
     # ---- structure ----------------------------------------------------------
 
-    def _with(self, values, fill, *, layout=None, indices=None, crow=None, col=None,
-              coalesced=None, size=None):
-        """A tensor with this one's pattern (unless given) and new values/fill."""
-        layout = layout or self.layout
-        if layout == torch.sparse_coo and indices is None:
-            indices, coalesced = self._sf_indices, self._sf_coalesced
-        if layout == torch.sparse_csr and crow is None:
-            crow, col = self._sf_crow, self._sf_col
-        if size is None:
-            size = self._sf_size[: self._sf_size.__len__() - self.dense_dim()] + \
-                tuple(values.shape[1:])
-        return SparseFillTensor(layout, size, values, fill, indices=indices, crow=crow,
-                                col=col, coalesced=bool(coalesced))
+    def _with(self, values, fill):
+        """A tensor with this one's pattern and new values and fill; its dense
+        part is that of `values`."""
+        size = self._sf_size[: len(self._sf_size) - self.dense_dim()] + tuple(values.shape[1:])
+        return build(self._sf_layout, size, values, fill, indices=self._sf_indices,
+                     crow=self._sf_crow, col=self._sf_col, coalesced=self._sf_coalesced)
 
     def _coo_indices(self) -> torch.Tensor:
         """Coalesced COO indices of this tensor's pattern (derived for CSR)."""
-        if self.layout == torch.sparse_csr:
+        if self._sf_layout == torch.sparse_csr:
             return torch.stack([_ops.rows_from_crow(self._sf_crow), self._sf_col])
         assert self._sf_coalesced, "internal: coalesce first"
         return self._sf_indices
-
-    def _from_coo(self, layout, indices, values, fill):
-        """A tensor of `layout` from coalesced COO parts, with this one's size."""
-        if layout == torch.sparse_csr:
-            crow = _ops.crow_from_rows(indices[0].contiguous(), self._sf_size[0])
-            return SparseFillTensor(layout, self._sf_size, values, fill, crow=crow,
-                                    col=indices[1].contiguous())
-        return SparseFillTensor(layout, self._sf_size, values, fill, indices=indices,
-                                coalesced=True)
-
-    def _unspecified_count(self) -> int:
-        """How many sparse positions hold no stored element (coalesced)."""
-        return _prod(self._sf_size[: self.sparse_dim()]) - self._sf_values.shape[0]
 
     # ---- the public surface -------------------------------------------------
 
@@ -129,11 +108,11 @@ class SparseFillTensor(torch.Tensor):
         return self._sf_layout
 
     def fill_value(self) -> torch.Tensor:
-        """The value of every unspecified element, shaped like the dense part
-        (RFC point 5): ``_fill_value()`` expanded to ``values().shape[1:]``.
-        A per-slice fill (RFC.md 1.5, e.g. one fill per row after a softmax)
-        is returned as stored, with the tensor's full rank: it broadcasts to
-        ``shape``.
+        """The value of every unspecified element, shaped like the dense part:
+        ``_fill_value()`` expanded to ``values().shape[1:]`` (RFC.md section
+        1.3). A per-slice fill (one fill per row after a softmax, say) is
+        returned as stored, with the tensor's full rank: it broadcasts to
+        ``shape`` (RFC.md section 1.5).
 
         Example::
 
@@ -149,42 +128,13 @@ class SparseFillTensor(torch.Tensor):
         return self.coalesce() if self.layout == torch.sparse_coo else self
 
     def _has_per_slice_fill(self) -> bool:
-        """Whether the fill varies over the sparse dims (RFC.md 1.5)."""
-        return self._sf_fill.dim() > self._sf_values.dim() - 1
-
-    def _fill_slots(self) -> torch.Tensor:
-        """For a per-slice fill: the row of ``_fill_value()``'s sparse part
-        (flattened) covering each stored element (coalesced tensor)."""
-        sd = self.sparse_dim()
-        fshape = self._sf_fill.shape[:sd]
-        coef, stride = [0] * sd, 1
-        for d in range(sd - 1, -1, -1):
-            coef[d] = 0 if fshape[d] == 1 else stride
-            stride *= fshape[d]
-        idx = self._coo_indices()
-        return (idx * torch.tensor(coef, dtype=idx.dtype, device=idx.device)[:, None]).sum(0)
-
-    def _unspecified_per_fill_element(self) -> torch.Tensor:
-        """How many unspecified elements each element of the stored fill
-        stands for (shape of ``_fill_value()``; coalesced tensor)."""
-        fill, size = self._sf_fill, self._sf_size
-        dense_numel = _prod(size[len(size) - self.dense_dim():]) if self.dense_dim() else 1
-        if not self._has_per_slice_fill():
-            return torch.full(fill.shape, self._unspecified_count() *
-                              (dense_numel // max(fill.numel(), 1)), dtype=torch.int64,
-                              device=fill.device)
-        sd = self.sparse_dim()
-        fshape = fill.shape[:sd]
-        covered = _prod(s for s, f in zip(size[:sd], fshape) if f == 1)
-        stored = torch.bincount(self._fill_slots(), minlength=_prod(fshape))
-        per_slot = (covered - stored).view(tuple(fshape) + (1,) * self.dense_dim())
-        dense_factor = _prod(s for s, f in zip(size[sd:], fill.shape[sd:]) if f == 1)
-        return per_slot.expand(fill.shape) * dense_factor
+        """Whether the fill varies over the sparse dims (RFC.md section 1.5)."""
+        return _fill.is_per_slice(self._sf_fill, self._sf_values.dim() - 1)
 
     def _fill_value(self) -> torch.Tensor:
-        """The fill as stored (RFC point 6): the tensor given at construction,
-        possibly smaller than the dense part. Changing it in place changes
-        the fill (RFC point 7): ``A._fill_value().fill_(1.2)``.
+        """The fill as stored: the tensor given at construction, possibly
+        smaller than the dense part (RFC.md section 1.3). Changing it in
+        place changes the fill: ``A._fill_value().fill_(1.2)``.
         """
         return self._sf_fill
 
@@ -201,7 +151,7 @@ class SparseFillTensor(torch.Tensor):
         return self._sf_values.shape[0]
 
     def nse(self) -> int:
-        """Number of specified (stored) elements, RFC point 14's name for ``_nnz()``.
+        """Number of specified (stored) elements: the RFC's name for ``_nnz()``.
 
         Example::
 
@@ -263,7 +213,7 @@ class SparseFillTensor(torch.Tensor):
             return self
         indices, values = _ops.coo_coalesce(self._sf_indices, self._sf_values,
                                             list(self._sf_size[: self.sparse_dim()]))
-        return self._with(values, self._sf_fill, indices=indices, coalesced=True)
+        return build(torch.sparse_coo, self._sf_size, values, self._sf_fill, indices=indices)
 
     def to_dense(self, dtype=None, *, masked_grad=None) -> torch.Tensor:
         """The strided tensor this one represents: the fill everywhere, the
@@ -297,14 +247,14 @@ class SparseFillTensor(torch.Tensor):
         """
         src = self._coalesced()
         indices, values = _ops.eliminate_fill(src._coo_indices(), src._sf_values, src._sf_fill)
-        return src._from_coo(self.layout, indices, values, src._sf_fill)
+        return build(self.layout, self._sf_size, values, src._sf_fill, indices=indices)
 
     def to_sparse_coo(self) -> "SparseFillTensor":
         """This tensor in COO layout (coalesced), same fill."""
         if self.layout == torch.sparse_coo:
             return self
-        return self._from_coo(torch.sparse_coo, self._coo_indices(), self._sf_values,
-                              self._sf_fill)
+        return build(torch.sparse_coo, self._sf_size, self._sf_values, self._sf_fill,
+                     crow=self._sf_crow, col=self._sf_col)
 
     def to_sparse_csr(self, dense_dim=None) -> "SparseFillTensor":
         """This tensor in CSR layout, same fill. Needs exactly 2 sparse dims.
@@ -324,7 +274,8 @@ class SparseFillTensor(torch.Tensor):
             raise RuntimeError(f"to_sparse_csr(): a CSR tensor needs 2 sparse dimensions, this "
                                f"tensor has {self.sparse_dim()} (batched CSR is not supported yet)")
         src = self.coalesce()
-        return src._from_coo(torch.sparse_csr, src._sf_indices, src._sf_values, src._sf_fill)
+        return build(torch.sparse_csr, self._sf_size, src._sf_values, src._sf_fill,
+                     indices=src._sf_indices)
 
     def to_sparse(self, *args, layout=None, blocksize=None, dense_dim=None):
         """Convert between sparse layouts (``layout=torch.sparse_coo`` or
@@ -390,7 +341,7 @@ class SparseFillTensor(torch.Tensor):
         covers: the per-element gradient, so that ``A.grad.to_dense()`` equals
         the dense gradient whenever that gradient is constant over the
         unspecified elements (every element-wise chain), and otherwise is its
-        least-squares projection onto this pattern (RFC.md "Gradients").
+        least-squares projection onto this pattern (RFC.md section 7.4).
         The raw parameter gradients stay on ``_values().grad`` and
         ``_fill_value().grad``; optimise those components.
         """
@@ -403,7 +354,8 @@ class SparseFillTensor(torch.Tensor):
         if gf is None:
             gf = torch.zeros_like(self._sf_fill)
         else:
-            per = src._unspecified_per_fill_element().to(gf.device)
+            per = _fill.unspecified_per_element(self._sf_fill, self._sf_size,
+                                                src._coo_indices()).to(gf.device)
             gf = torch.where(per > 0, gf / per.clamp_min(1), torch.zeros_like(gf))
         return self._with(gv, gf.to(gv.dtype))
 
@@ -425,18 +377,6 @@ class SparseFillTensor(torch.Tensor):
         """The autograd node that produced the values (None for leaves)."""
         return self._sf_values.grad_fn or self._sf_fill.grad_fn
 
-    def to_scipy(self, *, format=None):
-        """``(scipy.sparse array, fill)``; see :func:`torch_sparsefill.from_scipy`."""
-        from ._interop import to_scipy
-
-        return to_scipy(self, format=format)
-
-    def to_pydata(self):
-        """This tensor as pydata ``sparse.COO``/``sparse.GCXS``, fill included."""
-        from ._interop import to_pydata
-
-        return to_pydata(self)
-
     # ---- helpers --------------------------------------------------------------
 
     def _require(self, layout, what):
@@ -455,12 +395,11 @@ class SparseFillTensor(torch.Tensor):
         def val(t):
             return fn(t, False) if with_kind else fn(t)
 
-        return SparseFillTensor(self.layout, self._sf_size, val(self._sf_values),
-                                val(self._sf_fill),
-                                indices=idx(self._sf_indices), crow=idx(self._sf_crow),
-                                col=idx(self._sf_col), coalesced=self._sf_coalesced)
+        return build(self.layout, self._sf_size, val(self._sf_values), val(self._sf_fill),
+                     indices=idx(self._sf_indices), crow=idx(self._sf_crow),
+                     col=idx(self._sf_col), coalesced=self._sf_coalesced)
 
-    # ---- printing, pickling, copying ------------------------------------------
+    # ---- printing (pickling and copying: _factories.py) -------------------------
 
     def __repr__(self, *, tensor_contents=None) -> str:
         def field(name, t):
@@ -483,39 +422,39 @@ class SparseFillTensor(torch.Tensor):
         body = (",\n").join(parts).replace("\n", "\n" + indent)
         return f"SparseFillTensor({body})"
 
-    def __reduce_ex__(self, protocol):
-        comps = [None if t is None else t.detach() for t in
-                 (self._sf_indices, self._sf_crow, self._sf_col, self._sf_values, self._sf_fill)]
-        return (_rebuild_sparsefill,
-                (str(self.layout).split(".")[-1], self._sf_size, *comps,
-                 self._sf_coalesced, self.requires_grad))
 
-    def __deepcopy__(self, memo):
-        if id(self) in memo:
-            return memo[id(self)]
-        comps = [None if t is None else copy.deepcopy(t.detach(), memo) for t in
-                 (self._sf_indices, self._sf_crow, self._sf_col, self._sf_values, self._sf_fill)]
-        out = _rebuild_sparsefill(str(self.layout).split(".")[-1], self._sf_size, *comps,
-                                  self._sf_coalesced, self.requires_grad)
-        memo[id(self)] = out
-        return out
+def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
+          coalesced=True) -> SparseFillTensor:
+    """The one way to make a SparseFillTensor from trusted components: the
+    public constructors call it after validating, every op on its results.
 
+    The pattern comes as COO `indices` or as CSR `crow`/`col`, and is
+    converted to `layout` when it is in the other form: CSR when `layout`
+    is CSR and the pattern has two sparse dims (COO indices must then be
+    coalesced), COO otherwise. `coalesced` describes COO `indices` (CSR is
+    always coalesced). The fill is stored in its canonical form
+    (_fill.canonical, RFC.md section 1.5).
 
-def _rebuild_sparsefill(layout_name, size, indices, crow, col, values, fill, coalesced,
-                        requires_grad):
-    """Unpickling entry point (torch.save/torch.load, copy, multiprocessing).
+    Example::
 
-    Validates like the public constructors, so a tampered file cannot build
-    an inconsistent tensor.
+        >>> from torch_sparsefill._tensor import build
+        >>> build(torch.sparse_csr, (2, 2), torch.tensor([1.]), torch.tensor(3.),
+        ...       indices=torch.tensor([[1], [0]])).crow_indices()
+        tensor([0, 0, 1])
     """
-    from . import _factories
-
-    if layout_name == "sparse_coo":
-        out = _factories.sparse_coo_tensor(indices, values, size, fill_value=fill,
-                                           requires_grad=requires_grad)
-    elif layout_name == "sparse_csr":
-        out = _factories.sparse_csr_tensor(crow, col, values, size, fill_value=fill,
-                                           requires_grad=requires_grad)
-    else:
-        raise ValueError(f"unknown SparseFillTensor layout {layout_name!r}")
-    return out
+    size = tuple(size)
+    if indices is not None:
+        if layout == torch.sparse_csr and indices.shape[0] == 2:
+            assert coalesced, "internal: a CSR pattern needs coalesced COO indices"
+            crow = _ops.crow_from_rows(indices[0].contiguous(), size[0])
+            col, indices = indices[1].contiguous(), None
+        else:
+            layout = torch.sparse_coo
+    elif layout == torch.sparse_coo:
+        indices, coalesced = torch.stack([_ops.rows_from_crow(crow), col]), True
+        crow = col = None
+    fill = _fill.canonical(fill, len(size) - values.dim() + 1, values.dim() - 1)
+    # __new__ alone: calling the class would also run __init__ (a microsecond
+    # per result, for nothing).
+    return SparseFillTensor.__new__(SparseFillTensor, layout, size, values, fill, indices=indices,
+                                    crow=crow, col=col, coalesced=coalesced)

@@ -1,0 +1,269 @@
+"""Element-wise ops (RFC.md section 4): the routes of the generated table
+(_generated_ops.py, from tools/codegen/elementwise.yaml) turned into this
+family's routing table.
+
+Each op's dispatcher handles (``torch.ops.sparsefill.<op>.default`` and its
+``_same``/``_scalar``/``_dense`` variants) are resolved once, at import, so a
+call looks nothing up by name. A unary op maps values and fill; a binary op
+picks its variant by the operands (same pattern, union of patterns, a Python
+number, a strided tensor over the dense part); a ternary op works on the
+union of three patterns. In-place forms compute out of place and write back
+when the pattern, dtype and fill shape are unchanged.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _args, _generated_ops
+from ._tensor import SparseFillTensor, build
+
+__all__: list = []
+
+_ns = torch.ops.sparsefill
+
+
+class _Op:
+    """One generated op: its YAML spec and its resolved dispatcher handles
+    (`main`: the unary op, or the union form of a binary or ternary op)."""
+
+    __slots__ = ("name", "spec", "kind", "main", "same", "scalar", "dense")
+
+    def __init__(self, name: str, spec: dict):
+        self.name, self.spec, self.kind = name, spec, spec["kind"]
+        self.main = getattr(_ns, name).default
+        binary = self.kind == "binary"
+        self.same = getattr(_ns, name + "_same").default if binary else None
+        self.dense = getattr(_ns, name + "_dense").default if binary else None
+        self.scalar = getattr(_ns, name + "_scalar").default if binary and spec["number"] \
+            else None
+
+
+def _bind(spec, func, rest, kwargs):
+    """Map the call's extra positional and keyword arguments onto the op's
+    YAML args (in order). Returns (values, inplace flag), or raises."""
+    names = spec["args"]
+    if not rest and not kwargs:  # the common call: no options
+        if spec["required"]:
+            raise TypeError(f"{_args.name(func)}: missing required argument "
+                            f"{spec['required'][0]!r}")
+        return spec["defaults"], False
+    kwargs = dict(kwargs)
+    inplace = bool(kwargs.pop("inplace", False))
+    rest = list(rest)
+    if len(rest) == len(names) + 1 and isinstance(rest[-1], bool) and \
+            getattr(func, "__module__", "") == "torch.nn.functional":
+        inplace = rest.pop()  # F.relu(x, True)
+    if len(rest) > len(names):
+        raise TypeError(f"{_args.name(func)}: too many arguments for SparseFillTensor")
+    bound = dict(zip(names, rest))
+    for key, value in kwargs.items():
+        if key not in names:
+            raise NotImplementedError(f"torch_sparsefill: {_args.name(func)} got keyword "
+                                      f"{key!r}, which is not supported on SparseFillTensor")
+        if key in bound:
+            raise TypeError(f"{_args.name(func)}: got multiple values for argument {key!r}")
+        bound[key] = value
+    out = []
+    for name, default in zip(names, spec["defaults"]):
+        if name in bound:
+            out.append(bound[name])
+        elif name in spec["required"]:
+            raise TypeError(f"{_args.name(func)}: missing required argument {name!r}")
+        else:
+            out.append(default)
+    return out, inplace
+
+
+def same_pattern(a: SparseFillTensor, b: SparseFillTensor) -> bool:
+    """Whether two coalesced tensors store the same positions (and layout)."""
+    if a.layout != b.layout:
+        return False
+    if a.layout == torch.sparse_csr:
+        pairs = ((a._sf_crow, b._sf_crow), (a._sf_col, b._sf_col))
+    else:
+        pairs = ((a._sf_indices, b._sf_indices),)
+    return all(x is y or (x.shape == y.shape and torch.equal(x, y)) for x, y in pairs)
+
+
+def _over_dense_part(a: SparseFillTensor, other: torch.Tensor) -> bool:
+    """Does a strided `other` broadcast over a's dense part only?"""
+    dense = tuple(a._sf_values.shape[1:])
+    if other.dim() > len(dense):
+        return False
+    return all(o in (1, d) for o, d in zip(other.shape, dense[len(dense) - other.dim():]))
+
+
+def _unary(op: _Op, func, args, kwargs, reflected, inplace):
+    if not args or not isinstance(args[0], SparseFillTensor):
+        return NotImplemented
+    extra, inplace_kw = _bind(op.spec, func, args[1:], kwargs)
+    if any(isinstance(x, torch.Tensor) for x in extra):
+        return NotImplemented  # tensor options: a ternary op's form (clamp(x, t_min, t_max))
+    a = args[0]._coalesced()
+    values, fill = op.main(a._sf_values, a._sf_fill, *extra)
+    out = a._with(values, fill)
+    return _assign(args[0], out, func) if inplace or inplace_kw else out
+
+
+def _binary(op: _Op, func, args, kwargs, reflected, inplace):
+    if len(args) < 2:
+        return NotImplemented
+    x, y = (args[1], args[0]) if reflected else (args[0], args[1])
+    extra, inplace_kw = _bind(op.spec, func, args[2:], kwargs)
+    inplace = inplace or inplace_kw
+    if any(isinstance(e, torch.Tensor) for e in extra):
+        return NotImplemented  # e.g. lerp with a tensor weight: the ternary form
+    sx, sy = isinstance(x, SparseFillTensor), isinstance(y, SparseFillTensor)
+    if sx and sy:
+        a, b = x._coalesced(), y._coalesced()
+        if a._sf_size != b._sf_size:
+            raise RuntimeError(f"torch_sparsefill: {_args.name(func)}: operands must have the "
+                               f"same size (no broadcasting between sparse operands), got "
+                               f"{a._sf_size} and {b._sf_size}")
+        if same_pattern(a, b):
+            values, fill = op.same(a._sf_values, a._sf_fill, b._sf_values, b._sf_fill, *extra)
+            out = a._with(values, fill)
+        else:
+            values, fill, indices = op.main(a._coo_indices(), a._sf_values, a._sf_fill,
+                                            b._coo_indices(), b._sf_values, b._sf_fill,
+                                            list(a._sf_size), *extra)
+            out = build(a.layout, a._sf_size, values, fill, indices=indices)
+    elif sx or sy:
+        a, other, reverse = (x, y, False) if sx else (y, x, True)
+        a = a._coalesced()
+        if _args.is_number(other):
+            if op.scalar is None:
+                raise TypeError(f"{_args.name(func)}(): a Python number is not accepted as an "
+                                f"operand (torch takes a tensor here), got "
+                                f"{type(other).__name__}")
+            values, fill = op.scalar(a._sf_values, a._sf_fill, other, reverse, *extra)
+        elif isinstance(other, torch.Tensor) and other.layout == torch.strided:
+            if not _over_dense_part(a, other):
+                if inplace:
+                    raise RuntimeError(f"torch_sparsefill: in-place {_args.name(func)} with a "
+                                       f"strided operand that covers the sparse dims would "
+                                       f"densify")
+                # Broadcasts over the sparse dims too: the result is dense.
+                dense_args = [t.to_dense() if isinstance(t, SparseFillTensor) else t for t in args]
+                return func(*dense_args, **kwargs)
+            values, fill = op.dense(a._sf_values, a._sf_fill, other.to(a.device), reverse,
+                                    *extra)
+        else:
+            return NotImplemented
+        out = a._with(values, fill)
+    else:
+        return NotImplemented
+    if inplace:
+        if reflected or not sx:
+            raise RuntimeError(f"torch_sparsefill: in-place {_args.name(func)} needs the "
+                               f"SparseFillTensor first")
+        return _assign(x, out, func)
+    return out
+
+
+def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
+    """Three operands on the union of their patterns. Numbers and tensors that
+    broadcast over the dense part become operands with no stored element (the
+    number or tensor is their fill), so one op serves every combination."""
+    spec = op.spec
+    names = spec["params"]
+    if inplace or len(args) > len(names):
+        return NotImplemented
+    bound = dict(zip(names, args))
+    for key, value in kwargs.items():
+        if key not in names or key in bound:
+            return NotImplemented
+        bound[key] = value
+    if not spec["number"] and any(_args.is_number(v) for v in bound.values()):
+        return NotImplemented  # torch takes tensors here, or all-number options (unary form)
+    for name in names:
+        if bound.get(name) is None:
+            if name not in spec["missing"]:
+                return NotImplemented
+            bound[name] = spec["missing"][name]
+    operands = [bound[n] for n in names]
+    ref = next((o for o in operands if isinstance(o, SparseFillTensor)), None)
+    if ref is None:
+        return NotImplemented
+    dense_shape = tuple(ref._sf_values.shape[1:])
+    sparse_dim = ref.sparse_dim()
+    parts = []
+    for o in operands:
+        if isinstance(o, SparseFillTensor):
+            if o._sf_size != ref._sf_size:
+                raise RuntimeError(f"torch_sparsefill: {_args.name(func)}: operands must have "
+                                   f"the same size, got {o._sf_size} and {ref._sf_size}")
+            o = o._coalesced()
+            parts += [o._coo_indices(), o._sf_values, o._sf_fill]
+            continue
+        if _args.is_number(o):
+            o = torch.tensor(o, device=ref.device)
+        if not isinstance(o, torch.Tensor) or o.layout != torch.strided:
+            return NotImplemented
+        if not _over_dense_part(ref, o):
+            dense = {n: (v.to_dense() if isinstance(v, SparseFillTensor) else v)
+                     for n, v in bound.items()}
+            return func(*[dense[n] for n in names])
+        empty_values = o.new_zeros((0,) + dense_shape)
+        parts += [torch.zeros(sparse_dim, 0, dtype=torch.int64, device=ref.device),
+                  empty_values, o]
+    values, fill, indices = op.main(*parts, list(ref._sf_size))
+    return build(ref.layout, ref._sf_size, values, fill, indices=indices)
+
+
+def _assign(target: SparseFillTensor, out: SparseFillTensor, func):
+    """Write `out` into `target` in place; the pattern and dtype must not change."""
+    if target.layout == torch.sparse_coo and not target._sf_coalesced:
+        c = target.coalesce()  # same elements: adopt the coalesced form first
+        target._sf_indices, target._sf_values, target._sf_coalesced = \
+            c._sf_indices, c._sf_values, True
+    if out.dtype != target.dtype:
+        raise RuntimeError(f"{_args.name(func)}: result type {out.dtype} can't be cast to the "
+                           f"desired output type {target.dtype}")
+    if out.layout != target.layout or not same_pattern(out, target):
+        raise RuntimeError(f"torch_sparsefill: in-place {_args.name(func)} would change the "
+                           f"sparsity pattern; use the out-of-place form")
+    if out._sf_fill.shape != target._sf_fill.shape:
+        raise RuntimeError(f"torch_sparsefill: in-place {_args.name(func)} would change the "
+                           f"shape of the fill from {tuple(target._sf_fill.shape)} to "
+                           f"{tuple(out._sf_fill.shape)}")
+    target._sf_values.copy_(out._sf_values)
+    target._sf_fill.copy_(out._sf_fill)
+    return target
+
+
+_KIND = {"unary": _unary, "binary": _binary, "ternary": _ternary}
+
+
+def _route(func, routes, inplace: bool):
+    """The handler of one torch callable: its ops tried in order, the first
+    that accepts the arguments computes."""
+    tries = [(_KIND[op.kind], op, reflected) for op, reflected in routes]
+
+    def route(*args, **kwargs):
+        for kind, op, reflected in tries:
+            out = kind(op, func, args, kwargs, reflected, inplace)
+            if out is not NotImplemented:
+                return out
+        raise NotImplementedError(
+            f"torch_sparsefill: {_args.name(func)} is not supported for arguments "
+            f"({', '.join(type(a).__name__ for a in args)})"
+            f"{' with keywords ' + str(sorted(kwargs)) if kwargs else ''} on SparseFillTensor yet")
+    return route
+
+
+def _table() -> dict:
+    ops = {name: _Op(name, spec) for name, spec in _generated_ops.OPS.items()}
+    out_of_place, in_place = {}, {}
+    for fn, name, reflected in _generated_ops.ROUTES:
+        out_of_place.setdefault(fn, []).append((ops[name], reflected))
+    for fn, name in _generated_ops.INPLACE_ROUTES:
+        in_place.setdefault(fn, []).append((ops[name], False))
+    both = set(out_of_place) & set(in_place)
+    assert not both, f"internal: callables routed both in place and out of place: {both}"
+    table = {fn: _route(fn, routes, False) for fn, routes in out_of_place.items()}
+    table.update({fn: _route(fn, routes, True) for fn, routes in in_place.items()})
+    return table
+
+
+ROUTES = _table()

@@ -1,0 +1,348 @@
+"""The machinery of the reductions (_reductions.py) and of softmax
+(_softmax.py), RFC.md section 6: stored elements grouped by slice, the fill
+of each slice, and the generic reduction driver with one core per reduction.
+
+Each unspecified element counts as one copy of the fill. The work is split
+by the dims reduced:
+
+- dense dims only: the torch reduction runs on ``values`` and on the fill;
+  the pattern stays (autograd is torch's on those dense components);
+- sparse dims: ``torch.ops.sparsefill.slice_plan`` groups the stored
+  elements by slice (the positions of the kept sparse dims), and the
+  segment ops (``seg_reduce``, ``seg_max``) reduce each slice with its
+  ``n - s`` unspecified elements, with explicit gradients to values and
+  fill. Kept sparse dims give a SparseFillTensor whose fill is the reduction
+  of ``n`` copies of the fill (``n f`` for sum); no kept sparse dim gives a
+  strided tensor.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from . import _fill
+from ._tensor import SparseFillTensor, build
+
+_ops = torch.ops.sparsefill
+
+__all__: list = []
+
+
+# ---- slices and the fill of each slice ------------------------------------------
+
+def flat(x):
+    """[rows, *dense] -> [rows, w] (w = 0 allowed)."""
+    return x.reshape(x.shape[0], math.prod(x.shape[1:]))
+
+
+class Slices:
+    """The stored elements of A grouped by slice for reducing sparse dims R.
+
+    seg_ptr: [nseg + 1]; perm: stored elements in segment order (None when
+    already so); kept: linear index (over the kept sparse dims) of each
+    segment, or None when every slice has a segment (row-major);
+    n: slice length; kept_dims / kept_sizes: the sparse dims that remain.
+    """
+
+    def __init__(self, A: SparseFillTensor, R: list, compact: bool):
+        sd = A.sparse_dim()
+        size = A._sf_size
+        self.R = R
+        self.sparse_size = tuple(size[:sd])
+        self.kept_dims = [d for d in range(sd) if d not in R]
+        self.kept_sizes = [size[d] for d in self.kept_dims]
+        self.n = math.prod(size[d] for d in R)
+        self.nslices = math.prod(self.kept_sizes)
+        if A.layout == torch.sparse_csr and R == [1] and not compact:
+            self.seg_ptr, self.perm, self.kept = A._sf_crow, None, None
+        else:
+            seg_ptr, perm, kept = _ops.slice_plan(A._coo_indices(), list(size[:sd]), R, compact)
+            self.seg_ptr = seg_ptr
+            self.perm = perm if perm.numel() else None
+            self.kept = kept if compact else None
+        self.nseg = self.seg_ptr.shape[0] - 1
+
+    def rows(self, values):
+        """values in segment order, flattened to [nse, w]."""
+        v = values if self.perm is None else values.index_select(0, self.perm)
+        return flat(v)
+
+    def unrows(self, out, dense_shape):
+        """Inverse of rows for a per-element result of the same dense shape."""
+        out = out.reshape((out.shape[0],) + tuple(dense_shape))
+        if self.perm is None:
+            return out
+        return torch.zeros_like(out).index_copy(0, self.perm, out)
+
+    def counts(self):
+        return self.seg_ptr[1:] - self.seg_ptr[:-1]
+
+    def result(self, layout, kept_lin, values, fill, dense_shape, keepdim: bool):
+        """The SparseFillTensor of one stored element per slice `kept_lin`
+        (linear indices over the kept sparse dims): `values` ``[len, *dense_shape]``,
+        `fill` in the dense-part form or over (kept sparse dims, *dense_shape).
+        With `keepdim` the reduced sparse dims stay, with size 1."""
+        indices = _ops.coo_delinearize(kept_lin, self.kept_sizes)
+        size = tuple(self.kept_sizes)
+        if keepdim:
+            full = torch.zeros(len(self.sparse_size), indices.shape[1], dtype=torch.int64,
+                               device=indices.device)
+            full[self.kept_dims] = indices
+            indices = full
+            size = tuple(1 if d in self.R else s for d, s in enumerate(self.sparse_size))
+            if _fill.is_per_slice(fill, len(dense_shape)):
+                shape = list(fill.shape)
+                for d in self.R:
+                    shape.insert(d, 1)
+                fill = fill.reshape(shape)
+        return build(layout, size + tuple(dense_shape), values, fill, indices=indices)
+
+
+def fill_over_kept(A: SparseFillTensor, R: list, dense_shape, what: str):
+    """The fill as a tensor over (kept sparse dims, *dense_shape), each dim of
+    size 1 or full; raises when a per-slice fill varies along a reduced dim."""
+    sd = A.sparse_dim()
+    fill = A._sf_fill
+    if not A._has_per_slice_fill():
+        kept = sd - len(R)
+        return fill.expand(tuple(dense_shape)).reshape((1,) * kept + tuple(dense_shape))
+    if _fill.varies_along(fill, A.dense_dim(), R):
+        raise NotImplementedError(
+            f"torch_sparsefill: {what} along dims {R} of a tensor whose per-slice fill of shape "
+            f"{tuple(fill.shape)} varies along them is not supported yet (only sum and mean)")
+    return _over_kept(fill, R, sd, dense_shape)
+
+
+def _over_kept(fill, R, sd, dense_shape):
+    """A full-rank `fill`, size 1 along the reduced sparse dims R, as a
+    tensor over (kept sparse dims, *dense_shape)."""
+    f = fill.reshape(tuple(fill.shape[d] for d in range(sd) if d not in R) + tuple(fill.shape[sd:]))
+    return f.expand(f.shape[: sd - len(R)] + tuple(dense_shape))
+
+
+def fill_rows(S: Slices, fill_k) -> torch.Tensor:
+    """One fill row per segment ([nseg, w]), or a single row when the fill
+    is the same for every slice."""
+    k = len(S.kept_dims)
+    if all(s == 1 for s in fill_k.shape[:k]):
+        return fill_k.reshape(1, math.prod(fill_k.shape[k:]))
+    width = math.prod(fill_k.shape[k:])
+    full = fill_k.expand(tuple(S.kept_sizes) + tuple(fill_k.shape[k:])).reshape(S.nslices, width)
+    return full if S.kept is None else full.index_select(0, S.kept)
+
+
+# ---- the generic reduction driver ----------------------------------------------
+
+def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what: str,
+            linear: bool = False):
+    """Reduce A over `dims` with `core(values [nse, *dense], fill_rows
+    [r, *dense], seg_ptr, n, D) -> [nseg, *dense with D kept as 1]`, where D
+    are the dense dims (of the dense part) also reduced. Returns a strided
+    tensor or a SparseFillTensor (kept sparse dims)."""
+    A = A._coalesced()
+    sd = A.sparse_dim()
+    size = A._sf_size
+    R = [d for d in dims if d < sd]
+    D = [d - sd for d in dims if d >= sd]
+    dense_shape = tuple(size[sd:])
+    kept_dense = tuple(1 if i in D else s for i, s in enumerate(dense_shape))
+    final_dense = kept_dense if keepdim else tuple(s for i, s in enumerate(dense_shape)
+                                                   if i not in D)
+    varying = _fill.varies_along(A._sf_fill, A.dense_dim(), R)
+    if varying and not linear:
+        fill_over_kept(A, R, dense_shape, what)  # raises the clear error
+    if not R:
+        # Dense dims only: per stored position and for the fill alike.
+        values = core(A._sf_values, None, None, None, D, dense_only=True)
+        fill = A._sf_fill
+        if A._has_per_slice_fill():
+            f = fill.expand(tuple(fill.shape[:sd]) + dense_shape)
+            f = core(f.reshape((-1,) + dense_shape), None, None, None, D, dense_only=True)
+            f = f.reshape(tuple(fill.shape[:sd]) + f.shape[1:])
+        else:
+            f = core(fill.expand(dense_shape).unsqueeze(0), None, None, None, D,
+                     dense_only=True)[0]
+        values = values.reshape((values.shape[0],) + final_dense)
+        f = f.reshape(f.shape[: f.dim() - len(kept_dense)] + final_dense) if \
+            A._has_per_slice_fill() else f.reshape(final_dense)
+        return A._with(values, f)
+
+    compact = not A._has_per_slice_fill() and math.prod(size[d] for d in range(sd) if d not in R) \
+        > 2 * A._nnz() + 64
+    S = Slices(A, R, compact)
+    values = A._sf_values if S.perm is None else A._sf_values.index_select(0, S.perm)
+    extra = None
+    if varying:
+        # sum/mean with a fill that varies inside a slice: subtract each
+        # stored element's own fill, then add the fill summed over the slice.
+        fill = A._sf_fill
+        own_fill = _fill.at(fill, A._coo_indices(), dense_shape)
+        values = values - (own_fill if S.perm is None else own_fill.index_select(0, S.perm))
+        full_sum = fill
+        for d in R:
+            full_sum = full_sum.sum(d, keepdim=True) if fill.shape[d] != 1 else \
+                full_sum * size[d]
+        fill_k = _over_kept(full_sum, R, sd, dense_shape)
+        extra = fill_rows(S, fill_k)
+        fill_k_zero = torch.zeros_like(fill_k)
+        frows = fill_rows(S, fill_k_zero)
+    else:
+        fill_k = fill_over_kept(A, R, dense_shape, what)
+        frows = fill_rows(S, fill_k)
+    frows = frows.reshape((frows.shape[0],) + dense_shape)
+    out = core(values, frows, S.seg_ptr, S.n, D)  # [nseg, *kept_dense]
+    if extra is not None:
+        out = out + core.scale(extra.reshape((extra.shape[0],) + dense_shape), S.n, D)
+    # The reduction of a slice with nothing stored: the result's fill.
+    k = len(S.kept_dims)
+    fk_rows = fill_k.reshape((-1,) + dense_shape)
+    empty_ptr = torch.zeros(fk_rows.shape[0] + 1, dtype=torch.int64, device=fk_rows.device)
+    if varying:
+        rfill = core(values[:0], torch.zeros_like(fk_rows), empty_ptr, S.n, D) + \
+            core.scale(fk_rows, S.n, D)
+    else:
+        rfill = core(values[:0], fk_rows, empty_ptr, S.n, D)
+    rfill = rfill.reshape(tuple(fill_k.shape[:k]) + kept_dense)
+    if k == 0:
+        res = out[0] if out.shape[0] else rfill
+        res = res.reshape(final_dense)
+        if keepdim:
+            res = res.reshape((1,) * sd + final_dense)
+        return res
+    # Kept sparse dims: store the slices that hold something.
+    if S.kept is None:
+        sel = torch.nonzero(S.counts() > 0).view(-1)
+        out, kept_lin = out.index_select(0, sel), sel
+    else:
+        kept_lin = S.kept
+    out = out.reshape((out.shape[0],) + final_dense)
+    rfill = rfill.reshape(tuple(fill_k.shape[:k]) + final_dense)
+    return S.result(A.layout, kept_lin, out, rfill, final_dense, keepdim)
+
+
+# ---- cores: one per reduction ----------------------------------------------------
+
+def _dense_then(seg_fn, dense_fn):
+    """A core for a separable reduction: the dense dims first with
+    `dense_fn(x, dims)` (keepdim), then the sparse slices with `seg_fn`."""
+    def core(values, frows, seg_ptr, n, D, dense_only=False):
+        shift = [d + 1 for d in D]
+        v = dense_fn(values, shift) if D else values
+        if dense_only:
+            return v
+        f = dense_fn(frows, shift) if D else frows
+        out = seg_fn(flat(v), flat(f), seg_ptr, n)
+        return out.reshape((out.shape[0],) + tuple(v.shape[1:]))
+    return core
+
+
+def _seg_sum(v, f, seg_ptr, n):
+    return _ops.seg_reduce(v, f, seg_ptr, n, "sum")
+
+
+def sum_core():
+    def dense(x, dims):
+        return x.sum(dims, keepdim=True)
+    core = _dense_then(_seg_sum, dense)
+
+    def scale(frows, n, D):  # the slice-wide fill total, already summed over R
+        return frows.sum([d + 1 for d in D], keepdim=True) if D else frows
+    core.scale = scale
+    return core
+
+
+def mean_core(dense_numel_reduced):
+    base = sum_core()
+
+    def core(values, frows, seg_ptr, n, D, dense_only=False):
+        if dense_only:
+            return values.mean([d + 1 for d in D], keepdim=True) if D else values
+        return base(values, frows, seg_ptr, n, D) / (n * dense_numel_reduced)
+
+    def scale(frows, n, D):
+        return base.scale(frows, n, D) / (n * dense_numel_reduced)
+    core.scale = scale
+    return core
+
+
+def prod_core():
+    return _dense_then(lambda v, f, p, n: _ops.seg_reduce(v, f, p, n, "prod"),
+                       lambda x, dims: _prod_dims(x, dims))
+
+
+def _prod_dims(x, dims):
+    for d in dims:
+        x = x.prod(d, keepdim=True)
+    return x
+
+
+def max_core(is_min):
+    def seg(v, f, p, n):
+        return _ops.seg_max(v, f, p, None, n, is_min, True)[0]
+    return _dense_then(seg, lambda x, dims: (x.amin if is_min else x.amax)(dims, keepdim=True))
+
+
+def logsumexp_core():
+    def seg(v, f, p, n):
+        # the max is a shift for stability only (detached, 0 where infinite,
+        # as torch does); the sum of exponentials carries the gradient
+        m = _ops.seg_max(v.detach(), f.detach(), p, None, n, False, True)[0]
+        m = torch.where(m.isinf(), torch.zeros_like(m), m)
+        counts = p[1:] - p[:-1]
+        rows = torch.repeat_interleave(torch.arange(p.shape[0] - 1, device=p.device), counts,
+                                       output_size=v.shape[0])  # sized: no device sync
+        e = torch.exp(v - m.index_select(0, rows))
+        ef = torch.exp(f - m)  # one row per segment (a single fill row broadcasts)
+        return torch.log(_ops.seg_reduce(e, ef, p, n, "sum")) + m
+    return _dense_then(seg, lambda x, dims: torch.logsumexp(x, dims, keepdim=True))
+
+
+def count_core():
+    def core(values, frows, seg_ptr, n, D, dense_only=False):
+        shift = [d + 1 for d in D]
+        nz = (values != 0).to(torch.int64)
+        v = nz.sum(shift, keepdim=True) if D else nz
+        if dense_only:
+            return v
+        fz = (frows != 0).to(torch.int64)
+        f = fz.sum(shift, keepdim=True) if D else fz
+        out = _ops.seg_reduce(flat(v), flat(f), seg_ptr, n,
+                              "sum")
+        return out.reshape((out.shape[0],) + tuple(v.shape[1:]))
+    return core
+
+
+def var_core(correction, dense_numel_reduced, take_sqrt):
+    def core(values, frows, seg_ptr, n, D, dense_only=False):
+        shift = [d + 1 for d in D]
+        if dense_only:
+            fn = torch.std if take_sqrt else torch.var
+            return fn(values, shift, correction=correction, keepdim=True)
+        N = n * dense_numel_reduced
+        total = _ops.seg_reduce(*[flat(x.sum(shift, keepdim=True) if D else x)
+                                  for x in (values, frows)], seg_ptr, n, "sum")
+        kept = tuple((values.sum(shift, keepdim=True) if D else values).shape[1:])
+        mu = (total / N).reshape((total.shape[0],) + kept)
+        counts = seg_ptr[1:] - seg_ptr[:-1]
+        rows = torch.repeat_interleave(torch.arange(seg_ptr.shape[0] - 1, device=seg_ptr.device),
+                                       counts, output_size=values.shape[0])
+        dv = (values - mu.index_select(0, rows)) ** 2
+        df = (frows - mu) ** 2  # one row per segment (a single fill row broadcasts)
+        dv = dv.sum(shift, keepdim=True) if D else dv
+        df = df.sum(shift, keepdim=True) if D else df
+        ss = _ops.seg_reduce(flat(dv), flat(df), seg_ptr,
+                             n, "sum")
+        out = (ss / max(N - correction, 0)).reshape((ss.shape[0],) + kept)
+        return safe_root(out, 2) if take_sqrt else out
+    return core
+
+
+def safe_root(s, p):
+    """s ** (1/p) whose gradient is 0 where s == 0 (torch's norm and std
+    backward do the same), instead of inf * 0 = NaN."""
+    positive = s != 0  # NaN stays NaN
+    base = torch.where(positive, s, 1.0)
+    root = base.sqrt() if p == 2 else base ** (1.0 / p)
+    return torch.where(positive, root, 0.0)
