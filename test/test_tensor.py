@@ -207,6 +207,27 @@ def test_save_load_deepcopy_keep_the_fill(layout):
     assert copy.deepcopy(G).requires_grad and G.detach().requires_grad is False
 
 
+def test_load_file_saved_before_the_rebuild_function_moved():
+    """Files written when the rebuild function lived in _tensor.py still load,
+    with torch.load's default weights_only=True."""
+    import zipfile
+
+    A = T.random_tensor("random", 0.5, torch.sparse_coo)
+    buf = io.BytesIO()
+    torch.save(A, buf)
+    old, src = io.BytesIO(), zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+    with zipfile.ZipFile(old, "w") as dst:
+        for name in src.namelist():
+            data = src.read(name)
+            if name.endswith("data.pkl"):
+                assert b"torch_sparsefill._factories\n_rebuild_sparsefill" in data
+                data = data.replace(b"torch_sparsefill._factories\n_rebuild_sparsefill",
+                                    b"torch_sparsefill._tensor\n_rebuild_sparsefill")
+            dst.writestr(name, data)
+    old.seek(0)
+    T.assert_dense_equal(torch.load(old).to_dense(), A.to_dense())
+
+
 # ---- autograd of construction and to_dense --------------------------------------
 
 @pytest.mark.parametrize("layout", T.LAYOUTS)

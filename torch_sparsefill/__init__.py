@@ -19,6 +19,7 @@ from . import _factories, _interop, _routing
 from ._factories import (eliminate_fill, fill_value, full, ones, sparse_coo_tensor,
                          sparse_csr_tensor, to_sparse, zeros)
 from ._interop import from_pydata, from_scipy
+from . import _tensor
 from ._tensor import SparseFillTensor
 
 # The wiring, top-down: SparseFillTensor (_tensor.py) imports nothing above
@@ -33,7 +34,12 @@ SparseFillTensor.to_pydata = _interop.to_pydata
 
 # torch.load(weights_only=True), the default, may rebuild our tensors: the
 # rebuild function validates its input like the public constructors.
-torch.serialization.add_safe_globals([_factories._rebuild_sparsefill])
+# Files saved before the package was layered name it under _tensor: an alias
+# (not a second function) keeps them loading, with and without weights_only.
+_tensor._rebuild_sparsefill = _factories._rebuild_sparsefill
+torch.serialization.add_safe_globals([
+    _factories._rebuild_sparsefill,
+    (_factories._rebuild_sparsefill, "torch_sparsefill._tensor._rebuild_sparsefill")])
 
 __all__ = ["SparseFillTensor", "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full",
            "zeros", "ones", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]
