@@ -97,7 +97,16 @@ core = ("sparsefill_core", {
 # -fopenmp: at::parallel_for is inlined from torch's headers and splits work
 # with `#pragma omp parallel`; compiled without it, every kernel of ours runs
 # on one thread whatever torch.get_num_threads() says.
-cxx_flags = ["-std=c++20", "-O2", "-fopenmp", "-DTORCH_EXT_NAME=_C"]
+# AT_PER_OPERATOR_HEADERS + TORCH_ASSERT_ONLY_METHOD_OPERATORS: each file
+# includes the ATen/ops/<op>.h headers of the ATen functions it calls, never
+# the header of all of them (ATen/Functions.h, which torch's own headers then
+# leave out too, and which the second macro refuses): that header was most of
+# each file's compile time.
+# -g1: line tables only (backtraces keep file and line); Python's CFLAGS ask
+# for -g, whose full debug info of torch's templates doubled the compile time
+# and made the library about 4x larger.
+cxx_flags = ["-std=c++20", "-O2", "-g1", "-fopenmp", "-DTORCH_EXT_NAME=_C",
+             "-DAT_PER_OPERATOR_HEADERS", "-DTORCH_ASSERT_ONLY_METHOD_OPERATORS"]
 ext_kwargs = dict(
     name="torch_sparsefill._C",
     sources=CXX_SOURCES,
