@@ -146,6 +146,15 @@ inline Tensor clamp_mask(const Tensor& self, const std::optional<at::Scalar>& mi
   return mask;
 }
 
+// The work of a union op, with what its backward reuses (the alignment).
+struct BinaryMerged {
+  Aligned al;
+  Tensor values, fill;
+};
+struct TernaryMerged {
+  Tensor indices, src[3], on_union[3], values, fill;
+};
+
 // ---- the op lists (generated/elementwise_ops.h fills them) -------------------
 
 template <class... Ops> struct OpList {};
@@ -194,12 +203,7 @@ template <class Op, class... A>
 struct Binary<Op, Pack<A...>> {
   using Pair = std::tuple<Tensor, Tensor>;
 
-  // The union op's work, with what its backward reuses (the alignment).
-  struct Merged {
-    Aligned al;
-    Tensor values, fill;
-  };
-  static Merged merge(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib,
+  static BinaryMerged merge(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib,
                       const Tensor& vb, const Tensor& fb, at::IntArrayRef size, A... args) {
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     Tensor values = Op::f(al.a, al.b, args...);
@@ -210,7 +214,7 @@ struct Binary<Op, Pack<A...>> {
                                                          const Tensor& fa, const Tensor& ib,
                                                          const Tensor& vb, const Tensor& fb,
                                                          at::IntArrayRef size, A... args) {
-    Merged r = merge(ia, va, fa, ib, vb, fb, size, args...);
+    BinaryMerged r = merge(ia, va, fa, ib, vb, fb, size, args...);
     return {r.values, r.fill, r.al.indices};
   }
 
@@ -262,11 +266,7 @@ struct Binary<Op, Pack<A...>> {
 
 template <class Op>
 struct Ternary {
-  // The op's work, with what its backward reuses (the alignment).
-  struct Merged {
-    Tensor indices, src[3], on_union[3], values, fill;
-  };
-  static Merged merge(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib,
+  static TernaryMerged merge(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib,
                       const Tensor& vb, const Tensor& fb, const Tensor& ic, const Tensor& vc,
                       const Tensor& fc, at::IntArrayRef size) {
     auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
@@ -281,7 +281,7 @@ struct Ternary {
                                                    const Tensor& vb, const Tensor& fb,
                                                    const Tensor& ic, const Tensor& vc,
                                                    const Tensor& fc, at::IntArrayRef size) {
-    Merged r = merge(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
+    TernaryMerged r = merge(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
     return {r.values, r.fill, r.indices};
   }
 };

@@ -71,7 +71,8 @@ inline Tensor fill_rows_grad(const Tensor& g_rows, const Tensor& fill, const Ten
   if (!is_per_slice_fill(fill, g_rows.dim() - 1)) return grad_to(g_rows.sum(0), fill);
   const int64_t sd = indices.size(0);
   int64_t nslots = 1;
-  Tensor slot = fill_slot(fill, which.defined() ? indices.index_select(1, which) : indices, &nslots);
+  Tensor slot =
+      fill_slot(fill, which.defined() ? indices.index_select(1, which) : indices, &nslots);
   Tensor acc = at::zeros(cat_sizes({nslots}, g_rows.sizes().slice(1)), g_rows.options())
                    .index_add(0, slot, g_rows);
   return grad_to(acc.view(cat_sizes(fill.sizes().slice(0, sd), g_rows.sizes().slice(1))), fill);
