@@ -203,8 +203,10 @@ template <class Op, class... A>
 struct Binary<Op, Pack<A...>> {
   using Pair = std::tuple<Tensor, Tensor>;
 
-  static BinaryMerged merge(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib,
-                      const Tensor& vb, const Tensor& fb, at::IntArrayRef size, A... args) {
+  // The union op's work; its kernel returns part of it, its backward reuses the rest.
+  static BinaryMerged merge(const Tensor& ia, const Tensor& va, const Tensor& fa,
+                            const Tensor& ib, const Tensor& vb, const Tensor& fb,
+                            at::IntArrayRef size, A... args) {
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
     Tensor values = Op::f(al.a, al.b, args...);
     return {std::move(al), std::move(values), Op::f(fa, fb, args...)};
@@ -266,9 +268,11 @@ struct Binary<Op, Pack<A...>> {
 
 template <class Op>
 struct Ternary {
-  static TernaryMerged merge(const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib,
-                      const Tensor& vb, const Tensor& fb, const Tensor& ic, const Tensor& vc,
-                      const Tensor& fc, at::IntArrayRef size) {
+  // The op's work; its kernel returns part of it, its backward reuses the rest.
+  static TernaryMerged merge(const Tensor& ia, const Tensor& va, const Tensor& fa,
+                             const Tensor& ib, const Tensor& vb, const Tensor& fb,
+                             const Tensor& ic, const Tensor& vc, const Tensor& fc,
+                             at::IntArrayRef size) {
     auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
     Tensor a = on_union(va, fa, sa, indices), b = on_union(vb, fb, sb, indices),
            c = on_union(vc, fc, sc, indices);
