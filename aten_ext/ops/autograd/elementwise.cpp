@@ -172,6 +172,15 @@ variable_list no_grads(size_t n) {
   return variable_list(n + sizeof...(A));
 }
 
+// Whether autograd can call the backward: some input requires grad. When
+// none does (inference, evaluation, the bench's per-op overhead) the forward
+// keeps nothing; the forward itself runs with grad mode off, so these flags
+// are the inputs' own.
+template <class... T>
+bool backward_possible(const T&... inputs) {
+  return (inputs.requires_grad() || ...);
+}
+
 // An operand's values on the union pattern for a backward formula: those the
 // forward gathered (undefined when the formulas do not read them) or, when a
 // graph of the backward is recorded (double backward), gathered again from
@@ -191,8 +200,8 @@ struct UnaryFunction : public torch::autograd::Function<UnaryFunction<A...>> {
                                const Tensor& values, const Tensor& fill, A... args) {
     at::AutoDispatchBelowADInplaceOrView guard;
     auto [out_values, out_fill] = op->call(values, fill, args...);
-    keep_op(ctx, op);
-    if (op->d_self != nullptr) {
+    if (op->d_self != nullptr && backward_possible(values, fill)) {
+      keep_op(ctx, op);
       ctx->save_for_backward({op->reads_inputs ? values : Tensor(), fill,
                               op->reads_result ? out_values : Tensor(),
                               op->reads_result ? out_fill : Tensor()});
@@ -201,9 +210,9 @@ struct UnaryFunction : public torch::autograd::Function<UnaryFunction<A...>> {
     return {out_values, out_fill};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto& op = kept_op<UnaryOp<A...>>(ctx);
     variable_list out = no_grads<A...>(3);
-    if (op.d_self == nullptr) return out;
+    if (ctx->saved_data.count("op") == 0) return out;  // not differentiable
+    const auto& op = kept_op<UnaryOp<A...>>(ctx);
     auto saved = ctx->get_saved_variables();
     auto args = kept_args<A...>(ctx);
     auto d_self = bind_args(op.d_self, args);
@@ -226,12 +235,14 @@ struct BinaryUnionFunction : public torch::autograd::Function<BinaryUnionFunctio
     at::AutoDispatchBelowADInplaceOrView guard;
     BinaryMerged r = op->merge(ia, va, fa, ib, vb, fb, size, args...);
     const Aligned& al = r.al;
-    const bool inputs = op->reads_inputs;
-    ctx->save_for_backward({va, fa, vb, fb, al.indices, al.src_a, al.src_b,
-                            inputs ? al.a : Tensor(), inputs ? al.b : Tensor(), r.values,
-                            r.fill});
-    keep_op(ctx, op);
-    keep_args(ctx, args...);
+    if (backward_possible(va, fa, vb, fb)) {
+      const bool inputs = op->reads_inputs;
+      ctx->save_for_backward({va, fa, vb, fb, al.indices, al.src_a, al.src_b,
+                              inputs ? al.a : Tensor(), inputs ? al.b : Tensor(), r.values,
+                              r.fill});
+      keep_op(ctx, op);
+      keep_args(ctx, args...);
+    }
     ctx->mark_non_differentiable({al.indices});
     return {r.values, r.fill, al.indices};
   }
@@ -266,9 +277,11 @@ struct BinarySameFunction : public torch::autograd::Function<BinarySameFunction<
                                const Tensor& fa, const Tensor& vb, const Tensor& fb, A... args) {
     at::AutoDispatchBelowADInplaceOrView guard;
     auto [out_values, out_fill] = op->same_call(va, fa, vb, fb, args...);
-    ctx->save_for_backward({va, fa, vb, fb, out_values, out_fill});
-    keep_op(ctx, op);
-    keep_args(ctx, args...);
+    if (backward_possible(va, fa, vb, fb)) {
+      ctx->save_for_backward({va, fa, vb, fb, out_values, out_fill});
+      keep_op(ctx, op);
+      keep_args(ctx, args...);
+    }
     return {out_values, out_fill};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -336,11 +349,13 @@ struct BinaryDenseFunction : public torch::autograd::Function<BinaryDenseFunctio
                                bool reverse, A... args) {
     at::AutoDispatchBelowADInplaceOrView guard;
     auto [out_values, out_fill] = op->dense_call(values, fill, other, reverse, args...);
-    ctx->save_for_backward({values, fill, other, out_values, out_fill});
-    ctx->saved_data["reverse"] = reverse;
-    ctx->saved_data["other_grad"] = other.requires_grad();
-    keep_op(ctx, op);
-    keep_args(ctx, args...);
+    if (backward_possible(values, fill, other)) {
+      ctx->save_for_backward({values, fill, other, out_values, out_fill});
+      ctx->saved_data["reverse"] = reverse;
+      ctx->saved_data["other_grad"] = other.requires_grad();
+      keep_op(ctx, op);
+      keep_args(ctx, args...);
+    }
     return {out_values, out_fill};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -361,11 +376,13 @@ struct BinaryScalarFunction : public torch::autograd::Function<BinaryScalarFunct
                                bool reverse, A... args) {
     at::AutoDispatchBelowADInplaceOrView guard;
     auto [out_values, out_fill] = op->scalar_call(values, fill, number, reverse, args...);
-    ctx->save_for_backward({values, fill, out_values, out_fill});
-    ctx->saved_data["reverse"] = reverse;
-    ctx->saved_data["number"] = number;
-    keep_op(ctx, op);
-    keep_args(ctx, args...);
+    if (backward_possible(values, fill)) {
+      ctx->save_for_backward({values, fill, out_values, out_fill});
+      ctx->saved_data["reverse"] = reverse;
+      ctx->saved_data["number"] = number;
+      keep_op(ctx, op);
+      keep_args(ctx, args...);
+    }
     return {out_values, out_fill};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -394,10 +411,12 @@ struct TernaryFunction : public torch::autograd::Function<TernaryFunction> {
                                const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {
     at::AutoDispatchBelowADInplaceOrView guard;
     TernaryMerged r = op->merge(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
-    auto gathered = [&](int i) { return op->reads_inputs ? r.on_union[i] : Tensor(); };
-    ctx->save_for_backward({va, fa, vb, fb, vc, fc, r.indices, r.src[0], r.src[1], r.src[2],
-                            gathered(0), gathered(1), gathered(2), r.values, r.fill});
-    keep_op(ctx, op);
+    if (backward_possible(va, fa, vb, fb, vc, fc)) {
+      auto gathered = [&](int i) { return op->reads_inputs ? r.on_union[i] : Tensor(); };
+      ctx->save_for_backward({va, fa, vb, fb, vc, fc, r.indices, r.src[0], r.src[1], r.src[2],
+                              gathered(0), gathered(1), gathered(2), r.values, r.fill});
+      keep_op(ctx, op);
+    }
     ctx->mark_non_differentiable({r.indices});
     return {r.values, r.fill, r.indices};
   }
