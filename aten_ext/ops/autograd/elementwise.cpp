@@ -31,12 +31,6 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 using Pair = std::tuple<Tensor, Tensor>;
 
-template <class Op> concept HasDSelf = requires { &Op::d_self; };
-template <class Op> concept HasDOther = requires { &Op::d_other; };
-template <class Op> concept HasDA = requires { &Op::d_a; };
-template <class Op> concept HasDB = requires { &Op::d_b; };
-template <class Op> concept HasDC = requires { &Op::d_c; };
-
 // ---- the op tables -------------------------------------------------------------
 // Derivative pointers are null where the YAML gives none.
 
@@ -76,31 +70,28 @@ struct TernaryOp {
 
 template <class Op, class... A>
 constexpr UnaryOp<A...> unary_op(Pack<A...>) {
-  if constexpr (HasDSelf<Op>) {
-    return {Op::name, &Unary<Op>::call, &Op::d_self, Op::reads_inputs, Op::reads_result};
-  } else {
-    return {Op::name, &Unary<Op>::call, nullptr, false, false};
-  }
+  UnaryOp<A...> op{Op::name, &Unary<Op>::call, nullptr, Op::reads_inputs, Op::reads_result};
+  if constexpr (requires { &Op::d_self; }) op.d_self = &Op::d_self;
+  return op;
 }
 
 template <class Op, class... A>
 constexpr BinaryOp<A...> binary_op(Pack<A...>) {
   using B = Binary<Op>;
-  typename BinaryOp<A...>::D d_self = nullptr, d_other = nullptr;
-  if constexpr (HasDSelf<Op>) d_self = &Op::d_self;
-  if constexpr (HasDOther<Op>) d_other = &Op::d_other;
-  decltype(BinaryOp<A...>::scalar_call) scalar_call = nullptr;
-  if constexpr (Op::number) scalar_call = &B::scalar_call;
-  return {Op::name, &B::merge, &B::same_call, &B::dense_call, scalar_call, d_self, d_other,
-          Op::reads_inputs};
+  BinaryOp<A...> op{Op::name, &B::merge, &B::same_call, &B::dense_call, nullptr, nullptr,
+                    nullptr, Op::reads_inputs};
+  if constexpr (Op::number) op.scalar_call = &B::scalar_call;
+  if constexpr (requires { &Op::d_self; }) op.d_self = &Op::d_self;
+  if constexpr (requires { &Op::d_other; }) op.d_other = &Op::d_other;
+  return op;
 }
 
 template <class Op>
 constexpr TernaryOp ternary_op() {
   TernaryOp op{Op::name, &Ternary<Op>::merge, {nullptr, nullptr, nullptr}, Op::reads_inputs};
-  if constexpr (HasDA<Op>) op.d[0] = &Op::d_a;
-  if constexpr (HasDB<Op>) op.d[1] = &Op::d_b;
-  if constexpr (HasDC<Op>) op.d[2] = &Op::d_c;
+  if constexpr (requires { &Op::d_a; }) op.d[0] = &Op::d_a;
+  if constexpr (requires { &Op::d_b; }) op.d[1] = &Op::d_b;
+  if constexpr (requires { &Op::d_c; }) op.d[2] = &Op::d_c;
   return op;
 }
 
@@ -116,14 +107,8 @@ std::unordered_map<std::string, const Table*>& tables() {
 }
 
 template <class Table>
-const Table* add_table(const Table* op) {
+void add_table(const Table* op) {
   tables<Table>().emplace(op->name, op);
-  return op;
-}
-
-template <class Table>
-void keep_op(AutogradContext* ctx, const Table* op) {
-  ctx->saved_data["op"] = std::string(op->name);
 }
 
 template <class Table>
@@ -140,8 +125,10 @@ template <> struct Kept<std::optional<c10::string_view>> {
   using type = std::optional<std::string>;
 };
 
-template <class... A>
-void keep_args(AutogradContext* ctx, const A&... args) {
+// The op and its extra arguments, kept in the context for the backward.
+template <class Table, class... A>
+void keep(AutogradContext* ctx, const Table* op, const A&... args) {
+  ctx->saved_data["op"] = std::string(op->name);
   [[maybe_unused]] int i = 0;
   ((ctx->saved_data["arg" + std::to_string(i++)] = typename Kept<A>::type(args)), ...);
 }
@@ -163,13 +150,6 @@ auto bind_args(D d, const Args& args) {
   return [d, &args](const auto&... tensors) {
     return std::apply([&](const auto&... kept) { return d(tensors..., kept...); }, args);
   };
-}
-
-// The gradients of the inputs: `n` tensors (the op table first), then one
-// undefined gradient per extra argument.
-template <class... A>
-variable_list no_grads(size_t n) {
-  return variable_list(n + sizeof...(A));
 }
 
 // Whether autograd can call the backward: some input requires grad. When
@@ -201,16 +181,16 @@ struct UnaryFunction : public torch::autograd::Function<UnaryFunction<A...>> {
     at::AutoDispatchBelowADInplaceOrView guard;
     auto [out_values, out_fill] = op->call(values, fill, args...);
     if (op->d_self != nullptr && backward_possible(values, fill)) {
-      keep_op(ctx, op);
       ctx->save_for_backward({op->reads_inputs ? values : Tensor(), fill,
                               op->reads_result ? out_values : Tensor(),
                               op->reads_result ? out_fill : Tensor()});
-      keep_args(ctx, args...);
+      keep(ctx, op, args...);
     }
     return {out_values, out_fill};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    variable_list out = no_grads<A...>(3);
+    // One gradient per input: the op table, the tensors, the extra args.
+    variable_list out(3 + sizeof...(A));
     if (ctx->saved_data.count("op") == 0) return out;  // not differentiable
     const auto& op = kept_op<UnaryOp<A...>>(ctx);
     auto saved = ctx->get_saved_variables();
@@ -240,8 +220,7 @@ struct BinaryUnionFunction : public torch::autograd::Function<BinaryUnionFunctio
       ctx->save_for_backward({va, fa, vb, fb, al.indices, al.src_a, al.src_b,
                               inputs ? al.a : Tensor(), inputs ? al.b : Tensor(), r.values,
                               r.fill});
-      keep_op(ctx, op);
-      keep_args(ctx, args...);
+      keep(ctx, op, args...);
     }
     ctx->mark_non_differentiable({al.indices});
     return {r.values, r.fill, al.indices};
@@ -256,7 +235,7 @@ struct BinaryUnionFunction : public torch::autograd::Function<BinaryUnionFunctio
     auto args = kept_args<A...>(ctx);
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
-    variable_list out = no_grads<A...>(8);
+    variable_list out(8 + sizeof...(A));
     if (op.d_self != nullptr) {
       auto d = bind_args(op.d_self, args);
       std::tie(out[2], out[3]) = split_union_grad(d(g_v, a, b, out_values), src_a,
@@ -279,8 +258,7 @@ struct BinarySameFunction : public torch::autograd::Function<BinarySameFunction<
     auto [out_values, out_fill] = op->same_call(va, fa, vb, fb, args...);
     if (backward_possible(va, fa, vb, fb)) {
       ctx->save_for_backward({va, fa, vb, fb, out_values, out_fill});
-      keep_op(ctx, op);
-      keep_args(ctx, args...);
+      keep(ctx, op, args...);
     }
     return {out_values, out_fill};
   }
@@ -292,7 +270,7 @@ struct BinarySameFunction : public torch::autograd::Function<BinarySameFunction<
     auto args = kept_args<A...>(ctx);
     Tensor g_v = defined_or_zeros(grads[0], out_values);
     Tensor g_f = defined_or_zeros(grads[1], out_fill);
-    variable_list out = no_grads<A...>(5);
+    variable_list out(5 + sizeof...(A));
     if (op.d_self != nullptr) {
       auto d = bind_args(op.d_self, args);
       out[1] = d(g_v, va, vb, out_values);
@@ -353,14 +331,13 @@ struct BinaryDenseFunction : public torch::autograd::Function<BinaryDenseFunctio
       ctx->save_for_backward({values, fill, other, out_values, out_fill});
       ctx->saved_data["reverse"] = reverse;
       ctx->saved_data["other_grad"] = other.requires_grad();
-      keep_op(ctx, op);
-      keep_args(ctx, args...);
+      keep(ctx, op, args...);
     }
     return {out_values, out_fill};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    variable_list out = no_grads<A...>(5);
+    variable_list out(5 + sizeof...(A));
     std::tie(out[1], out[2], out[3]) =
         dense_grads(kept_op<BinaryOp<A...>>(ctx), grads, s[0], s[1], s[2], s[3], s[4],
                     ctx->saved_data["reverse"].toBool(), ctx->saved_data["other_grad"].toBool(),
@@ -380,8 +357,7 @@ struct BinaryScalarFunction : public torch::autograd::Function<BinaryScalarFunct
       ctx->save_for_backward({values, fill, out_values, out_fill});
       ctx->saved_data["reverse"] = reverse;
       ctx->saved_data["number"] = number;
-      keep_op(ctx, op);
-      keep_args(ctx, args...);
+      keep(ctx, op, args...);
     }
     return {out_values, out_fill};
   }
@@ -392,7 +368,7 @@ struct BinaryScalarFunction : public torch::autograd::Function<BinaryScalarFunct
     // would turn a wrapped number into a Python scalar that ops like log reject.
     const at::Scalar number = ctx->saved_data["number"].toScalar();
     const Tensor other = at::scalar_tensor(number, values.options().dtype(number.type()));
-    variable_list out = no_grads<A...>(5);
+    variable_list out(5 + sizeof...(A));
     std::tie(out[1], out[2], std::ignore) =
         dense_grads(kept_op<BinaryOp<A...>>(ctx), grads, values, s[1], other, s[2], s[3],
                     ctx->saved_data["reverse"].toBool(), /*other_grad=*/false,
@@ -415,7 +391,7 @@ struct TernaryFunction : public torch::autograd::Function<TernaryFunction> {
       auto gathered = [&](int i) { return op->reads_inputs ? r.on_union[i] : Tensor(); };
       ctx->save_for_backward({va, fa, vb, fb, vc, fc, r.indices, r.src[0], r.src[1], r.src[2],
                               gathered(0), gathered(1), gathered(2), r.values, r.fill});
-      keep_op(ctx, op);
+      keep(ctx, op);
     }
     ctx->mark_non_differentiable({r.indices});
     return {r.values, r.fill, r.indices};
