@@ -22,8 +22,10 @@ export PATH := $(CCACHE_PATH)$(PATH)
 export CCACHE_BASEDIR ?= $(CURDIR)
 export MAX_JOBS ?= 2
 
-SOURCES := setup.py $(wildcard aten_ext/*.h aten_ext/*.cpp aten_ext/generated/*.cpp \
-           aten_ext/cpu/*.c aten_ext/cpu/*.h aten_ext/cuda/*.cu aten_ext/cuda/*.cuh)
+# Every source the extension is built from: the C cores and the torch-facing
+# tree (aten_ext/ops and its folders), whatever their depth.
+SOURCES := setup.py $(shell find aten_ext -type f \( -name '*.c' -o -name '*.h' -o -name '*.cpp' \
+                                           -o -name '*.cu' -o -name '*.cuh' \))
 
 FUZZ_RUNS ?= 10000000
 

@@ -21,14 +21,19 @@ except ImportError as exc:  # an isolated build environment: no torch there
         "isolation: pip install --no-build-isolation .") from None
 
 ROOT = Path(__file__).parent.resolve()
-C_CORE = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "aten_ext" / "cpu").glob("*.c"))
-# Every torch-facing translation unit: aten_ext/*.cpp (one per op family) and
-# the generated element-wise files. Each costs 15-40 s to compile: keep them few.
-# aten_ext/cuda_ops.cpp (the CUDA registration) is among them in every build;
-# its content is compiled only under SPARSEFILL_WITH_CUDA (the CUDA build).
-CXX_SOURCES = sorted(
-    str(p.relative_to(ROOT)) for p in [*(ROOT / "aten_ext").glob("*.cpp"),
-                                       *(ROOT / "aten_ext" / "generated").glob("*.cpp")])
+OPS = ROOT / "aten_ext" / "ops"
+
+
+def sources(folder: Path, pattern: str) -> list[str]:
+    return sorted(str(p.relative_to(ROOT)) for p in folder.glob(pattern))
+
+
+C_CORE = sources(ROOT / "aten_ext" / "cpu", "*.c")
+# The torch-facing translation units (aten_ext/ops/README.md): the library,
+# then one file per op family in each dispatch key's folder. ops/cuda/ (the
+# CUDA kernels) joins only the CUDA build, below.
+CXX_SOURCES = sources(OPS, "*.cpp") + [
+    src for key in ("cpu", "composite", "autograd") for src in sources(OPS / key, "*.cpp")]
 
 
 def cuda_wanted() -> bool:
@@ -92,7 +97,16 @@ core = ("sparsefill_core", {
 # -fopenmp: at::parallel_for is inlined from torch's headers and splits work
 # with `#pragma omp parallel`; compiled without it, every kernel of ours runs
 # on one thread whatever torch.get_num_threads() says.
-cxx_flags = ["-std=c++20", "-O2", "-fopenmp", "-DTORCH_EXT_NAME=_C"]
+# AT_PER_OPERATOR_HEADERS + TORCH_ASSERT_ONLY_METHOD_OPERATORS: each file
+# includes the ATen/ops/<op>.h headers of the ATen functions it calls, never
+# the header of all of them (ATen/Functions.h, which torch's own headers then
+# leave out too, and which the second macro refuses): that header was most of
+# each file's compile time.
+# -g1: line tables only (backtraces keep file and line); Python's CFLAGS ask
+# for -g, whose full debug info of torch's templates doubled the compile time
+# and made the library about 4x larger.
+cxx_flags = ["-std=c++20", "-O2", "-g1", "-fopenmp", "-DTORCH_EXT_NAME=_C",
+             "-DAT_PER_OPERATOR_HEADERS", "-DTORCH_ASSERT_ONLY_METHOD_OPERATORS"]
 ext_kwargs = dict(
     name="torch_sparsefill._C",
     sources=CXX_SOURCES,
@@ -102,11 +116,11 @@ ext_kwargs = dict(
     extra_link_args=["-fopenmp"],
 )
 if WITH_CUDA:
-    # The CUDA C core (aten_ext/cuda/*.cu, no torch headers) joins the
+    # The CUDA kernels (aten_ext/ops/cuda/*.cpp, host code) and the CUDA C
+    # core they call (aten_ext/cuda/*.cu, no torch headers) join the
     # extension; torch's nvcc flags and TORCH_CUDA_ARCH_LIST apply.
-    ext_kwargs["sources"] = CXX_SOURCES + sorted(
-        str(p.relative_to(ROOT)) for p in (ROOT / "aten_ext" / "cuda").glob("*.cu"))
-    ext_kwargs["define_macros"] = [("SPARSEFILL_WITH_CUDA", "1")]
+    ext_kwargs["sources"] = (CXX_SOURCES + sources(OPS / "cuda", "*.cpp")
+                             + sources(ROOT / "aten_ext" / "cuda", "*.cu"))
     cusparse_inc, cusparse_lib, cusparse_link = cusparse_paths()
     ext_kwargs["include_dirs"] += cusparse_inc
     ext_kwargs["library_dirs"] = cusparse_lib

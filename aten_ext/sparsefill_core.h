@@ -343,12 +343,6 @@ sf_status sf_seg_softmax_backward_f32(float *grad_values, float *grad_fill,
                                       const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end,
                                       int64_t w, int64_t n, int log_softmax);
 
-
-
-/* ---- shape and indexing (sf_shape.c) ------------------------------------ */
-
-
-
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -144,7 +144,7 @@ sf_status sf_cuda_gather_rows_with_fill(sf_cuda_report *report, void *out, const
 
 /* ---- matrix products (aten_ext/cuda/sf_cuda_products.cu) ------------------
  *
- * The products of products.cpp (RFC.md section 5) on the device: the
+ * The matrix products (ops/products.h, RFC.md section 5) on the device: the
  * sparse @ dense product and the fill-0 SpGEMM through cuSPARSE's generic
  * API, the fill correction, the sampled product and the transposed pattern
  * in kernels of this file. `cusparse_handle` is a cusparseHandle_t as void*
@@ -152,16 +152,15 @@ sf_status sf_cuda_gather_rows_with_fill(sf_cuda_report *report, void *out, const
  * `stream` and set host pointer mode. `cusparse_status` (host, may be NULL)
  * receives the first failing cuSPARSE status (CUSPARSE_STATUS_SUCCESS = 0
  * otherwise); such a failure returns SF_ERR_NO_MEMORY (allocation or
- * resources) or SF_ERR_INVALID_ARGUMENT. Values are float32 or float64
- * (`dtype`); float16 / bfloat16 are converted by the caller, as on the CPU.
+ * resources) or SF_ERR_INVALID_ARGUMENT. Values are float32 (_f32) or
+ * float64 (_f64), as everywhere in both cores; float16 / bfloat16 are
+ * converted by the caller, as on the CPU.
  *
  * cuSPARSE reads index arrays unchecked: the functions that call it
- * (sf_cuda_csr_spmm, sf_cuda_spgemm_*) require operands that
+ * (sf_cuda_csr_spmm_*, sf_cuda_spgemm_*) require operands that
  * sf_cuda_csr_operand_check accepted (full = 1), and the caller must read
  * that report before calling them. The kernels of this file alone
  * (operand check, sddmm, transpose) stay in bounds for any input. */
-
-typedef enum sf_cuda_real { SF_CUDA_FLOAT32 = 0, SF_CUDA_FLOAT64 = 1 } sf_cuda_real;
 
 /* Check a CSR operand: crow [nrows + 1], col [nse], in the CPU kernels'
  * order. full = 1: crow[0] == 0 (SF_ERR_CROW_FIRST, value crow[0]) and
@@ -185,26 +184,38 @@ sf_status sf_cuda_csr_operand_check(sf_cuda_report *report, const int64_t *crow,
  * correction rf_i * colsum[t] + corr[t] into C, one the shifted values
  * v_p - rf_i - cf_j into the workspace, then cuSPARSE adds A0 @ B (SpMV
  * when n == 1 and ldb == 1, else SpMM, row-major, default algorithm,
- * 64-bit indices, compute type = dtype). Query the workspace with
- * workspace == NULL and the same arguments otherwise (the descriptors need
- * them). Requires a checked operand (see above). */
-sf_status sf_cuda_csr_spmm(int *cusparse_status, void *c, const int64_t *crow, const int64_t *col,
-                           const void *values, int64_t nrows, int64_t ncols, int64_t nse,
-                           const void *b, int64_t ldb, int64_t n, const void *row_fill,
-                           int64_t row_fill_stride, const void *col_fill, const void *colsum,
-                           const void *corr, sf_cuda_real dtype, void *cusparse_handle,
-                           void *workspace, size_t *workspace_bytes, void *stream);
+ * 64-bit indices, compute type = the values' type). Query the workspace
+ * with workspace == NULL and the same arguments otherwise (the descriptors
+ * need them). Requires a checked operand (see above). */
+sf_status sf_cuda_csr_spmm_f32(int *cusparse_status, float *c, const int64_t *crow,
+                               const int64_t *col, const float *values, int64_t nrows,
+                               int64_t ncols, int64_t nse, const float *b, int64_t ldb, int64_t n,
+                               const float *row_fill, int64_t row_fill_stride,
+                               const float *col_fill, const float *colsum, const float *corr,
+                               void *cusparse_handle, void *workspace, size_t *workspace_bytes,
+                               void *stream);
+sf_status sf_cuda_csr_spmm_f64(int *cusparse_status, double *c, const int64_t *crow,
+                               const int64_t *col, const double *values, int64_t nrows,
+                               int64_t ncols, int64_t nse, const double *b, int64_t ldb,
+                               int64_t n, const double *row_fill, int64_t row_fill_stride,
+                               const double *col_fill, const double *colsum, const double *corr,
+                               void *cusparse_handle, void *workspace, size_t *workspace_bytes,
+                               void *stream);
 
 /* out[p] = dot(x[i_p, :], y[j_p, :]) (n terms) for every stored element p at
- * (i_p, j_p) of the pattern (crow, col), as sf_csr_sddmm_f32/f64: x is
+ * (i_p, j_p) of the pattern (crow, col), as sf_csr_sddmm_*: x is
  * nrows x n (ld ldx >= n), y ncols x n (ld ldy >= n). One group of up to 32
  * lanes per element (a power of two near n), shuffle reduction. The report
  * gets the checks of sf_cuda_csr_operand_check with full = 0; elements
  * outside every row or with a bad column get 0. No workspace, no cuSPARSE. */
-sf_status sf_cuda_csr_sddmm(sf_cuda_report *report, void *out, const int64_t *crow,
-                            const int64_t *col, int64_t nrows, int64_t ncols, int64_t nse,
-                            const void *x, int64_t ldx, const void *y, int64_t ldy, int64_t n,
-                            sf_cuda_real dtype, void *stream);
+sf_status sf_cuda_csr_sddmm_f32(sf_cuda_report *report, float *out, const int64_t *crow,
+                                const int64_t *col, int64_t nrows, int64_t ncols, int64_t nse,
+                                const float *x, int64_t ldx, const float *y, int64_t ldy,
+                                int64_t n, void *stream);
+sf_status sf_cuda_csr_sddmm_f64(sf_cuda_report *report, double *out, const int64_t *crow,
+                                const int64_t *col, int64_t nrows, int64_t ncols, int64_t nse,
+                                const double *x, int64_t ldx, const double *y, int64_t ldy,
+                                int64_t n, void *stream);
 
 /* The transposed pattern, as sf_csr_transpose: crow_t [ncols + 1], col_t
  * [nse] (the original row of each element), perm [nse] (its position in A).
@@ -227,19 +238,27 @@ sf_status sf_cuda_csr_transpose(sf_cuda_report *report, int64_t *crow_t, int64_t
  * cuSPARSE descriptors (host memory, the only allocation of this header;
  * release it with sf_cuda_spgemm_destroy, also after an error). Each stage's
  * workspace is queried with workspace == NULL and must stay allocated, in
- * stream order, until sf_cuda_spgemm_copy has been called: the later stages
+ * stream order, until sf_cuda_spgemm_copy_* has been called: the later stages
  * read the earlier ones' buffers. The result's columns are sorted within
  * each row (cuSPARSE's SpGEMM gives them sorted) and its pattern is
  * structural, as the CPU's. Operands must be checked (see above) and, as
  * everywhere in this project, have distinct columns within a row. */
 typedef struct sf_cuda_spgemm sf_cuda_spgemm;
 
-sf_status sf_cuda_spgemm_create(sf_cuda_spgemm **state, int *cusparse_status,
-                                void *cusparse_handle, sf_cuda_real dtype, int64_t m, int64_t k,
-                                int64_t n, const int32_t *crow_a, const int32_t *col_a,
-                                const void *val_a, int64_t nse_a, const int32_t *crow_b,
-                                const int32_t *col_b, const void *val_b, int64_t nse_b,
-                                void *stream);
+/* The state, for values of one type: the result's values are copied out by
+ * the sf_cuda_spgemm_copy_* of that type (SF_ERR_INVALID_ARGUMENT otherwise). */
+sf_status sf_cuda_spgemm_create_f32(sf_cuda_spgemm **state, int *cusparse_status,
+                                    void *cusparse_handle, int64_t m, int64_t k, int64_t n,
+                                    const int32_t *crow_a, const int32_t *col_a,
+                                    const float *val_a, int64_t nse_a, const int32_t *crow_b,
+                                    const int32_t *col_b, const float *val_b, int64_t nse_b,
+                                    void *stream);
+sf_status sf_cuda_spgemm_create_f64(sf_cuda_spgemm **state, int *cusparse_status,
+                                    void *cusparse_handle, int64_t m, int64_t k, int64_t n,
+                                    const int32_t *crow_a, const int32_t *col_a,
+                                    const double *val_a, int64_t nse_a, const int32_t *crow_b,
+                                    const int32_t *col_b, const double *val_b, int64_t nse_b,
+                                    void *stream);
 /* Stage 1 (cusparseSpGEMM_workEstimation). */
 sf_status sf_cuda_spgemm_estimate(sf_cuda_spgemm *state, int *cusparse_status, void *workspace,
                                   size_t *workspace_bytes);
@@ -248,8 +267,10 @@ sf_status sf_cuda_spgemm_estimate(sf_cuda_spgemm *state, int *cusparse_status, v
 sf_status sf_cuda_spgemm_compute(sf_cuda_spgemm *state, int *cusparse_status, void *workspace,
                                  size_t *workspace_bytes, int64_t *nse_c);
 /* Stage 3 (cusparseSpGEMM_copy): crow_c [m + 1], col_c / val_c [nse_c]. */
-sf_status sf_cuda_spgemm_copy(sf_cuda_spgemm *state, int *cusparse_status, int32_t *crow_c,
-                              int32_t *col_c, void *val_c);
+sf_status sf_cuda_spgemm_copy_f32(sf_cuda_spgemm *state, int *cusparse_status, int32_t *crow_c,
+                                  int32_t *col_c, float *val_c);
+sf_status sf_cuda_spgemm_copy_f64(sf_cuda_spgemm *state, int *cusparse_status, int32_t *crow_c,
+                                  int32_t *col_c, double *val_c);
 void sf_cuda_spgemm_destroy(sf_cuda_spgemm *state);
 /* ---- softmax and reductions (cuda/sf_cuda_reduce.cu) ----------------------
  *

@@ -46,7 +46,7 @@ def fmt(seconds: float) -> str:
     return f"{seconds / 1e-9:8.0f} ns"
 
 
-def random_coo(shape, density, fill, seed=0, dtype=torch.float32):
+def random_coo(shape, density, fill, seed=0, dtype=torch.float32, requires_grad=False):
     """(SparseFillTensor, native torch COO with the same pattern and values)."""
     g = torch.Generator().manual_seed(seed)
     numel = 1
@@ -56,9 +56,9 @@ def random_coo(shape, density, fill, seed=0, dtype=torch.float32):
     linear = torch.randperm(numel, generator=g)[:nse].sort().values
     idx = torch.stack(torch.unravel_index(linear, shape))
     values = torch.randn(nse, generator=g, dtype=dtype) + 10  # never equal to the fill
-    A = sf.sparse_coo_tensor(idx, values, shape, fill_value=fill)
+    A = sf.sparse_coo_tensor(idx, values, shape, fill_value=fill, requires_grad=requires_grad)
     native = torch.sparse_coo_tensor(idx, values, shape, check_invariants=False).coalesce()
-    return A, native
+    return A, native.requires_grad_(requires_grad)
 
 
 def rows(quick: bool):
@@ -98,6 +98,27 @@ def rows(quick: bool):
     union = (big + other).nse()
     yield (f"add union pattern, {n // 2:,} + {n // 2:,} stored", lambda: big + other,
            "torch COO + COO", lambda: big_native + other_native, union)
+    # Forward and backward of the union op (the backward reuses the forward's
+    # merge): the sum of the result's stored values, against the same loss
+    # through torch's COO add. Gradients are reset first, so that none accumulates.
+    leaves, leaves_native = [], []
+    for seed, fill in ((1, 5.0), (2, -1.0)):
+        A, N = random_coo((n,), 0.5, fill, seed=seed, requires_grad=True)
+        leaves.append(A)
+        leaves_native.append(N)
+
+    def union_fwd_bwd():
+        for A in leaves:
+            A._values().grad = A._fill_value().grad = None
+        (leaves[0] + leaves[1])._values().sum().backward()
+
+    def union_fwd_bwd_native():
+        for N in leaves_native:
+            N.grad = None
+        torch.sparse.sum(leaves_native[0] + leaves_native[1]).backward()
+
+    yield (f"add union fwd+bwd, {n // 2:,} + {n // 2:,} stored", union_fwd_bwd,
+           "torch COO + COO, fwd+bwd", union_fwd_bwd_native, union)
 
     tiny, tiny_native = random_coo((3,), 1.0, 5.0, seed=3)
     yield ("per-op overhead: A * 2, 3 elements", lambda: tiny * 2,

@@ -23,9 +23,9 @@ ops = torch.ops.sparsefill
 
 STRUCTURAL = ["coo_check", "csr_check", "coo_linearize", "coo_delinearize", "coalesce_plan",
               "rows_from_crow", "crow_from_rows", "union_plan", "gather_with_fill"]
-# Matrix products (products.cpp; CUDA kernels in products_cuda.cpp).
+# Matrix products (aten_ext/ops/products.h; CUDA kernels in ops/cuda/products.cpp).
 PRODUCT_OPS = ["spmm", "csr_transpose", "sddmm", "spgemm"]
-# Softmax and reductions (reductions.cpp; CUDA kernels in reductions_cuda.cpp).
+# Softmax and reductions (aten_ext/ops/reductions.h; CUDA kernels in ops/cuda/reductions.cpp).
 REDUCTIONS = ["slice_plan", "seg_reduce", "seg_max", "seg_softmax", "seg_softmax_backward"]
 # Element-wise ops that merge patterns: their kernel is registered per device.
 UNION_OPS = [n for n, spec in _generated_ops.OPS.items() if spec["kind"] in ("binary", "ternary")]
@@ -341,7 +341,7 @@ def test_shape_ops_match_cpu(layout):
     same(torch.cat([Ac, Ac * 2]), torch.cat([A, A * 2]))
 
 
-# ==== matrix products: spmm, csr_transpose, sddmm, spgemm (products_cuda.cpp) ====
+# ==== matrix products: spmm, csr_transpose, sddmm, spgemm (ops/cuda/products.cpp) ====
 # Each CUDA kernel against the CPU kernel, then the public API on CUDA tensors
 # against the dense product, gradients included. Exact equality holds for the
 # index outputs (transpose, the SpGEMM pattern); values are sums in another
@@ -627,7 +627,7 @@ def test_bmm_on_cuda_matches_dense():
 
 
 # ---- softmax and reductions: CUDA kernels == CPU kernels, API == dense ----------
-# The segment ops of reductions.cpp (slice_plan, seg_reduce, seg_max,
+# The segment ops of ops/reductions.h (slice_plan, seg_reduce, seg_max,
 # seg_softmax, seg_softmax_backward) against their CPU kernels, then the public
 # reductions on CUDA tensors against the dense computation, gradients included.
 # Exact equality holds for slice_plan, for every integer output and for

@@ -1,4 +1,4 @@
-// sf_cuda_products.cu -- the matrix products of products.cpp on the device,
+// sf_cuda_products.cu -- the matrix products (ops/products.h) on the device,
 // behind the C ABI of sparsefill_cuda.h. No torch headers.
 //
 // A (m x k) with fill F is A0 + F, A0 = the stored values minus F at their
@@ -339,18 +339,19 @@ extern "C" sf_status sf_cuda_csr_operand_check(sf_cuda_report* report, const int
   return operand_scan(report, crow, col, nrows, ncols, nse, full, as_stream(stream));
 }
 
-extern "C" sf_status sf_cuda_csr_spmm(int* cusparse_status, void* c, const int64_t* crow,
-                                      const int64_t* col, const void* values, int64_t nrows,
-                                      int64_t ncols, int64_t nse, const void* b, int64_t ldb,
-                                      int64_t n, const void* row_fill, int64_t row_fill_stride,
-                                      const void* col_fill, const void* colsum, const void* corr,
-                                      sf_cuda_real dtype, void* cusparse_handle, void* workspace,
-                                      size_t* workspace_bytes, void* stream) {
+// The typed entry points below share one body per function, templated on
+// the value type.
+template <class T>
+static sf_status spmm_entry(int* cusparse_status, T* c, const int64_t* crow,
+                            const int64_t* col, const T* values, int64_t nrows, int64_t ncols,
+                            int64_t nse, const T* b, int64_t ldb, int64_t n, const T* row_fill,
+                            int64_t row_fill_stride, const T* col_fill, const T* colsum,
+                            const T* corr, void* cusparse_handle, void* workspace,
+                            size_t* workspace_bytes, void* stream) {
   if (cusparse_status != nullptr) *cusparse_status = (int)CUSPARSE_STATUS_SUCCESS;
   SF_CUDA_FAIL_IF(workspace_bytes == nullptr, SF_ERR_NULL_POINTER);
   SF_CUDA_FAIL_IF(nrows < 0 || ncols < 0 || nse < 0 || n < 0, SF_ERR_NEGATIVE_SIZE);
   SF_CUDA_FAIL_IF(ldb < n || ldb < 1 || row_fill_stride < 0, SF_ERR_INVALID_ARGUMENT);
-  SF_CUDA_FAIL_IF(dtype != SF_CUDA_FLOAT32 && dtype != SF_CUDA_FLOAT64, SF_ERR_INVALID_ARGUMENT);
   SF_CUDA_FAIL_IF(crow == nullptr, SF_ERR_NULL_POINTER);
   if (nrows > 0 && n > 0) {
     SF_CUDA_FAIL_IF(c == nullptr, SF_ERR_NULL_POINTER);
@@ -361,39 +362,53 @@ extern "C" sf_status sf_cuda_csr_spmm(int* cusparse_status, void* c, const int64
       SF_CUDA_FAIL_IF(cusparse_handle == nullptr, SF_ERR_NULL_POINTER);
     }
   }
-  const auto h = static_cast<cusparseHandle_t>(cusparse_handle);
-  const cudaStream_t s = as_stream(stream);
-  if (dtype == SF_CUDA_FLOAT64) {
-    return spmm_impl<double>(cusparse_status, static_cast<double*>(c), crow, col,
-                             static_cast<const double*>(values), nrows, ncols, nse,
-                             static_cast<const double*>(b), ldb, n,
-                             static_cast<const double*>(row_fill), row_fill_stride,
-                             static_cast<const double*>(col_fill),
-                             static_cast<const double*>(colsum), static_cast<const double*>(corr),
-                             h, workspace, workspace_bytes, s);
-  }
-  return spmm_impl<float>(cusparse_status, static_cast<float*>(c), crow, col,
-                          static_cast<const float*>(values), nrows, ncols, nse,
-                          static_cast<const float*>(b), ldb, n, static_cast<const float*>(row_fill),
-                          row_fill_stride, static_cast<const float*>(col_fill),
-                          static_cast<const float*>(colsum), static_cast<const float*>(corr), h,
-                          workspace, workspace_bytes, s);
+  return spmm_impl<T>(cusparse_status, c, crow, col, values, nrows, ncols, nse, b, ldb, n,
+                      row_fill, row_fill_stride, col_fill, colsum, corr,
+                      static_cast<cusparseHandle_t>(cusparse_handle), workspace, workspace_bytes,
+                      as_stream(stream));
 }
 
-extern "C" sf_status sf_cuda_csr_sddmm(sf_cuda_report* report, void* out, const int64_t* crow,
-                                       const int64_t* col, int64_t nrows, int64_t ncols,
-                                       int64_t nse, const void* x, int64_t ldx, const void* y,
-                                       int64_t ldy, int64_t n, sf_cuda_real dtype, void* stream) {
-  const cudaStream_t s = as_stream(stream);
-  if (dtype == SF_CUDA_FLOAT64) {
-    return sddmm_impl<double>(report, static_cast<double*>(out), crow, col, nrows, ncols, nse,
-                              static_cast<const double*>(x), ldx, static_cast<const double*>(y),
-                              ldy, n, s);
-  }
-  SF_CUDA_FAIL_IF(dtype != SF_CUDA_FLOAT32, SF_ERR_INVALID_ARGUMENT);
-  return sddmm_impl<float>(report, static_cast<float*>(out), crow, col, nrows, ncols, nse,
-                           static_cast<const float*>(x), ldx, static_cast<const float*>(y), ldy, n,
-                           s);
+extern "C" sf_status sf_cuda_csr_spmm_f32(int* cusparse_status, float* c, const int64_t* crow,
+                                          const int64_t* col, const float* values, int64_t nrows,
+                                          int64_t ncols, int64_t nse, const float* b, int64_t ldb,
+                                          int64_t n, const float* row_fill,
+                                          int64_t row_fill_stride, const float* col_fill,
+                                          const float* colsum, const float* corr,
+                                          void* cusparse_handle, void* workspace,
+                                          size_t* workspace_bytes, void* stream) {
+  return spmm_entry<float>(cusparse_status, c, crow, col, values, nrows, ncols, nse, b, ldb, n,
+                           row_fill, row_fill_stride, col_fill, colsum, corr, cusparse_handle,
+                           workspace, workspace_bytes, stream);
+}
+
+extern "C" sf_status sf_cuda_csr_spmm_f64(int* cusparse_status, double* c, const int64_t* crow,
+                                          const int64_t* col, const double* values, int64_t nrows,
+                                          int64_t ncols, int64_t nse, const double* b, int64_t ldb,
+                                          int64_t n, const double* row_fill,
+                                          int64_t row_fill_stride, const double* col_fill,
+                                          const double* colsum, const double* corr,
+                                          void* cusparse_handle, void* workspace,
+                                          size_t* workspace_bytes, void* stream) {
+  return spmm_entry<double>(cusparse_status, c, crow, col, values, nrows, ncols, nse, b, ldb, n,
+                            row_fill, row_fill_stride, col_fill, colsum, corr, cusparse_handle,
+                            workspace, workspace_bytes, stream);
+}
+
+extern "C" sf_status sf_cuda_csr_sddmm_f32(sf_cuda_report* report, float* out, const int64_t* crow,
+                                           const int64_t* col, int64_t nrows, int64_t ncols,
+                                           int64_t nse, const float* x, int64_t ldx, const float* y,
+                                           int64_t ldy, int64_t n, void* stream) {
+  return sddmm_impl<float>(report, out, crow, col, nrows, ncols, nse, x, ldx, y, ldy, n,
+                           as_stream(stream));
+}
+
+extern "C" sf_status sf_cuda_csr_sddmm_f64(sf_cuda_report* report, double* out,
+                                           const int64_t* crow, const int64_t* col, int64_t nrows,
+                                           int64_t ncols, int64_t nse, const double* x,
+                                           int64_t ldx, const double* y, int64_t ldy, int64_t n,
+                                           void* stream) {
+  return sddmm_impl<double>(report, out, crow, col, nrows, ncols, nse, x, ldx, y, ldy, n,
+                            as_stream(stream));
 }
 
 extern "C" sf_status sf_cuda_csr_transpose(sf_cuda_report* report, int64_t* crow_t,
@@ -421,12 +436,12 @@ extern "C" sf_status sf_cuda_csr_transpose(sf_cuda_report* report, int64_t* crow
   return SF_OK;
 }
 
-extern "C" sf_status sf_cuda_spgemm_create(sf_cuda_spgemm** state, int* cusparse_status,
-                                           void* cusparse_handle, sf_cuda_real dtype, int64_t m,
-                                           int64_t k, int64_t n, const int32_t* crow_a,
-                                           const int32_t* col_a, const void* val_a, int64_t nse_a,
-                                           const int32_t* crow_b, const int32_t* col_b,
-                                           const void* val_b, int64_t nse_b, void* stream) {
+template <class T>
+static sf_status spgemm_create(sf_cuda_spgemm** state, int* cusparse_status,
+                               void* cusparse_handle, int64_t m, int64_t k, int64_t n,
+                               const int32_t* crow_a, const int32_t* col_a, const T* val_a,
+                               int64_t nse_a, const int32_t* crow_b, const int32_t* col_b,
+                               const T* val_b, int64_t nse_b, void* stream) {
   if (cusparse_status != nullptr) *cusparse_status = (int)CUSPARSE_STATUS_SUCCESS;
   SF_CUDA_FAIL_IF(state == nullptr, SF_ERR_NULL_POINTER);
   *state = nullptr;
@@ -435,7 +450,6 @@ extern "C" sf_status sf_cuda_spgemm_create(sf_cuda_spgemm** state, int* cusparse
                       nse_b > INT32_MAX,
                   SF_ERR_OVERFLOW);
   SF_CUDA_FAIL_IF(m == 0 || n == 0 || nse_a == 0 || nse_b == 0, SF_ERR_INVALID_ARGUMENT);
-  SF_CUDA_FAIL_IF(dtype != SF_CUDA_FLOAT32 && dtype != SF_CUDA_FLOAT64, SF_ERR_INVALID_ARGUMENT);
   SF_CUDA_FAIL_IF(cusparse_handle == nullptr || crow_a == nullptr || col_a == nullptr ||
                       val_a == nullptr || crow_b == nullptr || col_b == nullptr ||
                       val_b == nullptr,
@@ -445,7 +459,7 @@ extern "C" sf_status sf_cuda_spgemm_create(sf_cuda_spgemm** state, int* cusparse
   *state = st;  // the caller destroys it, also after an error below
   st->handle = static_cast<cusparseHandle_t>(cusparse_handle);
   st->stream = as_stream(stream);
-  st->dt = dtype == SF_CUDA_FLOAT64 ? CUDA_R_64F : CUDA_R_32F;
+  st->dt = real_type<T>();
   SF_CUDA_TRY(bind_handle(st->handle, st->stream, cusparse_status));
   SF_CUSPARSE_TRY(cusparseCreateConstCsr(&st->a, m, k, nse_a, crow_a, col_a, val_a,
                                          CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
@@ -461,6 +475,28 @@ extern "C" sf_status sf_cuda_spgemm_create(sf_cuda_spgemm** state, int* cusparse
                   cusparse_status);
   SF_CUSPARSE_TRY(cusparseSpGEMM_createDescr(&st->op), cusparse_status);
   return SF_OK;
+}
+
+extern "C" sf_status sf_cuda_spgemm_create_f32(sf_cuda_spgemm** state, int* cusparse_status,
+                                               void* cusparse_handle, int64_t m, int64_t k,
+                                               int64_t n, const int32_t* crow_a,
+                                               const int32_t* col_a, const float* val_a,
+                                               int64_t nse_a, const int32_t* crow_b,
+                                               const int32_t* col_b, const float* val_b,
+                                               int64_t nse_b, void* stream) {
+  return spgemm_create<float>(state, cusparse_status, cusparse_handle, m, k, n, crow_a, col_a,
+                              val_a, nse_a, crow_b, col_b, val_b, nse_b, stream);
+}
+
+extern "C" sf_status sf_cuda_spgemm_create_f64(sf_cuda_spgemm** state, int* cusparse_status,
+                                               void* cusparse_handle, int64_t m, int64_t k,
+                                               int64_t n, const int32_t* crow_a,
+                                               const int32_t* col_a, const double* val_a,
+                                               int64_t nse_a, const int32_t* crow_b,
+                                               const int32_t* col_b, const double* val_b,
+                                               int64_t nse_b, void* stream) {
+  return spgemm_create<double>(state, cusparse_status, cusparse_handle, m, k, n, crow_a, col_a,
+                               val_a, nse_a, crow_b, col_b, val_b, nse_b, stream);
 }
 
 extern "C" sf_status sf_cuda_spgemm_estimate(sf_cuda_spgemm* st, int* cusparse_status,
@@ -504,10 +540,12 @@ extern "C" sf_status sf_cuda_spgemm_compute(sf_cuda_spgemm* st, int* cusparse_st
   return SF_OK;
 }
 
-extern "C" sf_status sf_cuda_spgemm_copy(sf_cuda_spgemm* st, int* cusparse_status,
-                                         int32_t* crow_c, int32_t* col_c, void* val_c) {
+template <class T>
+static sf_status spgemm_copy(sf_cuda_spgemm* st, int* cusparse_status, int32_t* crow_c,
+                             int32_t* col_c, T* val_c) {
   if (cusparse_status != nullptr) *cusparse_status = (int)CUSPARSE_STATUS_SUCCESS;
   SF_CUDA_FAIL_IF(st == nullptr || st->op == nullptr || crow_c == nullptr, SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(st->dt != real_type<T>(), SF_ERR_INVALID_ARGUMENT);  // the state's own type
   SF_CUDA_TRY(bind_handle(st->handle, st->stream, cusparse_status));
   SF_CUSPARSE_TRY(cusparseCsrSetPointers(st->c, crow_c, col_c, val_c), cusparse_status);
   SF_CUSPARSE_TRY(cusparseSpGEMM_copy(st->handle, CUSPARSE_OPERATION_NON_TRANSPOSE,
@@ -515,6 +553,16 @@ extern "C" sf_status sf_cuda_spgemm_copy(sf_cuda_spgemm* st, int* cusparse_statu
                                       st->beta(), st->c, st->dt, CUSPARSE_SPGEMM_DEFAULT, st->op),
                   cusparse_status);
   return SF_OK;
+}
+
+extern "C" sf_status sf_cuda_spgemm_copy_f32(sf_cuda_spgemm* st, int* cusparse_status,
+                                             int32_t* crow_c, int32_t* col_c, float* val_c) {
+  return spgemm_copy<float>(st, cusparse_status, crow_c, col_c, val_c);
+}
+
+extern "C" sf_status sf_cuda_spgemm_copy_f64(sf_cuda_spgemm* st, int* cusparse_status,
+                                             int32_t* crow_c, int32_t* col_c, double* val_c) {
+  return spgemm_copy<double>(st, cusparse_status, crow_c, col_c, val_c);
 }
 
 extern "C" void sf_cuda_spgemm_destroy(sf_cuda_spgemm* st) { delete st; }

@@ -2,7 +2,8 @@
 """Generate every element-wise artefact from tools/codegen/elementwise.yaml.
 
 Outputs (committed; never edit them by hand):
-  aten_ext/generated/elementwise_*.cpp     schemas, kernels, autograd, registration
+  aten_ext/ops/generated/elementwise_ops.h      per op: name, formula, derivatives (traits)
+  aten_ext/ops/generated/elementwise_schemas.h  the schemas (ops/library.cpp defines them)
   torch_sparsefill/_generated_ops.py       the routing table torch callable -> op
   test/test_elementwise_generated.py       one dense-equivalence/gradcheck/opcheck test per op
   RFC.md                                   the op table between the GENERATED markers
@@ -34,17 +35,19 @@ KINDS = ("unary", "binary", "ternary")
 RFC_BEGIN = "<!-- BEGIN GENERATED OP TABLE -->"
 RFC_END = "<!-- END GENERATED OP TABLE -->"
 
-# schema type -> (C++ parameter type, type stored in the autograd context)
+# schema type -> the C++ parameter type of the kernels and formulas
 ARG_TYPES = {
-    "Scalar": ("const at::Scalar&", "at::Scalar"),
-    "Scalar?": ("const std::optional<at::Scalar>&", "std::optional<at::Scalar>"),
-    "float": ("double", "double"),
-    "float?": ("std::optional<double>", "std::optional<double>"),
-    "int": ("int64_t", "int64_t"),
-    "bool": ("bool", "bool"),
-    "str": ("c10::string_view", "std::string"),
-    "str?": ("std::optional<c10::string_view>", "std::optional<std::string>"),
+    "Scalar": "const at::Scalar&",
+    "Scalar?": "const std::optional<at::Scalar>&",
+    "float": "double",
+    "float?": "std::optional<double>",
+    "int": "int64_t",
+    "bool": "bool",
+    "str": "c10::string_view",
+    "str?": "std::optional<c10::string_view>",
 }
+# the tensors each kind's formulas take, in order
+INPUTS = {"unary": ["self"], "binary": ["self", "other"], "ternary": ["a", "b", "c"]}
 
 
 def load_spec() -> list[dict]:
@@ -57,8 +60,7 @@ def load_spec() -> list[dict]:
         seen.add(name)
         if op["kind"] not in KINDS:
             raise SystemExit(f"elementwise.yaml: {name}: kind must be one of {KINDS}")
-        inputs = {"unary": ["self"], "binary": ["self", "other"],
-                  "ternary": ["a", "b", "c"]}[op["kind"]]
+        inputs = INPUTS[op["kind"]]
         op.setdefault("args", [])
         op.setdefault("derivatives", {})
         for key in op["derivatives"]:
@@ -73,7 +75,6 @@ def load_spec() -> list[dict]:
         op.setdefault("smooth", False)
         op.setdefault("domain", "real")
         op.setdefault("dtypes", "float")
-        op.setdefault("cuda", True)
         op.setdefault("scalars", [2.5, -3, 0])
         op.setdefault("test_args", [])
         op.setdefault("number", True)
@@ -104,388 +105,121 @@ def schema_default(arg) -> str:
 
 
 # ---------------------------------------------------------------- C++ -------
+# The C++ side is traits only: per op its name, its formula f and its
+# derivatives d_<input>, as static functions of a struct; the kernel and
+# autograd bodies per kind of op are templates in aten_ext/ops/elementwise.h
+# and aten_ext/ops/autograd/elementwise.cpp.
 
-class Args:
-    """The op's extra arguments, rendered for each place they appear."""
-
-    def __init__(self, op, leading=()):
-        # leading: [(name, schema type, C++ type, stored type)] before the YAML args
-        self.items = list(leading) + [
-            (a["name"], a["type"], ARG_TYPES[a["type"]][0], ARG_TYPES[a["type"]][1], schema_default(a))
-            for a in op["args"]]
-
-    def params(self):
-        return "".join(f", {i[2]} {i[0]}" for i in self.items)
-
-    def call(self):
-        return "".join(f", {i[0]}" for i in self.items)
-
-    def schema(self):
-        return "".join(f", {i[1]} {i[0]}{i[4] if len(i) > 4 else ''}" for i in self.items)
-
-    def save(self):
-        out = []
-        for name, stype, _, stored, *_ in self.items:
-            if stype == "str":
-                out.append(f'    ctx->saved_data["{name}"] = std::string({name});\n')
-            elif stype == "str?":
-                out.append(f'    ctx->saved_data["{name}"] = {name}.has_value() ? c10::IValue(std::string(*{name})) : c10::IValue();\n')
-            else:
-                out.append(f'    ctx->saved_data["{name}"] = {name};\n')
-        return "".join(out)
-
-    def restore(self):
-        return "".join(f'    const auto {name} = ctx->saved_data["{name}"].to<{stored}>();\n'
-                       f'    (void){name};\n'
-                       for name, _, _, stored, *_ in self.items)
-
-    def nulls(self):
-        return "".join(", Tensor()" for _ in self.items)
+def extra_args(op) -> list[tuple[str, str]]:
+    """(name, C++ parameter type) of the op's arguments after its tensors."""
+    return [(a["name"], ARG_TYPES[a["type"]]) for a in op["args"]]
 
 
-def lambda_expr(op, params: str) -> str:
-    return f"[&]({params}) -> Tensor {{ return {op['aten']}; }}"
+def cpp_function(name: str, params: list[tuple[str, str]], body: str) -> str:
+    """`static Tensor name(params) { return body; }` in the traits; parameters
+    the body does not name are [[maybe_unused]]; one per line when long."""
+    decls = [f"{'' if uses(body, n) else '[[maybe_unused]] '}{t} {n}" for n, t in params]
+    head = f"  static Tensor {name}({', '.join(decls)}) {{"
+    if len(head) > 100:
+        head = f"  static Tensor {name}(\n      " + ",\n      ".join(decls) + ") {"
+    return f"{head}\n    return {body};\n  }}"
 
 
-def deriv_lambdas(op) -> str:
-    out = []
-    for inp, expr in op["derivatives"].items():
-        out.append(
-            f"    auto d_{inp} = [&](const Tensor& grad, const Tensor& self"
-            + (", const Tensor& other" if op["kind"] == "binary" else "")
-            + ", const Tensor& result) -> Tensor {\n"
-            f"      (void)self; (void)result;{' (void)other;' if op['kind'] == 'binary' else ''}\n"
-            f"      return {expr};\n    }};\n")
-    return "".join(out)
+def cpp_traits(op) -> str:
+    kind, name = op["kind"], op["name"]
+    inputs = INPUTS[kind]
+    tensors = [(i, "const Tensor&") for i in inputs]
+    extra = extra_args(op)
+    derivs = op["derivatives"]
+    # What the backward reads besides the gradients (it keeps only that).
+    reads_inputs = any(uses(e, i) for e in derivs.values() for i in inputs)
+    reads_result = any(uses(e, "result") for e in derivs.values())
+    lines = [f"// {name} ({kind})",
+             f"struct {camel(name)} {{",
+             f'  static constexpr const char* name = "{name}";']
+    if kind == "binary":
+        lines.append(f"  static constexpr bool number = {str(op['number']).lower()};  "
+                     f"// has {name}_scalar")
+    lines.append(f"  static constexpr bool reads_inputs = {str(reads_inputs).lower()}, "
+                 f"reads_result = {str(reads_result).lower()};")
+    lines.append(cpp_function("f", tensors + extra, op["aten"]))
+    # Ternary formulas take their three operands only (ternary ops have no
+    # extra arguments and no result in their derivatives).
+    d_params = [("grad", "const Tensor&")] + tensors + (
+        [] if kind == "ternary" else [("result", "const Tensor&")] + extra)
+    for inp, expr in derivs.items():
+        lines.append(cpp_function(f"d_{inp}", d_params, expr))
+    lines.append("};")
+    return "\n".join(lines)
 
 
-def dispatch_call(name, ret, params_decl, params_call, op_name) -> str:
-    return f"""
-static {ret} {name}_call({params_decl}) {{
-  static auto op = c10::Dispatcher::singleton()
-      .findSchemaOrThrow("sparsefill::{op_name}", "")
-      .typed<decltype({name}_kernel)>();
-  return op.call({params_call});
-}}
+def aten_functions(ops) -> list[str]:
+    """The at:: functions the formulas call: each has its own ATen/ops header."""
+    found = set()
+    for op in ops:
+        for expr in [op["aten"], *op["derivatives"].values()]:
+            found.update(re.findall(r"\bat::([a-z_0-9]+)\s*\(", expr))
+    return sorted(found)
+
+
+def gen_cpp_traits(ops) -> str:
+    nl = "\n"
+    includes = nl.join(f"#include <ATen/ops/{f}.h>" for f in aten_functions(ops))
+    lists = []
+    for kind, list_name in (("unary", "UnaryOps"), ("binary", "BinaryOps"),
+                            ("ternary", "TernaryOps")):
+        names = [f"ops::{camel(op['name'])}" for op in ops if op["kind"] == kind]
+        lists.append(f"using {list_name} = OpList<\n    " + ",\n    ".join(names) + ">;")
+    body = (nl + nl).join(cpp_traits(op) for op in ops)
+    return f"""// {HEADER}
+//
+// The traits of every element-wise op: its name, its formula f (ATen on the
+// values and on the fill, so per-value math runs at ATen's vectorised speed)
+// and its derivatives d_<input>(grad, inputs..., result, args...). The
+// kernel and backward bodies, one per kind of op, are templates on these:
+// ops/elementwise.h and ops/autograd/elementwise.cpp.
+#pragma once
+
+{includes}
+
+#include "ops/elementwise.h"
+
+namespace sparsefill {{
+namespace ops {{
+
+{body}
+
+}}  // namespace ops
+
+// The ops of each kind, for the registrations (cpu/, cuda/, composite/,
+// autograd/elementwise.cpp).
+{(nl + nl).join(lists)}
+
+}}  // namespace sparsefill
 """
 
 
-def cpp_unary(op) -> str:
-    name, cls = op["name"], camel(op["name"])
-    a = Args(op)
-    d = op["derivatives"].get("self")
-    need_in = d is not None and uses(d, "self")
-    need_out = d is not None and uses(d, "result")
-    if d is None:
-        backward = f"    (void)ctx; (void)grads;\n    return {{Tensor(), Tensor(){a.nulls()}}};\n"
-    else:
-        backward = (
-            "    auto saved = ctx->get_saved_variables();\n" + a.restore() + deriv_lambdas(op) +
-            "    Tensor g_values = grads[0].defined() ? d_self(grads[0], saved[0], saved[2]) : Tensor();\n"
-            "    Tensor g_fill = grads[1].defined()\n"
-            "        ? grad_to(d_self(grads[1], saved[1], saved[3]), saved[1]) : Tensor();\n"
-            f"    return {{g_values, g_fill{a.nulls()}}};\n")
-    return f"""
-// ---- {name} (unary) ---------------------------------------------------------
-static std::tuple<Tensor, Tensor> {name}_kernel(const Tensor& values, const Tensor& fill{a.params()}) {{
-  check_unary_args(values, fill);
-  auto f = {lambda_expr(op, 'const Tensor& self')};
-  return {{f(values), f(fill)}};
-}}
-{dispatch_call(name, 'std::tuple<Tensor, Tensor>', 'const Tensor& values, const Tensor& fill' + a.params(), 'values, fill' + a.call(), name)}
-class {cls}Function : public torch::autograd::Function<{cls}Function> {{
- public:
-  static variable_list forward(AutogradContext* ctx, const Tensor& values, const Tensor& fill{a.params()}) {{
-    at::AutoDispatchBelowADInplaceOrView guard;
-    auto [out_values, out_fill] = {name}_call(values, fill{a.call()});
-    ctx->save_for_backward({{{'values' if need_in else 'Tensor()'}, fill,
-                             {'out_values' if need_out else 'Tensor()'}, {'out_fill' if need_out else 'Tensor()'}}});
-{a.save()}    return {{out_values, out_fill}};
-  }}
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {{
-{backward}  }}
+def gen_cpp_schemas(ops) -> str:
+    nl = "\n"
+    rows = nl.join(f'    "{schema}",' for op in ops for schema in schemas(op))
+    return f"""// {HEADER}
+//
+// The schemas of the element-wise ops; ops/library.cpp defines them.
+#pragma once
+
+namespace sparsefill {{
+
+inline constexpr const char* kElementwiseSchemas[] = {{
+{rows}
 }};
 
-static std::tuple<Tensor, Tensor> {name}_autograd(const Tensor& values, const Tensor& fill{a.params()}) {{
-  auto out = {cls}Function::apply(values, fill{a.call()});
-  return {{out[0], out[1]}};
-}}
-"""
-
-
-def dense_grads_text(ds, do) -> str:
-    """Backward of the dense/scalar variants: the sparse operand is `self`
-    unless reverse."""
-    return (
-        "    Tensor g_v = defined_or_zeros(grads[0], out_values), g_f = defined_or_zeros(grads[1], out_fill);\n"
-        "    Tensor gv, gf, go;\n"
-        "    if (!reverse) {\n" +
-        ("      gv = d_self(g_v, values, other, out_values);\n"
-         "      gf = grad_to(d_self(g_f, fill, other, out_fill), fill);\n" if ds else "") +
-        ("      if (other_grad) go = grad_to(d_other(g_v, values, other, out_values), other) +\n"
-         "                           grad_to(d_other(g_f, fill, other, out_fill), other);\n" if do else "") +
-        "    } else {\n" +
-        ("      gv = d_other(g_v, other, values, out_values);\n"
-         "      gf = grad_to(d_other(g_f, other, fill, out_fill), fill);\n" if do else "") +
-        ("      if (other_grad) go = grad_to(d_self(g_v, other, values, out_values), other) +\n"
-         "                           grad_to(d_self(g_f, other, fill, out_fill), other);\n" if ds else "") +
-        "    }\n")
-
-
-def cpp_binary(op) -> str:
-    name, cls = op["name"], camel(op["name"])
-    a = Args(op)
-    ds, do = op["derivatives"].get("self"), op["derivatives"].get("other")
-    f = lambda_expr(op, "const Tensor& self, const Tensor& other")
-    union_grads = (
-        ("    auto [ga_v, ga_f] = split_union_grad(d_self(g_v, al.a, al.b, out_values), al.src_a,\n"
-         "                                         d_self(g_f, fa, fb, out_fill), fa, al.indices);\n"
-         if ds else "    Tensor ga_v, ga_f;\n") +
-        ("    auto [gb_v, gb_f] = split_union_grad(d_other(g_v, al.a, al.b, out_values), al.src_b,\n"
-         "                                         d_other(g_f, fa, fb, out_fill), fb, al.indices);\n"
-         if do else "    Tensor gb_v, gb_f;\n"))
-    same_grads = (
-        ("    Tensor ga_v = d_self(g_v, va, vb, out_values);\n"
-         "    Tensor ga_f = grad_to(d_self(g_f, fa, fb, out_fill), fa);\n" if ds else
-         "    Tensor ga_v, ga_f;\n") +
-        ("    Tensor gb_v = d_other(g_v, va, vb, out_values);\n"
-         "    Tensor gb_f = grad_to(d_other(g_f, fa, fb, out_fill), fb);\n" if do else
-         "    Tensor gb_v, gb_f;\n"))
-    dense_grads = dense_grads_text(ds, do)
-    return f"""
-// ---- {name} (binary) --------------------------------------------------------
-// Union pattern; where one operand has no stored element its fill stands in.
-static std::tuple<Tensor, Tensor, Tensor> {name}_kernel(
-    const Tensor& ia, const Tensor& va, const Tensor& fa,
-    const Tensor& ib, const Tensor& vb, const Tensor& fb, at::IntArrayRef size{a.params()}) {{
-  Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
-  auto f = {f};
-  return {{f(al.a, al.b), f(fa, fb), al.indices}};
-}}
-{dispatch_call(name, 'std::tuple<Tensor, Tensor, Tensor>', 'const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, at::IntArrayRef size' + a.params(), 'ia, va, fa, ib, vb, fb, size' + a.call(), name)}
-class {cls}Function : public torch::autograd::Function<{cls}Function> {{
- public:
-  static variable_list forward(AutogradContext* ctx,
-      const Tensor& ia, const Tensor& va, const Tensor& fa,
-      const Tensor& ib, const Tensor& vb, const Tensor& fb, at::IntArrayRef size{a.params()}) {{
-    at::AutoDispatchBelowADInplaceOrView guard;
-    auto [out_values, out_fill, indices] = {name}_call(ia, va, fa, ib, vb, fb, size{a.call()});
-    ctx->save_for_backward({{ia, va, fa, ib, vb, fb, out_values, out_fill}});
-    ctx->saved_data["size"] = size.vec();
-{a.save()}    ctx->mark_non_differentiable({{indices}});
-    return {{out_values, out_fill, indices}};
-  }}
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {{
-    auto s = ctx->get_saved_variables();
-    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    [[maybe_unused]] const Tensor &out_values = s[6], &out_fill = s[7];
-    auto size = ctx->saved_data["size"].toIntVector();
-{a.restore()}{deriv_lambdas(op)}    Tensor g_v = defined_or_zeros(grads[0], out_values);
-    Tensor g_f = defined_or_zeros(grads[1], out_fill);
-    Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
-{union_grads}    return {{Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(){a.nulls()}}};
-  }}
-}};
-
-static std::tuple<Tensor, Tensor, Tensor> {name}_autograd(
-    const Tensor& ia, const Tensor& va, const Tensor& fa,
-    const Tensor& ib, const Tensor& vb, const Tensor& fb, at::IntArrayRef size{a.params()}) {{
-  auto out = {cls}Function::apply(ia, va, fa, ib, vb, fb, size{a.call()});
-  return {{out[0], out[1], out[2]}};
-}}
-
-// ---- {name}_same: both operands on one pattern, no merge -------------------
-static std::tuple<Tensor, Tensor> {name}_same_kernel(
-    const Tensor& va, const Tensor& fa, const Tensor& vb, const Tensor& fb{a.params()}) {{
-  check_unary_args(va, fa);
-  check_unary_args(vb, fb);
-  TORCH_CHECK(va.sym_sizes().equals(vb.sym_sizes()),
-              "sparsefill: {name}_same needs values of one shape, got ", va.sym_sizes(), " and ",
-              vb.sym_sizes());
-  auto f = {f};
-  return {{f(va, vb), f(fa, fb)}};
-}}
-{dispatch_call(name + '_same', 'std::tuple<Tensor, Tensor>', 'const Tensor& va, const Tensor& fa, const Tensor& vb, const Tensor& fb' + a.params(), 'va, fa, vb, fb' + a.call(), name + '_same')}
-class {cls}SameFunction : public torch::autograd::Function<{cls}SameFunction> {{
- public:
-  static variable_list forward(AutogradContext* ctx, const Tensor& va, const Tensor& fa,
-                               const Tensor& vb, const Tensor& fb{a.params()}) {{
-    at::AutoDispatchBelowADInplaceOrView guard;
-    auto [out_values, out_fill] = {name}_same_call(va, fa, vb, fb{a.call()});
-    ctx->save_for_backward({{va, fa, vb, fb, out_values, out_fill}});
-{a.save()}    return {{out_values, out_fill}};
-  }}
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {{
-    auto s = ctx->get_saved_variables();
-    [[maybe_unused]] const Tensor &va = s[0], &fa = s[1], &vb = s[2], &fb = s[3], &out_values = s[4], &out_fill = s[5];
-{a.restore()}{deriv_lambdas(op)}    Tensor g_v = defined_or_zeros(grads[0], out_values);
-    Tensor g_f = defined_or_zeros(grads[1], out_fill);
-{same_grads}    return {{ga_v, ga_f, gb_v, gb_f{a.nulls()}}};
-  }}
-}};
-
-static std::tuple<Tensor, Tensor> {name}_same_autograd(
-    const Tensor& va, const Tensor& fa, const Tensor& vb, const Tensor& fb{a.params()}) {{
-  auto out = {cls}SameFunction::apply(va, fa, vb, fb{a.call()});
-  return {{out[0], out[1]}};
-}}
-
-// ---- {name}_dense / {name}_scalar: a strided or number operand that
-// broadcasts over the dense part only; `reverse` puts it first.
-static std::tuple<Tensor, Tensor> {name}_dense_kernel(
-    const Tensor& values, const Tensor& fill, const Tensor& other, bool reverse{a.params()}) {{
-  check_unary_args(values, fill);
-  TORCH_CHECK(broadcasts_to(other.sym_sizes(), values.sym_sizes().slice(1)),
-              "sparsefill: {name}: a strided operand of shape ", other.sym_sizes(),
-              " must broadcast over the dense part ", values.sym_sizes().slice(1));
-  auto f = {f};
-  if (reverse) return {{f(other, values), f(other, fill)}};
-  return {{f(values, other), f(fill, other)}};
-}}
-{dispatch_call(name + '_dense', 'std::tuple<Tensor, Tensor>', 'const Tensor& values, const Tensor& fill, const Tensor& other, bool reverse' + a.params(), 'values, fill, other, reverse' + a.call(), name + '_dense')}
-class {cls}DenseFunction : public torch::autograd::Function<{cls}DenseFunction> {{
- public:
-  static variable_list forward(AutogradContext* ctx, const Tensor& values, const Tensor& fill,
-                               const Tensor& other, bool reverse{a.params()}) {{
-    at::AutoDispatchBelowADInplaceOrView guard;
-    auto [out_values, out_fill] = {name}_dense_call(values, fill, other, reverse{a.call()});
-    ctx->save_for_backward({{values, fill, other, out_values, out_fill}});
-    ctx->saved_data["reverse"] = reverse;
-    ctx->saved_data["other_grad"] = other.requires_grad();
-{a.save()}    return {{out_values, out_fill}};
-  }}
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {{
-    auto s = ctx->get_saved_variables();
-    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &other = s[2], &out_values = s[3], &out_fill = s[4];
-    const bool reverse = ctx->saved_data["reverse"].toBool();
-    const bool other_grad = ctx->saved_data["other_grad"].toBool();
-    (void)other_grad;
-{a.restore()}{deriv_lambdas(op)}{dense_grads}    return {{gv, gf, go, Tensor(){a.nulls()}}};
-  }}
-}};
-
-static std::tuple<Tensor, Tensor> {name}_dense_autograd(
-    const Tensor& values, const Tensor& fill, const Tensor& other, bool reverse{a.params()}) {{
-  auto out = {cls}DenseFunction::apply(values, fill, other, reverse{a.call()});
-  return {{out[0], out[1]}};
-}}
-
-""" + (cpp_binary_scalar(op) if op["number"] else "")
-
-
-def cpp_binary_scalar(op) -> str:
-    name, cls = op["name"], camel(op["name"])
-    a = Args(op)
-    ds, do = op["derivatives"].get("self"), op["derivatives"].get("other")
-    dense_grads = dense_grads_text(ds, do)
-    return f"""
-// The number becomes a wrapped scalar tensor inside the kernels (so type
-// promotion is torch's for a Python number) and never reaches the graph.
-static std::tuple<Tensor, Tensor> {name}_scalar_kernel(
-    const Tensor& values, const Tensor& fill, const at::Scalar& number, bool reverse{a.params()}) {{
-  return {name}_dense_kernel(values, fill, at::native::wrapped_scalar_tensor(number), reverse{a.call()});
-}}
-{dispatch_call(name + '_scalar', 'std::tuple<Tensor, Tensor>', 'const Tensor& values, const Tensor& fill, const at::Scalar& number, bool reverse' + a.params(), 'values, fill, number, reverse' + a.call(), name + '_scalar')}
-class {cls}ScalarFunction : public torch::autograd::Function<{cls}ScalarFunction> {{
- public:
-  static variable_list forward(AutogradContext* ctx, const Tensor& values, const Tensor& fill,
-                               const at::Scalar& number, bool reverse{a.params()}) {{
-    at::AutoDispatchBelowADInplaceOrView guard;
-    auto [out_values, out_fill] = {name}_scalar_call(values, fill, number, reverse{a.call()});
-    ctx->save_for_backward({{values, fill, out_values, out_fill}});
-    ctx->saved_data["reverse"] = reverse;
-    ctx->saved_data["number"] = number;
-{a.save()}    return {{out_values, out_fill}};
-  }}
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {{
-    auto s = ctx->get_saved_variables();
-    [[maybe_unused]] const Tensor &values = s[0], &fill = s[1], &out_values = s[2], &out_fill = s[3];
-    const bool reverse = ctx->saved_data["reverse"].toBool();
-    // A plain 0-d tensor here (not a wrapped number): traced backward graphs
-    // would turn a wrapped number into a Python scalar that ops like log reject.
-    const at::Scalar number = ctx->saved_data["number"].toScalar();
-    const Tensor other = at::scalar_tensor(number, values.options().dtype(number.type()));
-    const bool other_grad = false;
-    (void)other_grad;
-{a.restore()}{deriv_lambdas(op)}{dense_grads}    return {{gv, gf, Tensor(), Tensor(){a.nulls()}}};
-  }}
-}};
-
-static std::tuple<Tensor, Tensor> {name}_scalar_autograd(
-    const Tensor& values, const Tensor& fill, const at::Scalar& number, bool reverse{a.params()}) {{
-  auto out = {cls}ScalarFunction::apply(values, fill, number, reverse{a.call()});
-  return {{out[0], out[1]}};
-}}
-"""
-
-
-def cpp_ternary(op) -> str:
-    """Three SparseFillTensors of one size on the union of their patterns.
-    The router turns numbers and dense-part tensors into operands with no
-    stored element first, so this one op serves every combination."""
-    name, cls = op["name"], camel(op["name"])
-    d = op["derivatives"]
-    lam = "\n".join(
-        f"    auto d_{k} = [&](const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) "
-        f"-> Tensor {{ (void)a; (void)b; (void)c; return {v}; }};" for k, v in d.items())
-    grads = []
-    for k, src, fill in (("a", "sa", "fa"), ("b", "sb", "fb"), ("c", "sc", "fc")):
-        if k in d:
-            grads.append(f"    auto [g{k}_v, g{k}_f] = split_union_grad(d_{k}(g_v, al[0], al[1], al[2]), {src},\n"
-                         f"                                         d_{k}(g_f, fa, fb, fc), {fill}, indices);")
-        else:
-            grads.append(f"    Tensor g{k}_v, g{k}_f;")
-    return f"""
-// ---- {name} (ternary) -------------------------------------------------------
-static std::tuple<Tensor, Tensor, Tensor> {name}_kernel(
-    const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb,
-    const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {{
-  auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
-  auto f = [&](const Tensor& a, const Tensor& b, const Tensor& c) -> Tensor {{ return {op['aten']}; }};
-  return {{f(on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
-            on_union(vc, fc, sc, indices)), f(fa, fb, fc), indices}};
-}}
-{dispatch_call(name, 'std::tuple<Tensor, Tensor, Tensor>', 'const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size', 'ia, va, fa, ib, vb, fb, ic, vc, fc, size', name)}
-class {cls}Function : public torch::autograd::Function<{cls}Function> {{
- public:
-  static variable_list forward(AutogradContext* ctx, const Tensor& ia, const Tensor& va,
-      const Tensor& fa, const Tensor& ib, const Tensor& vb, const Tensor& fb, const Tensor& ic,
-      const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {{
-    at::AutoDispatchBelowADInplaceOrView guard;
-    auto [out_values, out_fill, indices] = {name}_call(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
-    ctx->save_for_backward({{ia, va, fa, ib, vb, fb, ic, vc, fc, out_values, out_fill}});
-    ctx->saved_data["size"] = size.vec();
-    ctx->mark_non_differentiable({{indices}});
-    return {{out_values, out_fill, indices}};
-  }}
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {{
-    auto s = ctx->get_saved_variables();
-    [[maybe_unused]] const Tensor &ia = s[0], &va = s[1], &fa = s[2], &ib = s[3], &vb = s[4], &fb = s[5];
-    [[maybe_unused]] const Tensor &ic = s[6], &vc = s[7], &fc = s[8], &out_values = s[9], &out_fill = s[10];
-    auto size = ctx->saved_data["size"].toIntVector();
-    auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
-    const Tensor al[3] = {{on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
-                          on_union(vc, fc, sc, indices)}};
-    Tensor g_v = defined_or_zeros(grads[0], out_values);
-    Tensor g_f = defined_or_zeros(grads[1], out_fill);
-{lam}
-{chr(10).join(grads)}
-    return {{Tensor(), ga_v, ga_f, Tensor(), gb_v, gb_f, Tensor(), gc_v, gc_f, Tensor()}};
-  }}
-}};
-
-static std::tuple<Tensor, Tensor, Tensor> {name}_autograd(
-    const Tensor& ia, const Tensor& va, const Tensor& fa, const Tensor& ib, const Tensor& vb,
-    const Tensor& fb, const Tensor& ic, const Tensor& vc, const Tensor& fc, at::IntArrayRef size) {{
-  auto out = {cls}Function::apply(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
-  return {{out[0], out[1], out[2]}};
-}}
+}}  // namespace sparsefill
 """
 
 
 def schemas(op) -> list[str]:
     n = op["name"]
-    extra = Args(op).schema()
+    extra = "".join(f", {a['type']} {a['name']}{schema_default(a)}" for a in op["args"])
     if op["kind"] == "binary":
         return [
             f"{n}(Tensor indices_a, Tensor values_a, Tensor fill_a, Tensor indices_b, Tensor values_b, "
@@ -501,72 +235,6 @@ def schemas(op) -> list[str]:
                 f"Tensor values_b, Tensor fill_b, Tensor indices_c, Tensor values_c, Tensor fill_c, "
                 f"int[] size) -> (Tensor values, Tensor fill, Tensor indices)"]
     return [f"{n}(Tensor values, Tensor fill{extra}) -> (Tensor values, Tensor fill)"]
-
-
-def gen_cpp(ops) -> str:
-    bodies = []
-    defs, cpu, composite, autograd = [], [], [], []
-    for op in ops:
-        n = op["name"]
-        defs += [f'  m.def("{s}");' for s in schemas(op)]
-        if op["kind"] == "binary":
-            bodies.append(cpp_binary(op))
-            cpu.append(f'  m.impl("{n}", &sparsefill::{n}_kernel);')
-            composite.append(f'  m.impl("{n}_same", &sparsefill::{n}_same_kernel);')
-            composite.append(f'  m.impl("{n}_dense", &sparsefill::{n}_dense_kernel);')
-            autograd.append(f'  m.impl("{n}", &sparsefill::{n}_autograd);')
-            autograd.append(f'  m.impl("{n}_same", &sparsefill::{n}_same_autograd);')
-            autograd.append(f'  m.impl("{n}_dense", &sparsefill::{n}_dense_autograd);')
-            if op["number"]:
-                composite.append(f'  m.impl("{n}_scalar", &sparsefill::{n}_scalar_kernel);')
-                autograd.append(f'  m.impl("{n}_scalar", &sparsefill::{n}_scalar_autograd);')
-        elif op["kind"] == "ternary":
-            bodies.append(cpp_ternary(op))
-            cpu.append(f'  m.impl("{n}", &sparsefill::{n}_kernel);')
-            autograd.append(f'  m.impl("{n}", &sparsefill::{n}_autograd);')
-        else:
-            bodies.append(cpp_unary(op))
-            composite.append(f'  m.impl("{n}", &sparsefill::{n}_kernel);')
-            autograd.append(f'  m.impl("{n}", &sparsefill::{n}_autograd);')
-    nl = "\n"
-    cuda_block = "" if not cpu else (
-        "\n#ifdef SPARSEFILL_WITH_CUDA\n"
-        "TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {\n" + nl.join(cpu) + "\n}\n#endif\n")
-    return f"""// {HEADER}
-//
-// Per op: a kernel (ATen on the values and on the fill, so per-value math runs
-// at ATen's vectorised speed), an autograd Function from the YAML derivatives,
-// and registrations. Value-only kernels are CompositeExplicitAutograd (one
-// kernel for CPU, CUDA and Meta). Union kernels reach the structural ops
-// (union_plan, gather_with_fill) through the dispatcher, so the same kernel
-// serves CPU (the C core) and, in CUDA builds only, CUDA (the CUDA core).
-// NOLINTBEGIN
-#include "../elementwise_support.h"
-
-namespace sparsefill {{
-
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-{''.join(bodies)}
-}}  // namespace sparsefill
-
-TORCH_LIBRARY_FRAGMENT(sparsefill, m) {{
-{nl.join(defs)}
-}}
-
-TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {{
-{nl.join(cpu)}
-}}
-{cuda_block}
-TORCH_LIBRARY_IMPL(sparsefill, CompositeExplicitAutograd, m) {{
-{nl.join(composite)}
-}}
-
-TORCH_LIBRARY_IMPL(sparsefill, Autograd, m) {{
-{nl.join(autograd)}
-}}
-// NOLINTEND
-"""
 
 
 # ------------------------------------------------------------- Python -------
@@ -656,12 +324,9 @@ def gen_rfc_table(ops) -> str:
 
 
 def outputs(ops) -> dict[Path, str]:
-    # Two translation units, so that the two build cores compile in parallel.
     result = {
-        ROOT / "aten_ext" / "generated" / "elementwise_unary.cpp":
-            gen_cpp([op for op in ops if op["kind"] == "unary"]),
-        ROOT / "aten_ext" / "generated" / "elementwise_binary.cpp":
-            gen_cpp([op for op in ops if op["kind"] != "unary"]),
+        ROOT / "aten_ext" / "ops" / "generated" / "elementwise_ops.h": gen_cpp_traits(ops),
+        ROOT / "aten_ext" / "ops" / "generated" / "elementwise_schemas.h": gen_cpp_schemas(ops),
         ROOT / "torch_sparsefill" / "_generated_ops.py": gen_py(ops),
         ROOT / "test" / "test_elementwise_generated.py": gen_tests(ops),
     }

@@ -1,14 +1,13 @@
-// cuda_ops.cpp -- the CUDA kernels of the structural ops (schemas in
-// structure.cpp): unpack and check component tensors, call the CUDA core
+// ops/cuda/structure.cpp -- the CUDA kernels of the structural ops
+// (ops/structure.h): unpack and check component tensors, call the CUDA core
 // (sparsefill_cuda.h) on torch's current stream with workspace from torch's
 // caching allocator, check every launch, read each op's report once.
-//
-// Compiled by the host compiler, in every build; its content only when
-// setup.py builds the CUDA parts (SPARSEFILL_WITH_CUDA, torch with CUDA), so a
-// CPU-only build registers no CUDA kernel at all.
-#ifdef SPARSEFILL_WITH_CUDA
+#include <torch/library.h>
 
-#include "cuda_glue.h"
+#include <ATen/ops/empty.h>
+
+#include "ops/common/cuda.h"
+#include "ops/structure.h"
 
 namespace sparsefill {
 namespace {
@@ -237,4 +236,3 @@ TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {
   m.impl("gather_with_fill", &sparsefill::gather_with_fill_cuda);
 }
 
-#endif  // SPARSEFILL_WITH_CUDA

@@ -1,26 +1,32 @@
-// reductions_cuda.cpp -- the CUDA kernels of softmax and the reductions
-// (schemas, CPU kernels and autograd in reductions.cpp): unpack and check
-// component tensors as the CPU kernels do, call the CUDA core
-// (cuda/sf_cuda_reduce.cu, sparsefill_cuda.h) on torch's current stream with
-// workspace from torch's caching allocator, check every launch, and read
-// each op's reports once. Error messages are the CPU kernels' own: checks
-// that need the data (seg_ptr's ends, segment counts, coordinates) run on the
-// device and are raised after that one synchronisation, in the CPU's order.
-//
-// Compiled in every build; its content only in the CUDA build
-// (SPARSEFILL_WITH_CUDA), as cuda_ops.cpp.
-#ifdef SPARSEFILL_WITH_CUDA
+// ops/cuda/reductions.cpp -- the CUDA kernels of the segment ops
+// (ops/reductions.h): unpack and check component tensors as the CPU kernels
+// do, call the CUDA core (cuda/sf_cuda_reduce.cu, sparsefill_cuda.h) on
+// torch's current stream with workspace from torch's caching allocator,
+// check every launch, and read each op's reports once. Error messages are
+// the CPU kernels' own: checks that need the data (seg_ptr's ends, segment
+// counts, coordinates) run on the device and are raised after that one
+// synchronisation, in the CPU's order.
+#include <torch/library.h>
 
-#include "cuda_glue.h"
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 
 #include <optional>
+#include <tuple>
+#include <type_traits>
+
+#include "ops/common/cuda.h"
+#include "ops/common/dtypes.h"
+#include "ops/reductions.h"
 
 namespace sparsefill {
 namespace {
 
 // ---- slice_plan -------------------------------------------------------------
 
-// The CPU's slice_plan (reductions.cpp), step by step on the device: linear
+// The CPU's slice_plan (cpu/reductions.cpp), step by step on the device: linear
 // slice index (checked), the coalescing plan when compact, then segment
 // pointers (sorted slices) or a stable sort (otherwise). One sync at the end:
 // in the compact case the number of segments is not known before it, so the
@@ -30,66 +36,49 @@ std::tuple<Tensor, Tensor, Tensor> slice_plan_cuda(const Tensor& indices_in,
                                                    bool compact) {
   auto size = sizes_arg(size_in, "size");
   Tensor indices = index_arg(indices_in, "indices", 2, kCUDA);
-  const int64_t sd = indices.size(0), nse = indices.size(1);
-  TORCH_CHECK(sd == (int64_t)size.size(), "sparsefill: indices has ", sd,
-              " rows but size has ", size.size(), " sparse dimensions");
-  std::vector<bool> reduced(sd, false);
-  for (auto d : dims) {
-    TORCH_CHECK(d >= 0 && d < sd && !reduced[d], "sparsefill: dims must be distinct sparse "
-                "dimensions in [0, ", sd, "), got ", dims);
-    reduced[d] = true;
-  }
-  std::vector<int64_t> kept_dims, kept_sizes;
-  bool leading = true;
-  for (int64_t d = 0; d < sd; ++d) {
-    if (reduced[d]) continue;
-    if (d != (int64_t)kept_dims.size()) leading = false;
-    kept_dims.push_back(d);
-    kept_sizes.push_back(size[d]);
-  }
+  const int64_t nse = indices.size(1);
+  const KeptDims k = kept_dims(size, indices.size(0), dims);
   auto opts = indices.options();
-  int64_t nslices = 1;
-  check_status(sf_sizes_numel(&nslices, kept_sizes.data(), (int64_t)kept_sizes.size()), "size");
   c10::cuda::CUDAGuard guard(indices.device());
-  if (kept_dims.empty()) {
+  if (k.dims.empty()) {
     return {at::tensor({(int64_t)0, nse}, opts.device(at::kCPU)).to(indices.device()),
             at::empty({0}, opts), compact ? at::zeros({1}, opts) : at::empty({0}, opts)};
   }
-  TORCH_CHECK((int64_t)kept_dims.size() <= SF_CUDA_MAX_DIMS,
+  TORCH_CHECK((int64_t)k.dims.size() <= SF_CUDA_MAX_DIMS,
               "sparsefill: the CUDA kernels take at most ", SF_CUDA_MAX_DIMS,
-              " sparse dimensions, got ", kept_dims.size());
+              " sparse dimensions, got ", k.dims.size());
   // Reports: 0 the linear index's range check, 1 the coalescing plan, 2 the
   // segment pointers; `used` says which a call initialised.
   Reports reports(3, indices.device());
   bool used[3] = {false, false, false};
   Tensor lin = at::empty({0}, opts);
-  if (kept_dims.size() == 1) {
-    lin = indices.select(0, kept_dims[0]).contiguous();
+  if (k.dims.size() == 1) {
+    lin = indices.select(0, k.dims[0]).contiguous();
     // The CPU's coalescing plan refuses negative keys; the device plan sorts
     // the bits of keys in [0, nslices) only, so it needs them all in range.
     if (compact && nse > 0) {
       check_call(sf_cuda_coo_check(reports.at(0), nullptr, lin.data_ptr<int64_t>(), 1, nse,
-                                   kept_sizes.data(), current_stream()),
+                                   k.sizes.data(), current_stream()),
                  "indices");
       used[0] = true;
     }
   } else if (nse > 0) {
     Tensor kept_idx =
-        indices.index_select(0, at::tensor(kept_dims, opts.device(at::kCPU)).to(indices.device()))
+        indices.index_select(0, at::tensor(k.dims, opts.device(at::kCPU)).to(indices.device()))
             .contiguous();
     lin = at::empty({nse}, opts);
     check_call(sf_cuda_coo_check(reports.at(0), lin.data_ptr<int64_t>(),
-                                 kept_idx.data_ptr<int64_t>(), (int64_t)kept_dims.size(), nse,
-                                 kept_sizes.data(), current_stream()),
+                                 kept_idx.data_ptr<int64_t>(), (int64_t)k.dims.size(), nse,
+                                 k.sizes.data(), current_stream()),
                "indices");
     used[0] = true;
   }
   Tensor seg = lin, unique;
-  int64_t nseg = nslices;  // compact: a bound (nse), cut after the sync
+  int64_t nseg = k.nslices;  // compact: a bound (nse), cut after the sync
   if (compact) {
     unique = at::empty({nse}, opts);
     Tensor segment = at::empty({nse}, opts);
-    const int64_t max_key = std::max<int64_t>(nslices - 1, 0);
+    const int64_t max_key = std::max<int64_t>(k.nslices - 1, 0);
     size_t bytes = 0;
     check_call(sf_cuda_coalesce_plan(nullptr, nullptr, nullptr, nullptr, nse, max_key, nullptr,
                                      &bytes, current_stream()),
@@ -105,7 +94,7 @@ std::tuple<Tensor, Tensor, Tensor> slice_plan_cuda(const Tensor& indices_in,
   }
   Tensor seg_ptr = at::empty({nseg + 1}, opts);
   Tensor perm = at::empty({0}, opts);
-  if (leading) {
+  if (k.leading) {
     check_call(sf_cuda_crow_from_rows(reports.at(2), seg_ptr.data_ptr<int64_t>(),
                                       seg.data_ptr<int64_t>(), nse, nseg, current_stream()),
                "indices (a reduction needs coalesced indices)");
@@ -126,7 +115,7 @@ std::tuple<Tensor, Tensor, Tensor> slice_plan_cuda(const Tensor& indices_in,
   if (used[0]) check_status((sf_status)r[0].status, "indices");
   if (used[1]) check_status((sf_status)r[1].status, "indices");
   check_status((sf_status)r[2].status,
-               leading ? "indices (a reduction needs coalesced indices)" : "indices");
+               k.leading ? "indices (a reduction needs coalesced indices)" : "indices");
   Tensor kept = at::empty({0}, opts);
   if (compact) {
     const int64_t nu = r[1].result;
@@ -135,25 +124,6 @@ std::tuple<Tensor, Tensor, Tensor> slice_plan_cuda(const Tensor& indices_in,
   }
   return {seg_ptr, perm, kept};
 }
-
-// ---- C core entry points by type ------------------------------------------------
-
-#define SF_OVERLOAD(NAME, T, SUFFIX)                                              \
-  template <typename... Args>                                                     \
-  sf_status NAME(T* out, Args... args) { return sf_cuda_##NAME##_##SUFFIX(out, args...); }
-SF_OVERLOAD(seg_sum, double, f64)
-SF_OVERLOAD(seg_sum, float, f32)
-SF_OVERLOAD(seg_sum, int64_t, i64)
-SF_OVERLOAD(seg_prod, double, f64)
-SF_OVERLOAD(seg_prod, float, f32)
-SF_OVERLOAD(seg_max, double, f64)
-SF_OVERLOAD(seg_max, float, f32)
-SF_OVERLOAD(seg_max, int64_t, i64)
-SF_OVERLOAD(seg_softmax, double, f64)
-SF_OVERLOAD(seg_softmax, float, f32)
-SF_OVERLOAD(seg_softmax_backward, double, f64)
-SF_OVERLOAD(seg_softmax_backward, float, f32)
-#undef SF_OVERLOAD
 
 // ---- shared argument checks ---------------------------------------------------
 
@@ -192,9 +162,7 @@ void host_checks_after_ends(Reports& reports, const Segs& a, const char* op, F c
 
 Tensor seg_reduce_cuda(const Tensor& values_in, const Tensor& fill_in, const Tensor& seg_ptr_in,
                        int64_t n, c10::string_view reduce) {
-  const bool is_sum = reduce == "sum";
-  TORCH_CHECK(is_sum || reduce == "prod", "sparsefill: seg_reduce: reduce must be 'sum' or "
-              "'prod', got '", std::string(reduce), "'");
+  const bool is_sum = reduce_is_sum(reduce);
   const auto in_type = values_in.scalar_type();
   const auto ct = compute_type(in_type, is_sum ? "sum" : "prod", is_sum);
   Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_reduce");
@@ -204,23 +172,24 @@ Tensor seg_reduce_cuda(const Tensor& values_in, const Tensor& fill_in, const Ten
   launch_segments_check(reports.at(0), a, n);
   const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
   const int64_t nse = a.values.size(0);
-  if (ct == at::kLong) {
-    check_call(seg_sum(out.data_ptr<int64_t>(), (const int64_t*)a.values.data_ptr<int64_t>(),
-                       (const int64_t*)a.fill.data_ptr<int64_t>(), a.fill_stride, sp, a.nseg, nse,
-                       a.w, n, current_stream()),
-               "segments");
-  } else {
-    AT_DISPATCH_FLOATING_TYPES(ct, "seg_reduce_cuda", [&] {
-      scalar_t* o = out.data_ptr<scalar_t>();
-      const scalar_t* v = a.values.data_ptr<scalar_t>();
-      const scalar_t* f = a.fill.data_ptr<scalar_t>();
-      check_call(is_sum ? seg_sum(o, v, f, a.fill_stride, sp, a.nseg, nse, a.w, n,
-                                  current_stream())
-                        : seg_prod(o, v, f, a.fill_stride, sp, a.nseg, nse, a.w, n,
-                                   current_stream()),
+  with_compute_type</*Ints=*/true>(ct, [&](auto zero) {
+    using T = decltype(zero);
+    T* o = out.data_ptr<T>();
+    const T* v = a.values.data_ptr<T>();
+    const T* f = a.fill.data_ptr<T>();
+    // Integers are summed only (compute_type refuses them for prod).
+    if constexpr (std::is_same_v<T, int64_t>) {
+      check_call(CudaCore<T>::seg_sum(o, v, f, a.fill_stride, sp, a.nseg, nse, a.w, n,
+                                      current_stream()),
                  "segments");
-    });
-  }
+    } else {
+      check_call(is_sum ? CudaCore<T>::seg_sum(o, v, f, a.fill_stride, sp, a.nseg, nse, a.w, n,
+                                               current_stream())
+                        : CudaCore<T>::seg_prod(o, v, f, a.fill_stride, sp, a.nseg, nse, a.w, n,
+                                                current_stream()),
+                 "segments");
+    }
+  });
   const auto r = reports.read()[0];
   raise_ends(r, a, "seg_reduce");
   check_status((sf_status)r.status, "segments");
@@ -263,21 +232,13 @@ std::tuple<Tensor, Tensor, Tensor> seg_max_cuda(const Tensor& values_in, const T
   Tensor winner = at::empty({a.nseg, a.w}, idx_opts);
   Tensor index = at::zeros({a.nseg, a.w}, idx_opts);
   int64_t* ip = coord.defined() ? index.data_ptr<int64_t>() : nullptr;
-  if (ct == at::kLong) {
-    check_call(seg_max(out.data_ptr<int64_t>(), winner.data_ptr<int64_t>(), ip,
-                       (const int64_t*)a.values.data_ptr<int64_t>(),
-                       (const int64_t*)a.fill.data_ptr<int64_t>(), a.fill_stride, cp, sp, a.nseg,
-                       nse, a.w, n, (int)is_min, current_stream()),
+  with_compute_type</*Ints=*/true>(ct, [&](auto zero) {
+    using T = decltype(zero);
+    check_call(CudaCore<T>::seg_max(out.data_ptr<T>(), winner.data_ptr<int64_t>(), ip,
+                                    a.values.data_ptr<T>(), a.fill.data_ptr<T>(), a.fill_stride,
+                                    cp, sp, a.nseg, nse, a.w, n, (int)is_min, current_stream()),
                "segments");
-  } else {
-    AT_DISPATCH_FLOATING_TYPES(ct, "seg_max_cuda", [&] {
-      check_call(seg_max(out.data_ptr<scalar_t>(), winner.data_ptr<int64_t>(), ip,
-                         (const scalar_t*)a.values.data_ptr<scalar_t>(),
-                         (const scalar_t*)a.fill.data_ptr<scalar_t>(), a.fill_stride, cp, sp,
-                         a.nseg, nse, a.w, n, (int)is_min, current_stream()),
-                 "segments");
-    });
-  }
+  });
   const auto r = reports.read();
   raise_ends(r[0], a, "seg_max");
   if (coord.defined() && r[1].status != SF_OK) {
@@ -301,11 +262,12 @@ std::tuple<Tensor, Tensor> seg_softmax_cuda(const Tensor& values_in, const Tenso
   Reports reports(1, a.values.device());
   launch_segments_check(reports.at(0), a, n);
   const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
-  AT_DISPATCH_FLOATING_TYPES(ct, "seg_softmax_cuda", [&] {
-    check_call(seg_softmax(out.data_ptr<scalar_t>(), out_fill.data_ptr<scalar_t>(),
-                           (const scalar_t*)a.values.data_ptr<scalar_t>(),
-                           (const scalar_t*)a.fill.data_ptr<scalar_t>(), a.fill_stride, sp,
-                           a.nseg, a.values.size(0), a.w, n, (int)log, current_stream()),
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    check_call(CudaCore<T>::seg_softmax(out.data_ptr<T>(), out_fill.data_ptr<T>(),
+                                        a.values.data_ptr<T>(), a.fill.data_ptr<T>(),
+                                        a.fill_stride, sp, a.nseg, a.values.size(0), a.w, n,
+                                        (int)log, current_stream()),
                "segments");
   });
   const auto r = reports.read()[0];
@@ -327,24 +289,17 @@ std::tuple<Tensor, Tensor> seg_softmax_backward_cuda(const Tensor& out_in,
   launch_segments_check(reports.at(0), a, n);
   Tensor g, g_fill;
   host_checks_after_ends(reports, a, "seg_softmax_backward", [&] {
-    TORCH_CHECK(a.fill_stride == a.w || a.nseg == 1,
-                "sparsefill: softmax backward needs one fill row per segment");
-    same_device(a.values, "out", g_in, "grad");
-    same_device(a.values, "out", g_fill_in, "grad_fill");
-    g = g_in.to(ct).contiguous();
-    g_fill = g_fill_in.to(ct).expand_as(a.fill).contiguous();
-    TORCH_CHECK(g.sizes() == a.values.sizes(), "sparsefill: softmax backward: gradient shape ",
-                g.sizes(), " != ", a.values.sizes());
+    std::tie(g, g_fill) = softmax_backward_grads(a, g_in, g_fill_in, ct);
   });
   Tensor gv = at::empty_like(g), gf = at::empty_like(g_fill);
   const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
-  AT_DISPATCH_FLOATING_TYPES(ct, "seg_softmax_backward_cuda", [&] {
-    check_call(seg_softmax_backward(gv.data_ptr<scalar_t>(), gf.data_ptr<scalar_t>(),
-                                    (const scalar_t*)a.values.data_ptr<scalar_t>(),
-                                    (const scalar_t*)a.fill.data_ptr<scalar_t>(),
-                                    (const scalar_t*)g.data_ptr<scalar_t>(),
-                                    (const scalar_t*)g_fill.data_ptr<scalar_t>(), sp, a.nseg,
-                                    a.values.size(0), a.w, n, (int)log, current_stream()),
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    check_call(CudaCore<T>::seg_softmax_backward(gv.data_ptr<T>(), gf.data_ptr<T>(),
+                                                 a.values.data_ptr<T>(), a.fill.data_ptr<T>(),
+                                                 g.data_ptr<T>(), g_fill.data_ptr<T>(), sp,
+                                                 a.nseg, a.values.size(0), a.w, n, (int)log,
+                                                 current_stream()),
                "segments");
   });
   const auto r = reports.read()[0];
@@ -364,4 +319,3 @@ TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {
   m.impl("seg_softmax_backward", &sparsefill::seg_softmax_backward_cuda);
 }
 
-#endif  // SPARSEFILL_WITH_CUDA

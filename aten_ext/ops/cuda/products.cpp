@@ -1,27 +1,29 @@
-// products_cuda.cpp -- the CUDA kernels of the matrix products (schemas and
-// CPU kernels in products.cpp): unpack and check component tensors with the
-// CPU kernels' messages, then call the CUDA core (sf_cuda_products.cu) on
-// torch's current stream, with torch's cuSPARSE handle for that stream and
-// workspace from torch's caching allocator.
+// ops/cuda/products.cpp -- the CUDA kernels of the matrix products
+// (ops/products.h): unpack and check component tensors with the CPU kernels'
+// messages, then call the CUDA core (sf_cuda_products.cu) on torch's current
+// stream, with torch's cuSPARSE handle for that stream and workspace from
+// torch's caching allocator.
 //
 // Each op synchronises once to read its report (the operand checks) before
 // cuSPARSE may read the index arrays; spgemm's cuSPARSE stages synchronise
-// themselves to learn the result's size. The autograd formulas at the
-// Autograd key (products.cpp) call these ops through the dispatcher, so the
+// themselves to learn the result's size. The backward formulas
+// (autograd/products.cpp) call these ops through the dispatcher, so the
 // gradients run on CUDA too.
-//
-// Compiled by the host compiler in every build; its content only when
-// setup.py builds the CUDA parts (SPARSEFILL_WITH_CUDA).
-#ifdef SPARSEFILL_WITH_CUDA
-
-#include "cuda_glue.h"
+#include <torch/library.h>
 
 // CUDAContextLight.h declares getCurrentCUDASparseHandle (it includes
 // cusparse.h, which setup.py finds in the toolkit or torch's nvidia wheel).
 #include <ATen/cuda/CUDAContextLight.h>
+#include <ATen/ops/mv.h>
+#include <ATen/ops/zeros.h>
+
 #include <climits>
 #include <memory>
 #include <tuple>
+
+#include "ops/common/cuda.h"
+#include "ops/common/dtypes.h"
+#include "ops/products.h"
 
 namespace sparsefill {
 namespace {
@@ -39,11 +41,7 @@ void check_library_call(sf_status st, int cusparse_status, const char* what) {
   check_status(st, what);
 }
 
-// ---- the CPU kernels' argument rules (products.cpp), on CUDA ----------------------
-
-sf_cuda_real core_type(at::ScalarType ct) {
-  return ct == at::kDouble ? SF_CUDA_FLOAT64 : SF_CUDA_FLOAT32;
-}
+// ---- the CPU kernels' argument rules, on CUDA -------------------------------------
 
 void check_float(const Tensor& t, const char* name, const at::Device& device) {
   check_product_dtype(t, name);
@@ -80,17 +78,10 @@ Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& valu
   check_float(values_in, "values", device);
   check_float(fill_in, "fill", device);
   check_float(b_in, "the dense operand", device);
-  TORCH_CHECK(values_in.scalar_type() == b_in.scalar_type() &&
-                  values_in.scalar_type() == fill_in.scalar_type(),
-              "sparsefill: spmm: expected values, fill and the dense operand to have the same "
-              "dtype, got ", values_in.scalar_type(), ", ", fill_in.scalar_type(), " and ",
-              b_in.scalar_type());
+  check_spmm_dtypes(values_in, fill_in, b_in);
   const char* what = "spmm: the sparse operand's";
   const int64_t m = csr_operand_shape(crow, col, values_in, what);
-  TORCH_CHECK(ncols >= 0, "sparsefill: spmm: ncols must be non-negative, got ", ncols);
-  TORCH_CHECK(b_in.dim() == 2 && b_in.size(0) == ncols,
-              "sparsefill: spmm: the dense operand must be 2-D with ", ncols,
-              " rows (the sparse operand's columns), got shape ", b_in.sizes());
+  check_spmm_dense(b_in, ncols);
   const FillKind kind = fill_kind(fill_in, m, ncols);
   c10::cuda::CUDAGuard guard(device);
   const int64_t nse = col.numel();
@@ -105,7 +96,7 @@ Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& valu
   if (b_in.size(1) > 0) check_status((sf_status)r.status, "spmm operands");
 
   const auto out_type = values_in.scalar_type();
-  const auto ct = compute_type(out_type);
+  const auto ct = compute_type(out_type, "spmm", false);
   Tensor values = values_in.to(ct).contiguous();
   Tensor fill = fill_in.to(ct).contiguous();
   Tensor b = b_in.to(ct);
@@ -119,21 +110,25 @@ Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& valu
   // fill, c^T B for a per-column fill.
   Tensor colsum = kind == FillKind::Col ? Tensor() : b.sum(0).contiguous();
   Tensor corr = kind == FillKind::Col ? at::mv(b.t(), fill.view({-1})).contiguous() : Tensor();
-  const void* rf = kind == FillKind::Col ? nullptr : fill.data_ptr();
-  const int64_t rf_stride = kind == FillKind::Row ? 1 : 0;
-  const void* cf = kind == FillKind::Col ? fill.data_ptr() : nullptr;
-  size_t bytes = 0;
-  int cs = 0;
-  auto call = [&](void* ws) {
-    return sf_cuda_csr_spmm(&cs, c.data_ptr(), crow.data_ptr<int64_t>(), col.data_ptr<int64_t>(),
-                            values.data_ptr(), m, ncols, nse, b.data_ptr(), dense_row_stride(b), n, rf,
-                            rf_stride, cf, colsum.defined() ? colsum.data_ptr() : nullptr,
-                            corr.defined() ? corr.data_ptr() : nullptr, core_type(ct),
-                            sparse_handle(), ws, &bytes, current_stream());
-  };
-  check_library_call(call(nullptr), cs, "spmm");
-  Tensor ws = workspace(bytes, values);
-  check_library_call(call(ws.data_ptr()), cs, "spmm");
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    const T* rf = kind == FillKind::Col ? nullptr : fill.data_ptr<T>();
+    const int64_t rf_stride = kind == FillKind::Row ? 1 : 0;
+    const T* cf = kind == FillKind::Col ? fill.data_ptr<T>() : nullptr;
+    size_t bytes = 0;
+    int cs = 0;
+    auto run = [&](void* ws) {
+      return CudaCore<T>::spmm(&cs, c.data_ptr<T>(), crow.data_ptr<int64_t>(),
+                               col.data_ptr<int64_t>(), values.data_ptr<T>(), m, ncols, nse,
+                               b.data_ptr<T>(), dense_row_stride(b), n, rf, rf_stride, cf,
+                               colsum.defined() ? colsum.data_ptr<T>() : nullptr,
+                               corr.defined() ? corr.data_ptr<T>() : nullptr, sparse_handle(), ws,
+                               &bytes, current_stream());
+    };
+    check_library_call(run(nullptr), cs, "spmm");
+    Tensor ws = workspace(bytes, values);
+    check_library_call(run(ws.data_ptr()), cs, "spmm");
+  });
   return c.to(out_type);
 }
 
@@ -149,15 +144,18 @@ Tensor sddmm_cuda(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, co
   check_sddmm_shapes(crow, ncols, x_in, y_in);
   c10::cuda::CUDAGuard guard(device);
   const auto out_type = x_in.scalar_type();
-  const auto ct = compute_type(out_type);
+  const auto ct = compute_type(out_type, "sddmm", false);
   Tensor x = x_in.to(ct).contiguous(), y = y_in.to(ct).contiguous();
   const int64_t m = crow.numel() - 1, nse = col.numel(), n = x.size(1);
   Tensor out = at::empty({nse}, x.options());
   Reports reports(1, device);
-  check_call(sf_cuda_csr_sddmm(reports.at(0), out.data_ptr(), crow.data_ptr<int64_t>(),
-                               col.data_ptr<int64_t>(), m, ncols, nse, x.data_ptr(), n,
-                               y.data_ptr(), n, n, core_type(ct), current_stream()),
-             "sddmm operands");
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    check_call(CudaCore<T>::sddmm(reports.at(0), out.data_ptr<T>(), crow.data_ptr<int64_t>(),
+                                  col.data_ptr<int64_t>(), m, ncols, nse, x.data_ptr<T>(), n,
+                                  y.data_ptr<T>(), n, n, current_stream()),
+               "sddmm operands");
+  });
   const auto r = reports.read()[0];
   check_status((sf_status)r.status, "sddmm operands");
   return out.to(out_type);
@@ -217,10 +215,7 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_cuda(const Tensor& crow_a_in, const Te
   }
   check_float(values_a, "values of the first operand", device);
   check_float(values_b, "values of the second operand", device);
-  TORCH_CHECK(values_a.scalar_type() == values_b.scalar_type(),
-              "sparsefill: spgemm: expected both operands to have the same dtype, got ",
-              values_a.scalar_type(), " and ", values_b.scalar_type());
-  TORCH_CHECK(n >= 0, "sparsefill: spgemm: n must be non-negative, got ", n);
+  check_spgemm_args(values_a, values_b, n);
   const char* what_a = "spgemm: the first operand's";
   const char* what_b = "spgemm: the second operand's";
   const int64_t m = csr_operand_shape(crow_a, col_a, values_a, what_a);
@@ -243,7 +238,7 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_cuda(const Tensor& crow_a_in, const Te
   check_status((sf_status)r[1].status, "spgemm operands");
 
   const auto out_type = values_a.scalar_type();
-  const auto ct = compute_type(out_type);
+  const auto ct = compute_type(out_type, "spgemm", false);
   const auto index_opts = crow_a.options();
   if (m == 0 || n == 0 || nse_a == 0 || nse_b == 0) {  // no stored product: no library call
     return {at::zeros({m + 1}, index_opts), at::empty({0}, index_opts),
@@ -258,39 +253,43 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_cuda(const Tensor& crow_a_in, const Te
   // Checked above: every entry lies in [0, INT32_MAX].
   Tensor crow_a32 = crow_a.to(at::kInt), col_a32 = col_a.to(at::kInt);
   Tensor crow_b32 = crow_b.to(at::kInt), col_b32 = col_b.to(at::kInt);
-  int cs = 0;
-  sf_cuda_spgemm* raw = nullptr;
-  const sf_status created = sf_cuda_spgemm_create(
-      &raw, &cs, sparse_handle(), core_type(ct), m, k, n, crow_a32.data_ptr<int32_t>(),
-      col_a32.data_ptr<int32_t>(), va.data_ptr(), nse_a, crow_b32.data_ptr<int32_t>(),
-      col_b32.data_ptr<int32_t>(), vb.data_ptr(), nse_b, current_stream());
-  std::unique_ptr<sf_cuda_spgemm, void (*)(sf_cuda_spgemm*)> state(raw, sf_cuda_spgemm_destroy);
-  check_library_call(created, cs, "spgemm");
-  // Each stage's buffer stays alive (stream-ordered) until the copy.
-  size_t bytes1 = 0, bytes2 = 0;
-  check_library_call(sf_cuda_spgemm_estimate(state.get(), &cs, nullptr, &bytes1), cs, "spgemm");
-  Tensor ws1 = workspace(bytes1, va);
-  check_library_call(sf_cuda_spgemm_estimate(state.get(), &cs, ws1.data_ptr(), &bytes1), cs,
-                     "spgemm");
-  int64_t nse_c = 0;
-  check_library_call(sf_cuda_spgemm_compute(state.get(), &cs, nullptr, &bytes2, nullptr), cs,
-                     "spgemm");
-  Tensor ws2 = workspace(bytes2, va);
-  const sf_status computed = sf_cuda_spgemm_compute(state.get(), &cs, ws2.data_ptr(), &bytes2,
-                                                    &nse_c);
-  if (computed == SF_ERR_OVERFLOW) check_int32(nse_c, "the product's stored elements");
-  check_library_call(computed, cs, "spgemm");
-  if (nse_c == 0) {
-    return {at::zeros({m + 1}, index_opts), at::empty({0}, index_opts),
-            at::empty({0}, values_a.options())};
-  }
-  Tensor crow_c32 = at::empty({m + 1}, crow_a32.options());
-  Tensor col_c32 = at::empty({nse_c}, crow_a32.options());
-  Tensor val_c = at::empty({nse_c}, va.options());
-  check_library_call(sf_cuda_spgemm_copy(state.get(), &cs, crow_c32.data_ptr<int32_t>(),
-                                         col_c32.data_ptr<int32_t>(), val_c.data_ptr()),
-                     cs, "spgemm");
-  return {crow_c32.to(at::kLong), col_c32.to(at::kLong), val_c.to(out_type)};
+  return with_compute_type(ct, [&](auto zero) -> std::tuple<Tensor, Tensor, Tensor> {
+    using T = decltype(zero);
+    int cs = 0;
+    sf_cuda_spgemm* raw = nullptr;
+    const sf_status created = CudaCore<T>::spgemm_create(
+        &raw, &cs, sparse_handle(), m, k, n, crow_a32.data_ptr<int32_t>(),
+        col_a32.data_ptr<int32_t>(), va.data_ptr<T>(), nse_a, crow_b32.data_ptr<int32_t>(),
+        col_b32.data_ptr<int32_t>(), vb.data_ptr<T>(), nse_b, current_stream());
+    std::unique_ptr<sf_cuda_spgemm, void (*)(sf_cuda_spgemm*)> state(raw, sf_cuda_spgemm_destroy);
+    check_library_call(created, cs, "spgemm");
+    // Each stage's buffer stays alive (stream-ordered) until the copy.
+    size_t bytes1 = 0, bytes2 = 0;
+    check_library_call(sf_cuda_spgemm_estimate(state.get(), &cs, nullptr, &bytes1), cs,
+                       "spgemm");
+    Tensor ws1 = workspace(bytes1, va);
+    check_library_call(sf_cuda_spgemm_estimate(state.get(), &cs, ws1.data_ptr(), &bytes1), cs,
+                       "spgemm");
+    int64_t nse_c = 0;
+    check_library_call(sf_cuda_spgemm_compute(state.get(), &cs, nullptr, &bytes2, nullptr), cs,
+                       "spgemm");
+    Tensor ws2 = workspace(bytes2, va);
+    const sf_status computed = sf_cuda_spgemm_compute(state.get(), &cs, ws2.data_ptr(), &bytes2,
+                                                      &nse_c);
+    if (computed == SF_ERR_OVERFLOW) check_int32(nse_c, "the product's stored elements");
+    check_library_call(computed, cs, "spgemm");
+    if (nse_c == 0) {
+      return {at::zeros({m + 1}, index_opts), at::empty({0}, index_opts),
+              at::empty({0}, values_a.options())};
+    }
+    Tensor crow_c32 = at::empty({m + 1}, crow_a32.options());
+    Tensor col_c32 = at::empty({nse_c}, crow_a32.options());
+    Tensor val_c = at::empty({nse_c}, va.options());
+    check_library_call(CudaCore<T>::spgemm_copy(state.get(), &cs, crow_c32.data_ptr<int32_t>(),
+                                                col_c32.data_ptr<int32_t>(), val_c.data_ptr<T>()),
+                       cs, "spgemm");
+    return {crow_c32.to(at::kLong), col_c32.to(at::kLong), val_c.to(out_type)};
+  });
 }
 
 }  // namespace
@@ -303,4 +302,3 @@ TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {
   m.impl("spgemm", &sparsefill::spgemm_cuda);
 }
 
-#endif  // SPARSEFILL_WITH_CUDA

@@ -1,0 +1,81 @@
+// ops/common/fill.h -- the per-slice fill rules (RFC.md 1.5), the C++ home of
+// them: which fills are per-slice, which slot of the fill covers a sparse
+// position, the fill's rows at given positions and their gradient.
+#pragma once
+
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/common/args.h"
+#include "ops/common/grad.h"
+
+namespace sparsefill {
+
+// A dense-part fill has at most dense_dim dims; a per-slice fill has the
+// tensor's full rank (sparse_dim + dense_dim) and size 1 in every dim it does
+// not vary along.
+//   is_per_slice_fill(fill, values.dim() - 1)
+inline bool is_per_slice_fill(const Tensor& fill, int64_t dense_dim) {
+  return fill.dim() > dense_dim;
+}
+
+// Slot of the per-slice fill's sparse part (flattened, row-major) that covers
+// each sparse position in `indices` (sparse_dim, n): dims where the fill has
+// size 1 contribute nothing. O(n * sparse_dim); out-of-range slots are caught
+// by the index_select / index_add that use them. *nslots: the slot count.
+inline Tensor fill_slot(const Tensor& fill, const Tensor& indices, int64_t* nslots = nullptr) {
+  const int64_t sd = indices.size(0);
+  TORCH_CHECK(fill.dim() >= sd, "sparsefill: a per-slice fill of shape ", fill.sizes(),
+              " has fewer dimensions than the ", sd, " sparse dimensions");
+  std::vector<int64_t> coef(sd);
+  int64_t stride = 1;
+  for (int64_t d = sd - 1; d >= 0; --d) {
+    coef[d] = fill.size(d) == 1 ? 0 : stride;
+    stride *= fill.size(d);
+  }
+  if (nslots != nullptr) *nslots = stride;
+  if (sd == 0) return at::zeros({indices.size(1)}, indices.options().dtype(at::kLong));
+  Tensor c = at::tensor(coef, indices.options().dtype(at::kLong)).view({sd, 1});
+  return (indices.to(at::kLong) * c).sum(0);
+}
+
+// The fill's rows at the sparse positions `indices`: (n, *dense_shape),
+// differentiable with respect to `fill`. Works for both kinds of fill.
+inline Tensor fill_rows_at(const Tensor& fill, const Tensor& indices,
+                           at::IntArrayRef dense_shape) {
+  const int64_t n = indices.size(1);
+  const int64_t sd = indices.size(0);
+  if (!is_per_slice_fill(fill, (int64_t)dense_shape.size())) {
+    return fill.expand(dense_shape).unsqueeze(0).expand(cat_sizes({n}, dense_shape));
+  }
+  TORCH_CHECK(fill.dim() == sd + (int64_t)dense_shape.size(), "sparsefill: a per-slice fill of "
+              "shape ", fill.sizes(), " must have sparse_dim + dense_dim = ",
+              sd + (int64_t)dense_shape.size(), " dimensions");
+  int64_t nslots = 1;
+  Tensor slot = fill_slot(fill, indices, &nslots);
+  Tensor rows = fill.reshape(cat_sizes({nslots}, fill.sizes().slice(sd))).index_select(0, slot);
+  return rows.expand(cat_sizes({n}, dense_shape));
+}
+
+// Gradient `g_rows` (n, *dense) of fill_rows_at(fill, indices, ...), summed
+// back onto the fill's shape. `which` (optional): the rows are those of
+// indices.index_select(1, which), selected only when a per-slice fill reads
+// them.
+inline Tensor fill_rows_grad(const Tensor& g_rows, const Tensor& fill, const Tensor& indices,
+                             const Tensor& which = Tensor()) {
+  if (!is_per_slice_fill(fill, g_rows.dim() - 1)) return grad_to(g_rows.sum(0), fill);
+  const int64_t sd = indices.size(0);
+  int64_t nslots = 1;
+  Tensor slot =
+      fill_slot(fill, which.defined() ? indices.index_select(1, which) : indices, &nslots);
+  Tensor acc = at::zeros(cat_sizes({nslots}, g_rows.sizes().slice(1)), g_rows.options())
+                   .index_add(0, slot, g_rows);
+  return grad_to(acc.view(cat_sizes(fill.sizes().slice(0, sd), g_rows.sizes().slice(1))), fill);
+}
+
+}  // namespace sparsefill

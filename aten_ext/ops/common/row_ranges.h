@@ -1,0 +1,60 @@
+// ops/common/row_ranges.h -- the one place where CPU kernels use threads:
+// rows (or segments) split into ranges of equal work over torch's intra-op
+// threads, the C core called once per range.
+#pragma once
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "ops/common/status.h"
+
+namespace sparsefill {
+
+// Runs f(row_begin, row_end) -> sf_status over rows [0, m) of a CSR-like
+// pointer array (crow_indices, or the segment pointers of a reduction) on
+// torch's intra-op threads, in ranges of about equal work (stored elements
+// times work_per_row, plus one unit per row), and raises the first non-OK
+// status. Small inputs run on the calling thread. Results must not depend on
+// the split: each row is written by exactly one range.
+//   for_row_ranges(crow, m, n, "spmm operands", [&](int64_t r0, int64_t r1) {
+//     return sf_csr_spmm_f32(..., r0, r1); });
+template <class F>
+void for_row_ranges(const int64_t* ptr, int64_t m, int64_t work_per_row, const char* what, F f) {
+  const int64_t nse = ptr[m];
+  const int64_t total = nse * std::max<int64_t>(work_per_row, 1) + m;
+  const int64_t threads = at::get_num_threads();
+  if (threads <= 1 || total < 32768 || m < 2) {
+    check_status(f(0, m), what);
+    return;
+  }
+  const int64_t chunks = std::min<int64_t>(threads * 4, m);
+  std::vector<int64_t> bound(chunks + 1, m);
+  bound[0] = 0;
+  // ptr[i] + i is non-decreasing for valid data; for invalid data the split
+  // is merely uneven and the C core reports the error.
+  for (int64_t c = 1; c < chunks; ++c) {
+    const int64_t target = (nse + m) * c / chunks;
+    int64_t lo = bound[c - 1], hi = m;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (ptr[mid] + mid < target) lo = mid + 1; else hi = mid;
+    }
+    bound[c] = lo;
+  }
+  std::atomic<int> first_error{SF_OK};
+  at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      if (bound[c] >= bound[c + 1]) continue;
+      const sf_status st = f(bound[c], bound[c + 1]);
+      int expected = SF_OK;
+      if (st != SF_OK) first_error.compare_exchange_strong(expected, (int)st);
+    }
+  });
+  check_status(static_cast<sf_status>(first_error.load()), what);
+}
+
+}  // namespace sparsefill

@@ -1,0 +1,136 @@
+// ops/composite/products.cpp -- the products composed of others
+// (ops/products.h), written once over ATen and the dispatcher for every
+// device, registered at CompositeImplicitAutograd: their gradients come from
+// their parts (spmm, spgemm and ATen).
+#include <torch/library.h>
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
+
+#include <utility>
+#include <vector>
+
+#include "ops/products.h"
+#include "ops/structure.h"
+
+namespace sparsefill {
+namespace {
+
+// D @ A = (A^T D^T)^T for a strided D (p x m) and A (m x k): the fill-aware
+// SpMM on A's transposed pattern; autograd comes from its parts.
+Tensor dense_spmm(const Tensor& d, const Tensor& crow, const Tensor& col, const Tensor& values,
+                  const Tensor& fill, int64_t ncols) {
+  TORCH_CHECK(d.dim() == 2, "sparsefill: dense_spmm: the dense operand must be 2-D, got shape ",
+              d.sizes());
+  auto [crow_t, col_t, perm] = call::csr_transpose(crow, col, ncols);
+  return call::spmm(crow_t, col_t, values.index_select(0, perm), transposed_fill(fill),
+                   d.t().contiguous(), rows_of_crow(crow))
+      .t()
+      .contiguous();
+}
+
+// ---- SparseFill @ SparseFill with fills: a strided result ----------------------
+
+// Fill F of an m x k operand as (row part, column part): F[i, j] = r_i + c_j.
+// Either may be undefined (zero). A scalar fill is a 0-d row part.
+std::pair<Tensor, Tensor> fill_parts(const Tensor& fill, int64_t m, int64_t k) {
+  switch (fill_kind(fill, m, k)) {
+    case FillKind::Scalar: return {fill.reshape({}), Tensor()};
+    case FillKind::Row: return {fill.reshape({m}), Tensor()};
+    default: return {Tensor(), fill.reshape({k})};
+  }
+}
+
+// A fill that is exactly zero and takes no gradient contributes nothing.
+bool is_zero_constant(const Tensor& t) {
+  return !t.defined() || (!t.requires_grad() && !at::any(t != 0).item<bool>());
+}
+
+// values - F at each stored element.
+Tensor shifted_values(const Tensor& values, const Tensor& r, const Tensor& c, const Tensor& rows,
+                      const Tensor& col) {
+  Tensor out = values;
+  if (r.defined()) out = out - (r.dim() == 0 ? r : r.index_select(0, rows));
+  if (c.defined()) out = out - c.index_select(0, col);
+  return out;
+}
+
+// A (m x k, fill Fa) @ B (k x n, fill Fb), Fa = ra 1^T + 1 ca^T, Fb likewise,
+// A0 = A - Fa and B0 = B - Fb on their patterns (fill 0):
+//   A @ B = A @ B0 + A @ Fb
+//         = A0 @ B0 + Fa @ B0 + (A rb) 1_n^T + (A 1_k) cb^T
+//   Fa @ B0 = ra (1^T B0) + 1_m (ca^T B0)
+// The first term is the fill-0 SpGEMM, the others are rank-one: column sums
+// of B0 and one SpMM of A with at most two columns. With scalar fills this
+// is A0 B0 + a 1 (1^T B0) + b (A 1) 1^T, i.e. RFC.md's
+// A0 B0 + b (A0 1) 1^T + a 1 (1^T B0) + a b K 1 1^T (A 1 = A0 1 + a K 1).
+Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const Tensor& va,
+                       const Tensor& fa, const Tensor& crow_b, const Tensor& col_b,
+                       const Tensor& vb, const Tensor& fb, int64_t k, int64_t n) {
+  const int64_t m = crow_a.numel() - 1;
+  TORCH_CHECK(crow_b.numel() == k + 1, "sparsefill: sparse_mm_dense: the second operand has ",
+              crow_b.numel() - 1, " rows but the first has ", k, " columns");
+  auto [ra, ca] = fill_parts(fa, m, k);
+  auto [rb, cb] = fill_parts(fb, k, n);
+  const bool a_zero = is_zero_constant(ra) && is_zero_constant(ca);
+  const bool b_zero = is_zero_constant(rb) && is_zero_constant(cb);
+  Tensor rows_a = call::rows_from_crow(crow_a), rows_b = call::rows_from_crow(crow_b);
+  Tensor va0 = a_zero ? va : shifted_values(va, ra, ca, rows_a, col_a);
+  Tensor vb0 = b_zero ? vb : shifted_values(vb, rb, cb, rows_b, col_b);
+  // The rank-one terms first, as a column vector, a row vector and outer
+  // products: the m x n result is written once by the broadcast sum and
+  // updated in place (no temporary of its size), then the SpGEMM's stored
+  // products are added at their positions.
+  Tensor colvec, rowvec;  // (m), (n); undefined = 0
+  std::vector<std::pair<Tensor, Tensor>> outers;
+  auto add_to = [](Tensor& acc, const Tensor& t) { acc = acc.defined() ? acc + t : t; };
+  if (!a_zero) {
+    if (ra.defined()) {
+      Tensor colsum_b0 = at::zeros({n}, vb0.options()).index_add(0, col_b, vb0);
+      if (ra.dim() == 0) add_to(rowvec, ra * colsum_b0);
+      else outers.emplace_back(ra, colsum_b0);
+    }
+    if (ca.defined()) {
+      add_to(rowvec, at::zeros({n}, vb0.options()).index_add(0, col_b, vb0 * ca.index_select(0, rows_b)));
+    }
+  }
+  if (!b_zero) {
+    // One SpMM of A with the columns it needs: rb (or ones for a scalar
+    // fill, scaled after) and ones for cb.
+    std::vector<Tensor> cols;
+    if (rb.defined()) cols.push_back(rb.dim() == 0 ? at::ones({k}, va.options()) : rb);
+    if (cb.defined()) cols.push_back(at::ones({k}, va.options()));
+    Tensor ab = call::spmm(crow_a, col_a, va, fa, at::stack(cols, 1), k);
+    int64_t c = 0;
+    if (rb.defined()) {
+      Tensor col0 = ab.select(1, c++);
+      add_to(colvec, rb.dim() == 0 ? col0 * rb : col0);
+    }
+    if (cb.defined()) outers.emplace_back(ab.select(1, c), cb);
+  }
+  Tensor out;
+  const auto opts = va0.options();
+  if (colvec.defined() || rowvec.defined()) {
+    Tensor cv = colvec.defined() ? colvec.unsqueeze(1) : at::zeros({m, 1}, opts);
+    Tensor rv = rowvec.defined() ? rowvec.unsqueeze(0) : at::zeros({1, n}, opts);
+    out = cv + rv;
+  } else {
+    out = at::zeros({m, n}, opts);
+  }
+  for (auto& [u, v] : outers) out.addcmul_(u.unsqueeze(1), v.unsqueeze(0));
+  auto [crow_c, col_c, vc] = call::spgemm(crow_a, col_a, va0, crow_b, col_b, vb0, n);
+  Tensor linear = call::rows_from_crow(crow_c) * n + col_c;
+  out = out.view({m * n}).index_add_(0, linear, vc).view({m, n});
+  return out;
+}
+
+}  // namespace
+}  // namespace sparsefill
+
+TORCH_LIBRARY_IMPL(sparsefill, CompositeImplicitAutograd, m) {
+  m.impl("dense_spmm", &sparsefill::dense_spmm);
+  m.impl("sparse_mm_dense", &sparsefill::sparse_mm_dense);
+}

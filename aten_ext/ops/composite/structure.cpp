@@ -1,0 +1,122 @@
+// ops/composite/structure.cpp -- the structural ops written once over ATen
+// and the dispatcher (ops/structure.h), for every device:
+// CompositeImplicitAutograd (autograd comes from their parts) and, for
+// from_dense, CompositeExplicitAutograd (its backward is
+// autograd/structure.cpp's).
+#include <torch/library.h>
+
+#include <ATen/ops/all.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/logical_not.h>
+#include <ATen/ops/logical_or.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/nonzero.h>
+#include <ATen/ops/zeros.h>
+
+#include "ops/common/fill.h"
+#include "ops/structure.h"
+
+namespace sparsefill {
+namespace {
+
+// Duplicates summed, through the coalescing plan.
+std::tuple<Tensor, Tensor> coo_coalesce(const Tensor& indices, const Tensor& values,
+                                        at::IntArrayRef sparse_size) {
+  TORCH_CHECK(values.dim() >= 1 && values.size(0) == indices.size(-1),
+              "sparsefill: values must have one row per stored element: indices has ",
+              indices.size(-1), " elements, values has shape ", values.sizes());
+  auto [new_indices, segment] = call::coalesce_plan(indices, sparse_size);
+  auto shape = cat_sizes({new_indices.size(1)}, values.sizes().slice(1));
+  Tensor new_values = at::zeros(shape, values.options()).index_add(0, segment, values);
+  return {new_indices, new_values};
+}
+
+// Dense tensor of `size` holding `fill` everywhere and `values` at `indices`
+// (coalesced COO). Autograd from index_copy: each stored element's gradient
+// goes to its value, every other element's to the fill.
+Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor& fill,
+                at::IntArrayRef size) {
+  const int64_t sparse_dim = indices.size(0);
+  TORCH_CHECK(sparse_dim <= (int64_t)size.size(), "sparsefill: indices has ", sparse_dim,
+              " rows but size has only ", size.size(), " dimensions");
+  auto sparse_size = size.slice(0, sparse_dim);
+  auto dense_shape = size.slice(sparse_dim);
+  Tensor linear = call::coo_linearize(indices, sparse_size);
+  int64_t rows = 1;
+  for (auto s : sparse_size) rows *= s;
+  Tensor out = fill.to(values.scalar_type()).expand(size).clone(at::MemoryFormat::Contiguous);
+  if (values.size(0) > 0) {
+    out.view(cat_sizes({rows}, dense_shape)).index_copy_(0, linear, values);
+  }
+  return out;
+}
+
+// Stored elements that equal the fill (NaN equals NaN; a hybrid position
+// goes when its whole dense part does), dropped. Differentiable w.r.t. values.
+std::tuple<Tensor, Tensor> eliminate_fill(const Tensor& indices, const Tensor& values,
+                                          const Tensor& fill) {
+  TORCH_CHECK(values.dim() >= 1 && indices.dim() == 2 && values.size(0) == indices.size(1),
+              "sparsefill: eliminate_fill needs indices (sparse_dim, nse) and values (nse, ...), "
+              "got ", indices.sizes(), " and ", values.sizes());
+  Tensor v = values.detach();
+  Tensor f = fill.detach().to(v.scalar_type());
+  // A per-slice fill is compared with each stored row's own fill.
+  if (is_per_slice_fill(f, v.dim() - 1)) f = fill_rows_at(f, indices, v.sizes().slice(1));
+  Tensor same = at::eq(v, f);
+  if (at::isFloatingType(v.scalar_type()) || at::isComplexType(v.scalar_type())) {
+    same = at::logical_or(same, at::logical_and(at::isnan(v), at::isnan(f)));
+  }
+  same = same.reshape({v.size(0), -1}).all(1);
+  if (v.size(0) == 0) same = at::zeros({0}, v.options().dtype(at::kBool));
+  Tensor keep = at::nonzero(at::logical_not(same)).view({-1});
+  return {indices.index_select(1, keep), values.index_select(0, keep)};
+}
+
+// Stored = sparse positions where some element of the dense part differs from
+// the fill (NaN equals NaN).
+std::tuple<Tensor, Tensor, Tensor> from_dense_kernel(const Tensor& self, const Tensor& fill_in,
+                                                     int64_t sparse_dim) {
+  TORCH_CHECK(sparse_dim >= 0 && sparse_dim <= self.dim(), "sparsefill: sparse_dim must be in [0, ",
+              self.dim(), "], got ", sparse_dim);
+  auto dense_shape = self.sizes().slice(sparse_dim);
+  // A dense-part fill, or a per-slice fill of full rank (RFC.md 1.5): either
+  // way `self != fill` broadcasts element by element.
+  TORCH_CHECK(broadcasts_to(fill_in.sizes(), dense_shape) ||
+                  (sparse_dim > 0 && fill_in.dim() == self.dim() &&
+                   broadcasts_to(fill_in.sizes(), self.sizes())),
+              "sparsefill: fill_value of shape ", fill_in.sizes(),
+              " is not broadcastable to the dense part's shape ", dense_shape,
+              " nor a per-slice fill broadcastable to ", self.sizes());
+  Tensor fill = fill_in.to(self.scalar_type());
+  // x != fill decides alone unless the fill holds a NaN (NaN != NaN is true).
+  const bool nan_fill = (at::isFloatingType(self.scalar_type()) ||
+                         at::isComplexType(self.scalar_type())) &&
+                        at::isnan(fill).any().item<bool>();
+  Tensor differs = nan_fill ? at::logical_not(at::logical_or(
+                                  at::eq(self, fill), at::logical_and(at::isnan(self), at::isnan(fill))))
+                            : at::ne(self, fill);
+  int64_t rows = 1, dense_numel = 1;
+  for (int64_t d = 0; d < sparse_dim; ++d) rows *= self.size(d);
+  for (auto s : dense_shape) dense_numel *= s;
+  if (self.dim() > sparse_dim) differs = differs.reshape({rows, dense_numel}).any(1);
+  Tensor positions = at::nonzero(differs.reshape({-1})).view({-1});
+  Tensor indices = call::coo_delinearize(positions, self.sizes().slice(0, sparse_dim));
+  Tensor values = self.reshape(cat_sizes({rows}, dense_shape)).index_select(0, positions);
+  return {indices, values.contiguous(), fill.clone()};
+}
+
+}  // namespace
+}  // namespace sparsefill
+
+TORCH_LIBRARY_IMPL(sparsefill, CompositeImplicitAutograd, m) {
+  m.impl("coo_coalesce", &sparsefill::coo_coalesce);
+  m.impl("to_dense", &sparsefill::to_dense);
+  m.impl("eliminate_fill", &sparsefill::eliminate_fill);
+}
+
+TORCH_LIBRARY_IMPL(sparsefill, CompositeExplicitAutograd, m) {
+  m.impl("from_dense", &sparsefill::from_dense_kernel);
+}

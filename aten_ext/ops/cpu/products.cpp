@@ -1,0 +1,225 @@
+// ops/cpu/products.cpp -- the CPU kernels of the matrix products
+// (ops/products.h): check the components, split rows into ranges of equal
+// work over torch's threads and call the C core (sf_products.c) per range.
+#include <torch/library.h>
+
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mv.h>
+#include <ATen/ops/zeros.h>
+
+#include <vector>
+
+#include "ops/common/dtypes.h"
+#include "ops/common/row_ranges.h"
+#include "ops/products.h"
+
+namespace sparsefill {
+namespace {
+
+void check_float(const Tensor& t, const char* name) {
+  check_product_dtype(t, name);
+  TORCH_CHECK(t.device().is_cpu(), "sparsefill: ", name, " must be on the CPU, got ", t.device());
+}
+
+// Checked CSR components: crow (m + 1), col (nse), values (nse); returns m.
+int64_t csr_operand_rows(const Tensor& crow, const Tensor& col, const Tensor& values,
+                         const char* what) {
+  const int64_t m = csr_operand_shape(crow, col, values, what);
+  const int64_t first = crow[0].item<int64_t>(), last = crow[m].item<int64_t>();
+  TORCH_CHECK(first == 0, "sparsefill: ", what, " crow_indices[0] must be 0, got ", first);
+  TORCH_CHECK(last == col.numel(), "sparsefill: ", what,
+              " crow_indices[-1] must equal the number of stored elements (", col.numel(),
+              "), got ", last);
+  return m;
+}
+
+// ---- spmm ----------------------------------------------------------------------
+
+// C = A @ B for A = (crow, col, values, fill) of ncols columns, B strided.
+Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& values_in,
+                const Tensor& fill_in, const Tensor& b_in, int64_t ncols) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  check_float(values_in, "values");
+  check_float(fill_in, "fill");
+  check_float(b_in, "the dense operand");
+  check_spmm_dtypes(values_in, fill_in, b_in);
+  const int64_t m = csr_operand_rows(crow, col, values_in, "spmm: the sparse operand's");
+  check_spmm_dense(b_in, ncols);
+  const FillKind kind = fill_kind(fill_in, m, ncols);
+  const auto out_type = values_in.scalar_type();
+  const auto ct = compute_type(out_type, "spmm", false);
+  Tensor values = values_in.to(ct).contiguous();
+  Tensor fill = fill_in.to(ct).contiguous();
+  Tensor b = b_in.to(ct);
+  const int64_t n = b.size(1);
+  if (n > 1 && (b.stride(1) != 1 || dense_row_stride(b) < n)) b = b.contiguous();
+  Tensor c = at::empty({m, n}, values.options());
+  if (m == 0 || n == 0) return c.to(out_type);
+  // The correction vectors: 1^T B for a scalar or per-row fill, c^T B for a
+  // per-column fill (a GEMV over B, O(k n)).
+  Tensor colsum = kind == FillKind::Col ? Tensor() : b.sum(0).contiguous();
+  Tensor corr = kind == FillKind::Col ? at::mv(b.t(), fill.view({-1})).contiguous() : Tensor();
+  const int64_t nse = values.numel();
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    const T* rf = kind == FillKind::Col ? nullptr : fill.data_ptr<T>();
+    const int64_t rf_stride = kind == FillKind::Row ? 1 : 0;
+    const T* cf = kind == FillKind::Col ? fill.data_ptr<T>() : nullptr;
+    const int64_t* cr = crow.data_ptr<int64_t>();
+    const int64_t* cl = col.data_ptr<int64_t>();
+    const T* v = values.data_ptr<T>();
+    const T* bp = b.data_ptr<T>();
+    T* cp = c.data_ptr<T>();
+    if (n == 1) {
+      const T xsum = colsum.defined() ? colsum.item<T>() : T(0);
+      const T cor = corr.defined() ? corr.item<T>() : T(0);
+      const int64_t incx = b.stride(0);
+      for_row_ranges(cr, m, 1, "spmm operands", [&](int64_t r0, int64_t r1) {
+        return Core<T>::spmv(cp, 1, cr, cl, v, m, ncols, nse, bp, incx, rf, rf_stride, cf, xsum,
+                             cor, r0, r1);
+      });
+    } else {
+      const T* cs = colsum.defined() ? colsum.data_ptr<T>() : nullptr;
+      const T* co = corr.defined() ? corr.data_ptr<T>() : nullptr;
+      const int64_t ldb = dense_row_stride(b);
+      for_row_ranges(cr, m, n, "spmm operands", [&](int64_t r0, int64_t r1) {
+        return Core<T>::spmm(cp, n, cr, cl, v, m, ncols, nse, bp, ldb, n, rf, rf_stride, cf, cs,
+                             co, r0, r1);
+      });
+    }
+  });
+  return c.to(out_type);
+}
+
+// ---- sddmm, csr_transpose -------------------------------------------------------
+
+// out[p] = dot(X[i_p, :], Y[j_p, :]) on the pattern (crow, col).
+Tensor sddmm_cpu(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, const Tensor& x_in,
+                 const Tensor& y_in) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  check_float(x_in, "x");
+  check_float(y_in, "y");
+  check_sddmm_shapes(crow, ncols, x_in, y_in);
+  const auto out_type = x_in.scalar_type();
+  const auto ct = compute_type(out_type, "sddmm", false);
+  Tensor x = x_in.to(ct).contiguous(), y = y_in.to(ct).contiguous();
+  const int64_t m = crow.numel() - 1, nse = col.numel(), n = x.size(1);
+  Tensor out = at::empty({nse}, x.options());
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t* cr = crow.data_ptr<int64_t>();
+    for_row_ranges(cr, m, n, "sddmm operands", [&](int64_t r0, int64_t r1) {
+      return Core<T>::sddmm(out.data_ptr<T>(), cr, col.data_ptr<int64_t>(), m, ncols, nse,
+                            x.data_ptr<T>(), n, y.data_ptr<T>(), n, n, r0, r1);
+    });
+  });
+  return out.to(out_type);
+}
+
+std::tuple<Tensor, Tensor, Tensor> csr_transpose_cpu(const Tensor& crow_in, const Tensor& col_in,
+                                                     int64_t ncols) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: csr_transpose: crow_indices must not be empty");
+  TORCH_CHECK(ncols >= 0, "sparsefill: csr_transpose: ncols must be non-negative, got ", ncols);
+  const int64_t nse = col.numel();
+  Tensor crow_t = at::empty({ncols + 1}, crow.options());
+  Tensor col_t = at::empty({nse}, crow.options());
+  Tensor perm = at::empty({nse}, crow.options());
+  check_status(sf_csr_transpose(crow_t.data_ptr<int64_t>(), col_t.data_ptr<int64_t>(),
+                                perm.data_ptr<int64_t>(), crow.data_ptr<int64_t>(),
+                                col.data_ptr<int64_t>(), crow.numel() - 1, ncols, nse),
+               "crow_indices/col_indices of the operand to transpose");
+  return {crow_t, col_t, perm};
+}
+
+// ---- spgemm (fill 0) -------------------------------------------------------------
+
+std::tuple<Tensor, Tensor, Tensor> spgemm_cpu(const Tensor& crow_a_in, const Tensor& col_a_in,
+                                              const Tensor& values_a, const Tensor& crow_b_in,
+                                              const Tensor& col_b_in, const Tensor& values_b,
+                                              int64_t n) {
+  Tensor crow_a = index_arg(crow_a_in, "crow_indices of the first operand", 1);
+  Tensor col_a = index_arg(col_a_in, "col_indices of the first operand", 1);
+  Tensor crow_b = index_arg(crow_b_in, "crow_indices of the second operand", 1);
+  Tensor col_b = index_arg(col_b_in, "col_indices of the second operand", 1);
+  check_float(values_a, "values of the first operand");
+  check_float(values_b, "values of the second operand");
+  check_spgemm_args(values_a, values_b, n);
+  const int64_t m = csr_operand_rows(crow_a, col_a, values_a, "spgemm: the first operand's");
+  const int64_t k = csr_operand_rows(crow_b, col_b, values_b, "spgemm: the second operand's");
+  const auto out_type = values_a.scalar_type();
+  const auto ct = compute_type(out_type, "spgemm", false);
+  Tensor va = values_a.to(ct).contiguous(), vb = values_b.to(ct).contiguous();
+  const int64_t* ca = crow_a.data_ptr<int64_t>();
+  const int64_t* cb = crow_b.data_ptr<int64_t>();
+  const int64_t nse_a = va.numel(), nse_b = vb.numel();
+  // Two passes: each row's count, then the rows written at their offsets.
+  Tensor row_nse = at::empty({m}, crow_a.options());
+  for_row_ranges(ca, m, 4, "spgemm operands", [&](int64_t r0, int64_t r1) {
+    std::vector<uint64_t> bits((n + 63) / 64);
+    return sf_csr_spgemm_count(row_nse.data_ptr<int64_t>(), ca, col_a.data_ptr<int64_t>(), m, k,
+                               nse_a, cb, col_b.data_ptr<int64_t>(), n, nse_b, bits.data(), r0,
+                               r1);
+  });
+  Tensor crow_c = at::zeros({m + 1}, crow_a.options());
+  if (m > 0) {
+    Tensor tail = crow_c.narrow(0, 1, m);
+    at::cumsum_out(tail, row_nse, 0);
+  }
+  const int64_t nse_c = crow_c[m].item<int64_t>();
+  Tensor col_c = at::empty({nse_c}, crow_a.options());
+  Tensor val_c = at::empty({nse_c}, va.options());
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    for_row_ranges(ca, m, 4, "spgemm operands", [&](int64_t r0, int64_t r1) {
+      std::vector<T> acc(n);
+      std::vector<uint64_t> bits((n + 63) / 64);
+      return Core<T>::spgemm(col_c.data_ptr<int64_t>(), val_c.data_ptr<T>(),
+                             crow_c.data_ptr<int64_t>(), ca, col_a.data_ptr<int64_t>(),
+                             va.data_ptr<T>(), m, k, nse_a, cb, col_b.data_ptr<int64_t>(),
+                             vb.data_ptr<T>(), n, nse_b, acc.data(), bits.data(), r0, r1);
+    });
+  });
+  return {crow_c, col_c, val_c.to(out_type)};
+}
+
+}  // namespace
+
+Tensor sddmm_sparse_cpu(const Tensor& crow_p, const Tensor& col_p, int64_t ncols_p,
+                        const Tensor& crow_x, const Tensor& col_x, const Tensor& val_x_in,
+                        const Tensor& crow_s, const Tensor& col_s, const Tensor& val_s_in,
+                        int64_t n) {
+  const auto out_type = val_x_in.scalar_type();
+  const auto ct = compute_type(out_type, "sddmm_sparse", false);
+  Tensor val_x = val_x_in.to(ct).contiguous(), val_s = val_s_in.to(ct).contiguous();
+  const int64_t m = crow_p.numel() - 1, nse_p = col_p.numel();
+  TORCH_CHECK(crow_x.numel() == m + 1 && crow_s.numel() == ncols_p + 1,
+              "sparsefill: sddmm_sparse: operand shapes disagree");
+  Tensor out = at::empty({nse_p}, val_x.options());
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t* cp = crow_p.data_ptr<int64_t>();
+    for_row_ranges(cp, m, 4, "sddmm operands", [&](int64_t r0, int64_t r1) {
+      std::vector<T> acc(n);
+      return Core<T>::sddmm_sparse(
+          out.data_ptr<T>(), cp, col_p.data_ptr<int64_t>(), m, ncols_p, nse_p,
+          crow_x.data_ptr<int64_t>(), col_x.data_ptr<int64_t>(), val_x.data_ptr<T>(),
+          val_x.numel(), crow_s.data_ptr<int64_t>(), col_s.data_ptr<int64_t>(),
+          val_s.data_ptr<T>(), val_s.numel(), n, acc.data(), r0, r1);
+    });
+  });
+  return out.to(out_type);
+}
+
+}  // namespace sparsefill
+
+TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
+  m.impl("spmm", &sparsefill::spmm_cpu);
+  m.impl("csr_transpose", &sparsefill::csr_transpose_cpu);
+  m.impl("sddmm", &sparsefill::sddmm_cpu);
+  m.impl("spgemm", &sparsefill::spgemm_cpu);
+}

@@ -1,0 +1,223 @@
+// ops/cpu/reductions.cpp -- the CPU kernels of the segment ops
+// (ops/reductions.h): check the components, split segments into ranges of
+// equal work over torch's threads and call the C core (sf_reduce.c) per range.
+#include <torch/library.h>
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
+
+#include <tuple>
+#include <type_traits>
+
+#include "ops/common/dtypes.h"
+#include "ops/common/row_ranges.h"
+#include "ops/reductions.h"
+
+namespace sparsefill {
+namespace {
+
+// ---- slice_plan -------------------------------------------------------------
+
+// Segments of a coalesced COO pattern for reducing the sparse dims `dims`.
+// compact = false: one segment per slice (every position of the kept dims,
+// row-major), so seg_ptr has prod(kept sizes) + 1 entries and `kept` is
+// empty. compact = true: segments only for slices that store something;
+// `kept` holds their linear index over the kept dims. perm lists the stored
+// elements in segment order; it is empty when that is their own order (the
+// kept dims lead, as for rows of a matrix).
+std::tuple<Tensor, Tensor, Tensor> slice_plan(const Tensor& indices_in, at::IntArrayRef size_in,
+                                              at::IntArrayRef dims, bool compact) {
+  auto size = sizes_arg(size_in, "size");
+  Tensor indices = index_arg(indices_in, "indices", 2);
+  const int64_t nse = indices.size(1);
+  const KeptDims k = kept_dims(size, indices.size(0), dims);
+  auto opts = indices.options();
+  if (k.dims.empty()) {  // everything reduced: one slice, even with no element
+    return {at::tensor({(int64_t)0, nse}, opts), at::empty({0}, opts),
+            compact ? at::zeros({1}, opts) : at::empty({0}, opts)};
+  }
+  // Linear index of each element's slice: with one kept dim (rows or columns
+  // of a matrix) that is its index row itself, read in place; the sort or
+  // the crow builder below range-checks it.
+  Tensor lin = at::zeros({nse}, opts);
+  if (k.dims.size() == 1) {
+    lin = indices.select(0, k.dims[0]).contiguous();
+  } else if (nse > 0) {
+    Tensor kept_idx = indices.index_select(0, at::tensor(k.dims, opts)).contiguous();
+    check_status(sf_coo_linearize(lin.data_ptr<int64_t>(), kept_idx.data_ptr<int64_t>(),
+                                  (int64_t)k.dims.size(), nse, k.sizes.data()),
+                 "indices");
+  }
+  Tensor seg = lin, kept = at::empty({0}, opts);
+  int64_t nseg = k.nslices;
+  if (compact) {
+    Tensor unique = at::empty({nse}, opts), segment = at::empty({nse}, opts);
+    int64_t nu = 0;
+    check_status(sf_coalesce_plan(unique.data_ptr<int64_t>(), segment.data_ptr<int64_t>(), &nu,
+                                  lin.data_ptr<int64_t>(), nse),
+                 "indices");
+    kept = unique.narrow(0, 0, nu).clone();
+    seg = segment;
+    nseg = nu;
+  }
+  Tensor seg_ptr = at::empty({nseg + 1}, opts);
+  Tensor perm = at::empty({0}, opts);
+  if (k.leading) {
+    check_status(sf_crow_from_rows(seg_ptr.data_ptr<int64_t>(), seg.data_ptr<int64_t>(), nse, nseg),
+                 "indices (a reduction needs coalesced indices)");
+  } else {
+    perm = at::empty({nse}, opts);
+    check_status(sf_segment_sort(perm.data_ptr<int64_t>(), seg_ptr.data_ptr<int64_t>(),
+                                 seg.data_ptr<int64_t>(), nse, nseg),
+                 "indices");
+  }
+  return {seg_ptr, perm, kept};
+}
+
+// ---- the segment ops ------------------------------------------------------------
+
+// The shared rules, then seg_ptr's ends, read here on the host.
+Segs seg_args(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr_in, int64_t n,
+              const char* op) {
+  Segs a = seg_shape_args(values, fill, seg_ptr_in, n, op, c10::DeviceType::CPU);
+  const int64_t* p = a.seg_ptr.data_ptr<int64_t>();
+  check_seg_ends(p[0], p[a.nseg], a, op);
+  return a;
+}
+
+// Runs f(seg_begin, seg_end) over the segments on torch's threads;
+// `work_per_row`: the work per stored row, in units of one element.
+template <class F>
+void for_segments(const Segs& a, int64_t work_per_row, F f) {
+  for_row_ranges(a.seg_ptr.data_ptr<int64_t>(), a.nseg, work_per_row, "segments", f);
+}
+
+Tensor seg_reduce_kernel(const Tensor& values_in, const Tensor& fill_in, const Tensor& seg_ptr_in,
+                         int64_t n, c10::string_view reduce) {
+  const bool is_sum = reduce_is_sum(reduce);
+  const auto in_type = values_in.scalar_type();
+  const auto ct = compute_type(in_type, is_sum ? "sum" : "prod", is_sum);
+  Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_reduce");
+  Tensor out = at::empty({a.nseg, a.w}, a.values.options());
+  const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
+  with_compute_type</*Ints=*/true>(ct, [&](auto zero) {
+    using T = decltype(zero);
+    for_segments(a, a.w, [&](int64_t b, int64_t e) {
+      T* o = out.data_ptr<T>();
+      const T* v = a.values.data_ptr<T>();
+      const T* f = a.fill.data_ptr<T>();
+      // Integers are summed only (compute_type refuses them for prod).
+      if constexpr (std::is_same_v<T, int64_t>) {
+        return Core<T>::seg_sum(o, v, f, a.fill_stride, sp, b, e, a.w, n);
+      } else {
+        return is_sum ? Core<T>::seg_sum(o, v, f, a.fill_stride, sp, b, e, a.w, n)
+                      : Core<T>::seg_prod(o, v, f, a.fill_stride, sp, b, e, a.w, n);
+      }
+    });
+  });
+  // Floating inputs keep their dtype (half sums in float, rounds back).
+  return at::isFloatingType(in_type) ? out.to(in_type) : out;
+}
+
+std::tuple<Tensor, Tensor, Tensor> seg_max_kernel(const Tensor& values_in, const Tensor& fill_in,
+                                                  const Tensor& seg_ptr_in,
+                                                  const std::optional<Tensor>& coord_in,
+                                                  int64_t n, bool is_min, bool split_ties) {
+  (void)split_ties;  // an autograd-only choice
+  const auto in_type = values_in.scalar_type();
+  const auto ct = compute_type(in_type, is_min ? "min" : "max", true);
+  Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_max");
+  TORCH_CHECK(n > 0 || a.nseg == 0, "sparsefill: max/min of an empty slice (a reduced dim of "
+              "size 0) has no value; torch refuses it too");
+  Tensor coord;
+  if (coord_in.has_value() && coord_in->defined()) {
+    coord = index_arg(*coord_in, "coord", 1);
+    TORCH_CHECK(coord.numel() == a.values.size(0), "sparsefill: coord needs one entry per "
+                "stored row, got ", coord.numel(), " for ", a.values.size(0));
+    // Within a segment coordinates must increase and lie in [0, n).
+    const int64_t* c = coord.data_ptr<int64_t>();
+    const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
+    for (int64_t s = 0; s < a.nseg; ++s) {
+      // A segment outside [0, nse) is check_segments' error (raised by the
+      // C core below); reading its coordinates would leave the buffer.
+      if (sp[s] < 0 || sp[s] > sp[s + 1] || sp[s + 1] > a.values.size(0)) continue;
+      for (int64_t k = sp[s]; k < sp[s + 1]; ++k) {
+        TORCH_CHECK(c[k] >= 0 && c[k] < n && (k == sp[s] || c[k] > c[k - 1]),
+                    "sparsefill: coord must increase within each segment and lie in [0, ", n,
+                    "), got coord[", k, "] = ", c[k]);
+      }
+    }
+  }
+  auto idx_opts = a.seg_ptr.options();
+  Tensor out = at::empty({a.nseg, a.w}, a.values.options());
+  Tensor winner = at::empty({a.nseg, a.w}, idx_opts);
+  Tensor index = at::zeros({a.nseg, a.w}, idx_opts);
+  const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
+  const int64_t* cp = coord.defined() ? coord.data_ptr<int64_t>() : nullptr;
+  int64_t* ip = coord.defined() ? index.data_ptr<int64_t>() : nullptr;
+  with_compute_type</*Ints=*/true>(ct, [&](auto zero) {
+    using T = decltype(zero);
+    for_segments(a, a.w, [&](int64_t b, int64_t e) {
+      return Core<T>::seg_max(out.data_ptr<T>(), winner.data_ptr<int64_t>(), ip,
+                              a.values.data_ptr<T>(), a.fill.data_ptr<T>(), a.fill_stride, cp, sp,
+                              b, e, a.w, n, (int)is_min);
+    });
+  });
+  return {out.to(in_type), winner, index};
+}
+
+std::tuple<Tensor, Tensor> seg_softmax_kernel(const Tensor& values_in, const Tensor& fill_in,
+                                              const Tensor& seg_ptr_in, int64_t n, bool log) {
+  const auto in_type = values_in.scalar_type();
+  const auto ct = compute_type(in_type, log ? "log_softmax" : "softmax", false);
+  Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_softmax");
+  Tensor out = at::empty_like(a.values);
+  Tensor out_fill = at::empty({a.nseg, a.w}, a.values.options());
+  const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    for_segments(a, 3 * a.w, [&](int64_t b, int64_t e) {
+      return Core<T>::seg_softmax(out.data_ptr<T>(), out_fill.data_ptr<T>(),
+                                  a.values.data_ptr<T>(), a.fill.data_ptr<T>(), a.fill_stride, sp,
+                                  b, e, a.w, n, (int)log);
+    });
+  });
+  return {out.to(in_type), out_fill.to(in_type)};
+}
+
+std::tuple<Tensor, Tensor> seg_softmax_backward_kernel(const Tensor& out_in,
+                                                       const Tensor& out_fill_in,
+                                                       const Tensor& g_in, const Tensor& g_fill_in,
+                                                       const Tensor& seg_ptr_in, int64_t n,
+                                                       bool log) {
+  const auto in_type = out_in.scalar_type();
+  const auto ct = compute_type(in_type, "softmax backward", false);
+  Segs a = seg_args(out_in.to(ct), out_fill_in.to(ct), seg_ptr_in, n, "seg_softmax_backward");
+  Tensor g, g_fill;
+  std::tie(g, g_fill) = softmax_backward_grads(a, g_in, g_fill_in, ct);
+  Tensor gv = at::empty_like(g), gf = at::empty_like(g_fill);
+  const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    for_segments(a, 3 * a.w, [&](int64_t b, int64_t e) {
+      return Core<T>::seg_softmax_backward(gv.data_ptr<T>(), gf.data_ptr<T>(),
+                                           a.values.data_ptr<T>(), a.fill.data_ptr<T>(),
+                                           g.data_ptr<T>(), g_fill.data_ptr<T>(), sp, b, e, a.w,
+                                           n, (int)log);
+    });
+  });
+  return {gv.to(in_type), gf.to(in_type)};
+}
+
+}  // namespace
+}  // namespace sparsefill
+
+TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
+  m.impl("slice_plan", &sparsefill::slice_plan);
+  m.impl("seg_reduce", &sparsefill::seg_reduce_kernel);
+  m.impl("seg_max", &sparsefill::seg_max_kernel);
+  m.impl("seg_softmax", &sparsefill::seg_softmax_kernel);
+  m.impl("seg_softmax_backward", &sparsefill::seg_softmax_backward_kernel);
+}

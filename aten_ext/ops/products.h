@@ -1,0 +1,173 @@
+// ops/products.h -- fill-aware matrix products (RFC.md section 5). Schemas in
+// library.cpp; kernels in cpu/products.cpp (the C core, sf_products.c, over
+// row ranges on torch's threads) and cuda/products.cpp (cuSPARSE with our
+// fill correction); backward formulas in autograd/products.cpp; products
+// composed of the others in composite/products.cpp.
+//
+//   spmm(crow, col, values, fill, other, ncols)      A @ B for A a CSR operand with
+//                                                     any fill, B strided
+//   dense_spmm(other, crow, col, values, fill, ncols) D @ A, through (A^T D^T)^T
+//   sddmm(crow, col, ncols, x, y)                     (X Y^T) sampled on a pattern
+//   csr_transpose(crow, col, ncols) -> (crow, col, perm)  the transposed pattern and
+//                                                     the values' permutation
+//   spgemm(crow_a, col_a, values_a, crow_b, col_b, values_b, n)  fill-0 CSR @ CSR -> CSR
+//   sparse_mm_dense(A components, fill_a, B components, fill_b, k, n)  two operands with
+//                                                     fills -> strided
+//
+// A fill of A (m x k) is one of: a single element (a scalar, shape () or
+// (1, 1)), per row (m, 1) or per column (1, k). Nothing of size m x k is
+// built, forward or backward.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+
+#include "ops/common/args.h"
+#include "ops/common/dispatch.h"
+
+namespace sparsefill {
+
+// ---- argument rules that the CPU and CUDA kernels share --------------------
+
+enum class FillKind { Scalar, Row, Col };
+
+// How A's fill varies, checked against A's shape (m x k).
+inline FillKind fill_kind(const Tensor& fill, int64_t m, int64_t k) {
+  if (fill.dim() <= 2 && fill.numel() == 1) return FillKind::Scalar;
+  TORCH_CHECK(fill.dim() == 2,
+              "sparsefill: a matrix product needs a scalar, per-row (m, 1) or per-column "
+              "(1, k) fill, got a fill of shape ", fill.sizes());
+  if (fill.size(0) == m && fill.size(1) == 1) return FillKind::Row;
+  if (fill.size(0) == 1 && fill.size(1) == k) return FillKind::Col;
+  TORCH_CHECK(false, "sparsefill: a matrix product supports a per-row (", m, ", 1) or per-column (1, ",
+              k, ") fill of an ", m, " x ", k, " operand, got a fill of shape ", fill.sizes());
+}
+
+// The same decision from the fill's own shape, valid once fill_kind has
+// accepted it; safe on symbolic shapes (a backward may be traced).
+inline FillKind fill_kind_of(const Tensor& fill) {
+  if (fill.dim() <= 2 && fill.sym_numel() == 1) return FillKind::Scalar;
+  return fill.sym_size(1) == 1 ? FillKind::Row : FillKind::Col;
+}
+
+// Rows of a CSR operand from its crow_indices, specialised if symbolic.
+inline int64_t rows_of_crow(const Tensor& crow) {
+  return crow.sym_size(0).guard_int(__FILE__, __LINE__) - 1;
+}
+
+// The fill of A^T, given A's fill (A is m x k).
+inline Tensor transposed_fill(const Tensor& fill) { return fill.dim() == 2 ? fill.t() : fill; }
+
+// sddmm's operands: rows from crow, x (rows x n) and y (ncols x n) of one dtype.
+inline void check_sddmm_shapes(const Tensor& crow, int64_t ncols, const Tensor& x_in,
+                               const Tensor& y_in) {
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: sddmm: crow_indices must not be empty");
+  TORCH_CHECK(x_in.dim() == 2 && y_in.dim() == 2 && x_in.size(0) == crow.numel() - 1 &&
+                  y_in.size(0) == ncols && x_in.size(1) == y_in.size(1) &&
+                  x_in.scalar_type() == y_in.scalar_type(),
+              "sparsefill: sddmm: expected x (rows x n) and y (ncols x n) of one dtype for ",
+              crow.numel() - 1, " rows and ", ncols, " columns, got ", x_in.sizes(), " and ",
+              y_in.sizes());
+}
+
+// The row stride to give a kernel for a row-major dense operand B (unit
+// column stride, checked by the caller). torch leaves the stride of a size-1
+// dim arbitrary (even 0, or below n after .contiguous()); with one row, any
+// stride >= n reads the same elements.
+inline int64_t dense_row_stride(const Tensor& b) {
+  return b.size(0) <= 1 ? std::max<int64_t>(b.size(1), 1) : b.stride(0);
+}
+
+// The dtypes of matrix products' floating operands (the device is each
+// kernel's own rule).
+inline void check_product_dtype(const Tensor& t, const char* name) {
+  const auto st = t.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
+              "sparsefill: matrix products support float32, float64, float16 and bfloat16, got ",
+              name, " of dtype ", st);
+}
+
+// spmm's dtype rule: values, fill and the dense operand share one.
+inline void check_spmm_dtypes(const Tensor& values, const Tensor& fill, const Tensor& b) {
+  TORCH_CHECK(values.scalar_type() == b.scalar_type() &&
+                  values.scalar_type() == fill.scalar_type(),
+              "sparsefill: spmm: expected values, fill and the dense operand to have the same "
+              "dtype, got ", values.scalar_type(), ", ", fill.scalar_type(), " and ",
+              b.scalar_type());
+}
+
+// spmm's shape rule for the dense operand: ncols rows.
+inline void check_spmm_dense(const Tensor& b, int64_t ncols) {
+  TORCH_CHECK(ncols >= 0, "sparsefill: spmm: ncols must be non-negative, got ", ncols);
+  TORCH_CHECK(b.dim() == 2 && b.size(0) == ncols,
+              "sparsefill: spmm: the dense operand must be 2-D with ", ncols,
+              " rows (the sparse operand's columns), got shape ", b.sizes());
+}
+
+// spgemm's rules that read no data, after the operands' device checks.
+inline void check_spgemm_args(const Tensor& values_a, const Tensor& values_b, int64_t n) {
+  TORCH_CHECK(values_a.scalar_type() == values_b.scalar_type(),
+              "sparsefill: spgemm: expected both operands to have the same dtype, got ",
+              values_a.scalar_type(), " and ", values_b.scalar_type());
+  TORCH_CHECK(n >= 0, "sparsefill: spgemm: n must be non-negative, got ", n);
+}
+
+// A CSR operand's rules that read no index data: crow (m + 1), col (nse),
+// values (nse, 1-D); returns m. Each kernel then checks crow's ends where
+// the data lives.
+inline int64_t csr_operand_shape(const Tensor& crow, const Tensor& col, const Tensor& values,
+                                 const char* what) {
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: ", what, " crow_indices must not be empty");
+  TORCH_CHECK(values.dim() == 1, "sparsefill: ", what,
+              " must have 1-D values (hybrid operands are not supported by matrix products), "
+              "got values of shape ", values.sizes());
+  TORCH_CHECK(col.numel() == values.numel(), "sparsefill: ", what, " has ", col.numel(),
+              " column indices but ", values.numel(), " values");
+  return crow.numel() - 1;
+}
+
+// ---- C++ API of the CPU kernels that are not ops ---------------------------
+
+// out[p] = sum_t X[i, t] S[j, t] for the element p at (i, j) of the pattern
+// P (crow_p, col_p; ncols_p columns), with X and S CSR of n columns. CPU
+// tensors only: spgemm's backward on the CPU (cpu/products.cpp).
+Tensor sddmm_sparse_cpu(const Tensor& crow_p, const Tensor& col_p, int64_t ncols_p,
+                        const Tensor& crow_x, const Tensor& col_x, const Tensor& val_x,
+                        const Tensor& crow_s, const Tensor& col_s, const Tensor& val_s,
+                        int64_t n);
+
+// ---- the ops, through the dispatcher (any device, traceable) ----------------
+
+namespace call {
+
+inline Tensor spmm(const Tensor& crow, const Tensor& col, const Tensor& values,
+                   const Tensor& fill, const Tensor& other, int64_t ncols) {
+  static auto op = op_handle<decltype(spmm)>("sparsefill::spmm");
+  return op.call(crow, col, values, fill, other, ncols);
+}
+
+inline std::tuple<Tensor, Tensor, Tensor> csr_transpose(const Tensor& crow, const Tensor& col,
+                                                        int64_t ncols) {
+  static auto op = op_handle<decltype(csr_transpose)>("sparsefill::csr_transpose");
+  return op.call(crow, col, ncols);
+}
+
+inline Tensor sddmm(const Tensor& crow, const Tensor& col, int64_t ncols, const Tensor& x,
+                    const Tensor& y) {
+  static auto op = op_handle<decltype(sddmm)>("sparsefill::sddmm");
+  return op.call(crow, col, ncols, x, y);
+}
+
+inline std::tuple<Tensor, Tensor, Tensor> spgemm(const Tensor& crow_a, const Tensor& col_a,
+                                                 const Tensor& values_a, const Tensor& crow_b,
+                                                 const Tensor& col_b, const Tensor& values_b,
+                                                 int64_t n) {
+  static auto op = op_handle<decltype(spgemm)>("sparsefill::spgemm");
+  return op.call(crow_a, col_a, values_a, crow_b, col_b, values_b, n);
+}
+
+}  // namespace call
+}  // namespace sparsefill

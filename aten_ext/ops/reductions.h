@@ -1,0 +1,161 @@
+// ops/reductions.h -- softmax, log_softmax and reductions with a fill
+// (RFC.md 6), over segments. Schemas in library.cpp; kernels in
+// cpu/reductions.cpp (the C core, sf_reduce.c, segments split over torch's
+// threads) and cuda/reductions.cpp; backward formulas in
+// autograd/reductions.cpp (to values and fill: never ATen's masked sparse
+// formulas, which drop the fill's gradient). Python
+// (torch_sparsefill/_reductions.py) turns a SparseFillTensor and a list of
+// dims into segments: the stored rows of each slice, in slice order, plus the
+// slice's fill row and its length n.
+//
+//   slice_plan(indices, size, dims, compact) -> (seg_ptr, perm, kept)
+//   seg_reduce(values, fill, seg_ptr, n, reduce) -> out [nseg, w]   reduce: sum, prod
+//   seg_max(values, fill, seg_ptr, coord, n, is_min, split_ties) -> (out, winner, index)
+//   seg_softmax(values, fill, seg_ptr, n, log) -> (values, fill)
+//   seg_softmax_backward(out, out_fill, grad, grad_fill, seg_ptr, n, log)
+// `values` is [nse, w], `fill` [nseg, w] or [1, w] (one row for every slice).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/string_view.h>
+
+#include <cstdint>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "ops/common/args.h"
+#include "ops/common/dispatch.h"
+
+namespace sparsefill {
+
+// ---- slice_plan's rules, shared by the CPU and CUDA kernels ----------------
+
+// The dims a slice plan keeps: every sparse dim not in `dims` (which must be
+// distinct sparse dims), their sizes, whether they lead (0..k-1: the stored
+// elements are then already in slice order) and the number of slices.
+struct KeptDims {
+  std::vector<int64_t> dims, sizes;
+  bool leading = true;
+  int64_t nslices = 1;
+};
+
+inline KeptDims kept_dims(const std::vector<int64_t>& size, int64_t sd, at::IntArrayRef dims) {
+  TORCH_CHECK(sd == (int64_t)size.size(), "sparsefill: indices has ", sd,
+              " rows but size has ", size.size(), " sparse dimensions");
+  std::vector<bool> reduced(sd, false);
+  for (auto d : dims) {
+    TORCH_CHECK(d >= 0 && d < sd && !reduced[d], "sparsefill: dims must be distinct sparse "
+                "dimensions in [0, ", sd, "), got ", dims);
+    reduced[d] = true;
+  }
+  KeptDims k;
+  for (int64_t d = 0; d < sd; ++d) {
+    if (reduced[d]) continue;
+    if (d != (int64_t)k.dims.size()) k.leading = false;
+    k.dims.push_back(d);
+    k.sizes.push_back(size[d]);
+  }
+  check_status(sf_sizes_numel(&k.nslices, k.sizes.data(), (int64_t)k.sizes.size()), "size");
+  return k;
+}
+
+// ---- the segment ops' argument rules, shared by the CPU and CUDA kernels ----
+
+struct Segs {
+  Tensor values, fill, seg_ptr;
+  int64_t nseg, w, fill_stride;
+};
+
+// The rules that read no data: shapes, devices (`device`: the kernel's),
+// fill rows. seg_ptr's ends are checked by each kernel where seg_ptr lives
+// (check_seg_ends).
+inline Segs seg_shape_args(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr_in,
+                           int64_t n, const char* op, c10::DeviceType device) {
+  TORCH_CHECK(values.dim() == 2, "sparsefill: ", op, ": values must be 2-D [nse, w], got shape ",
+              values.sizes());
+  TORCH_CHECK(fill.dim() == 2 && fill.size(1) == values.size(1),
+              "sparsefill: ", op, ": fill must be [nseg or 1, ", values.size(1), "], got shape ",
+              fill.sizes());
+  const bool cpu = device == c10::DeviceType::CPU;
+  TORCH_CHECK(values.device().type() == device && fill.device().type() == device, "sparsefill: ",
+              op, cpu ? ": the CPU kernel needs CPU tensors" : ": the CUDA kernel needs CUDA tensors");
+  same_device(values, "values", fill, "fill");
+  TORCH_CHECK(n >= 0, "sparsefill: ", op, ": the slice length n must be non-negative, got ", n);
+  Tensor seg_ptr = index_arg(seg_ptr_in, "seg_ptr", 1, device);
+  same_device(values, "values", seg_ptr, "seg_ptr");
+  TORCH_CHECK(seg_ptr.numel() >= 1, "sparsefill: ", op, ": seg_ptr must not be empty");
+  const int64_t nseg = seg_ptr.numel() - 1;
+  TORCH_CHECK(fill.size(0) == nseg || fill.size(0) == 1, "sparsefill: ", op, ": fill has ",
+              fill.size(0), " rows for ", nseg, " segments (needs ", nseg, " or 1)");
+  const int64_t w = values.size(1);
+  return {values.contiguous(), fill.to(values.scalar_type()).contiguous(), seg_ptr, nseg, w,
+          fill.size(0) == 1 ? 0 : w};
+}
+
+// seg_ptr's ends, as read by the kernel.
+inline void check_seg_ends(int64_t first, int64_t last, const Segs& a, const char* op) {
+  TORCH_CHECK(first == 0 && last == a.values.size(0), "sparsefill: ", op,
+              ": seg_ptr must run from 0 to the number of stored rows ", a.values.size(0),
+              ", got ", first, " .. ", last);
+}
+
+// seg_softmax_backward's gradients of the outputs `a` (out, out_fill): on
+// their device, grad of out's shape, grad_fill one row per segment (or one
+// for a single segment); returned in the compute type ct, contiguous.
+inline std::pair<Tensor, Tensor> softmax_backward_grads(const Segs& a, const Tensor& g_in,
+                                                        const Tensor& g_fill_in,
+                                                        at::ScalarType ct) {
+  TORCH_CHECK(a.fill_stride == a.w || a.nseg == 1,
+              "sparsefill: softmax backward needs one fill row per segment");
+  same_device(a.values, "out", g_in, "grad");
+  same_device(a.values, "out", g_fill_in, "grad_fill");
+  Tensor g = g_in.to(ct).contiguous();
+  Tensor g_fill = g_fill_in.to(ct).expand_as(a.fill).contiguous();
+  TORCH_CHECK(g.sizes() == a.values.sizes(), "sparsefill: softmax backward: gradient shape ",
+              g.sizes(), " != ", a.values.sizes());
+  return {g, g_fill};
+}
+
+// seg_reduce's `reduce`: true for sum, false for prod.
+inline bool reduce_is_sum(c10::string_view reduce) {
+  TORCH_CHECK(reduce == "sum" || reduce == "prod", "sparsefill: seg_reduce: reduce must be "
+              "'sum' or 'prod', got '", std::string(reduce), "'");
+  return reduce == "sum";
+}
+
+// ---- the ops, through the dispatcher (any device, traceable) ----------------
+
+namespace call {
+
+inline Tensor seg_reduce(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr,
+                         int64_t n, c10::string_view reduce) {
+  static auto op = op_handle<decltype(seg_reduce)>("sparsefill::seg_reduce");
+  return op.call(values, fill, seg_ptr, n, reduce);
+}
+
+inline std::tuple<Tensor, Tensor, Tensor> seg_max(const Tensor& values, const Tensor& fill,
+                                                  const Tensor& seg_ptr,
+                                                  const std::optional<Tensor>& coord, int64_t n,
+                                                  bool is_min, bool split_ties) {
+  static auto op = op_handle<decltype(seg_max)>("sparsefill::seg_max");
+  return op.call(values, fill, seg_ptr, coord, n, is_min, split_ties);
+}
+
+inline std::tuple<Tensor, Tensor> seg_softmax(const Tensor& values, const Tensor& fill,
+                                              const Tensor& seg_ptr, int64_t n, bool log) {
+  static auto op = op_handle<decltype(seg_softmax)>("sparsefill::seg_softmax");
+  return op.call(values, fill, seg_ptr, n, log);
+}
+
+inline std::tuple<Tensor, Tensor> seg_softmax_backward(const Tensor& out, const Tensor& out_fill,
+                                                       const Tensor& g, const Tensor& g_fill,
+                                                       const Tensor& seg_ptr, int64_t n,
+                                                       bool log) {
+  static auto op = op_handle<decltype(seg_softmax_backward)>("sparsefill::seg_softmax_backward");
+  return op.call(out, out_fill, g, g_fill, seg_ptr, n, log);
+}
+
+}  // namespace call
+}  // namespace sparsefill
