@@ -2,6 +2,7 @@
 # the virtual environment, installs pinned dependencies, builds, then runs.
 #   make demo    the RFC's membrane-potential application
 #   make test    codegen check, C core GoogleTest (ctest), pytest
+#   make test-slow  the tests marked slow (compile-heavy: every program under inductor)
 #   make bench   benchmark table (ratios against torch in the same run)
 #   make wheel   build a wheel (--no-build-isolation, against .venv's torch) and import it
 #   make gen     regenerate element-wise code from tools/codegen/elementwise.yaml
@@ -29,7 +30,7 @@ SOURCES := setup.py $(shell find aten_ext -type f \( -name '*.c' -o -name '*.h' 
 
 FUZZ_RUNS ?= 10000000
 
-.PHONY: all demo test bench build wheel gen ctest pytest system-deps clean fuzz cuda-build cuda-ci cuda-bench
+.PHONY: all demo test test-slow bench build wheel gen ctest pytest system-deps clean fuzz cuda-build cuda-ci cuda-bench
 
 all: build
 
@@ -106,6 +107,9 @@ fuzz:
 
 pytest: build
 	$(PY) -m pytest -q test
+
+test-slow: build
+	$(PY) -m pytest -q -m slow test
 
 test: system-deps build
 	$(PY) tools/codegen/gen_elementwise.py --check

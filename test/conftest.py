@@ -21,6 +21,8 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "cpu_only(reason): run in the CPU pass only")
+    config.addinivalue_line("markers", "slow: left out of the default run (pytest.ini); "
+                                       "`make test-slow` runs them")
 
 
 @pytest.fixture(scope="session", params=DEVICES, autouse=True)

@@ -1,0 +1,196 @@
+"""torch.compile never gives another result than eager (issue 15, deliverable 1).
+
+Programs that chain every family of ops (element-wise, products, softmax,
+reductions, shape, indexing, concatenation, to_dense, two model blocks) run
+eagerly and under torch.compile with the backends eager, aot_eager and
+inductor; their values and the gradients of every input (values and fills
+of the sparse operands, the dense operand) must be equal. The sparse ops run
+eagerly between the compiled dense pieces (torch_sparsefill/_compile.py); a
+fullgraph compile refuses instead of guessing.
+
+Inductor compiles C++ per graph (seconds on a small machine): the default
+run compiles a few programs with it, `make test-slow` (pytest -m slow) all.
+"""
+import math
+
+import pytest
+import torch
+
+import torch_sparsefill as sf
+from torch_sparsefill import _compile
+
+pytestmark = pytest.mark.cpu_only(reason="compiles for the CPU")
+
+
+def _operands(fill_a=1.5, fill_b=-2.0):
+    """A (COO) and B (CSR) on different patterns of one size, a dense x; every
+    value and fill a float64 leaf."""
+    g = torch.Generator().manual_seed(0)
+    A = sf.sparse_coo_tensor([[0, 1, 1, 3], [2, 0, 4, 1]], torch.randn(4, generator=g,
+                                                                         dtype=torch.float64),
+                             (4, 5), fill_value=fill_a)
+    B = sf.sparse_csr_tensor([0, 1, 1, 3, 4], [2, 0, 3, 4],
+                             torch.randn(4, generator=g, dtype=torch.float64), (4, 5),
+                             fill_value=fill_b)
+    x = torch.randn(5, 3, generator=g, dtype=torch.float64)
+    A.requires_grad_()
+    B.requires_grad_()
+    x.requires_grad_()
+    return A, B, x
+
+
+def _dense(out):
+    return out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+
+
+def _attention(A, B, x):
+    # A sparse attention block: scores on B's CSR pattern, the rest masked
+    # out by a -inf fill, softmax per row, then the values.
+    S = sf.sparse_csr_tensor(B.crow_indices(), B.col_indices(), B.values(), B.shape,
+                             fill_value=float("-inf"))
+    return torch.softmax(S * 0.5, -1) @ x
+
+
+def _gcn(A, B, x):
+    # A GCN layer: a normalised adjacency with a background fill, then relu.
+    h = A @ (x * 0.5)
+    return torch.relu(h / A.sum(1).to_dense().unsqueeze(1))
+
+
+PROGRAMS = {
+    "elementwise-scalar": lambda A, B, x: (A * 2 + 1).exp(),
+    "elementwise-issue": lambda A, B, x: (A * 2 + 1).to_dense(),
+    "elementwise-union": lambda A, B, x: torch.sigmoid(A * B + A) - B,
+    "elementwise-dense-mix": lambda A, B, x: torch.sin(A.to_dense() * 3) + x.sum(),
+    "where": lambda A, B, x: torch.where(A > 0.5, A, B),
+    "matmul-dense": lambda A, B, x: (A * 2) @ x,
+    "dense-matmul": lambda A, B, x: torch.tanh(x.t() @ B.t()),
+    "softmax": lambda A, B, x: torch.softmax(A * 0.25, -1),
+    "log-softmax-then-sum": lambda A, B, x: torch.log_softmax(B, 0).sum(1),
+    "sum-all": lambda A, B, x: (A * B).sum() * x.sum(),
+    "sum-dim": lambda A, B, x: (A * 2).sum(0),
+    "amax-mean": lambda A, B, x: A.amax(1).to_dense() + B.mean(0).to_dense().sum(),
+    "shape": lambda A, B, x: (A.t() * 2).reshape(20).unsqueeze(0),
+    "indexing": lambda A, B, x: A[1] * B[2],
+    "cat": lambda A, B, x: torch.cat([A, B * 3]).sum(0),
+    "attention-block": _attention,
+    "gcn-block": _gcn,
+}
+
+# Inductor in the default run: one program per kind of compiled piece.
+INDUCTOR_FAST = {"elementwise-issue", "elementwise-dense-mix", "attention-block", "gcn-block"}
+
+
+def _run(program, backend):
+    """Output (dense) and the gradient of every leaf, eager or compiled."""
+    torch._dynamo.reset()
+    A, B, x = _operands()
+    fn = program if backend is None else torch.compile(program, backend=backend)
+    out = _dense(fn(A, B, x))
+    weight = torch.linspace(-1.0, 2.0, out.numel(), dtype=out.dtype).reshape(out.shape)
+    finite = torch.isfinite(out)
+    (torch.where(finite, out, 0.0) * weight).sum().backward()
+    leaves = [A._values(), A._fill_value(), B._values(), B._fill_value(), x]
+    return out.detach(), [t.grad for t in leaves]
+
+
+def _check(name, backend):
+    want, want_grads = _run(PROGRAMS[name], None)
+    got, got_grads = _run(PROGRAMS[name], backend)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    for g, w in zip(got_grads, want_grads):
+        assert (g is None) == (w is None)
+        if w is not None:
+            torch.testing.assert_close(g, w, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compiled_equals_eager(name, backend):
+    _check(name, backend)
+
+
+@pytest.mark.parametrize("name", [name if name in INDUCTOR_FAST else
+                                  pytest.param(name, marks=pytest.mark.slow)
+                                  for name in sorted(PROGRAMS)])
+def test_compiled_equals_eager_inductor(name):
+    _check(name, "inductor")
+
+
+def test_issue_examples():
+    """The three wrong results the issue reported, with backend eager."""
+    torch._dynamo.reset()
+    A = sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 2), fill_value=0.5)
+    got = torch.compile(lambda A: (A * 2 + 1).to_dense(), backend="eager")(A)
+    torch.testing.assert_close(got, A.to_dense() * 2 + 1)
+    got = torch.compile(lambda A: (A * 2).sum(0), backend="eager")(A)
+    torch.testing.assert_close(got.to_dense(), (A.to_dense() * 2).sum(0))
+    got = torch.compile(lambda A: A.sum(), backend="eager")(A)  # was a RecursionError
+    torch.testing.assert_close(got, A.to_dense().sum())
+    S = sf.sparse_csr_tensor([0, 2, 3], [0, 1, 1], [1., 2., 3.], (2, 2), fill_value=-math.inf)
+    got = torch.compile(lambda S: torch.softmax(S * 0.25, -1) @ torch.ones(2, 2),
+                        backend="eager")(S)
+    torch.testing.assert_close(got, torch.softmax(S.to_dense() * 0.25, -1) @ torch.ones(2, 2))
+
+
+def test_same_code_different_ops_never_mixed():
+    """Many ops share the package's code objects (one handler per kind of
+    op): compiled calls in a row must each compute their own op."""
+    torch._dynamo.reset()
+    A = sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 2), fill_value=0.5)
+    for op in (lambda A: A * 2, lambda A: A * 3, lambda A: A + 1, lambda A: A - 1,
+               lambda A: 2 / A, lambda A: A ** 2):
+        torch.testing.assert_close(torch.compile(op, backend="eager")(A).to_dense(),
+                                   op(A.to_dense()))
+
+
+def test_fullgraph_refuses():
+    """fullgraph=True cannot hold a SparseFillTensor yet: a clear error, not a
+    wrong graph."""
+    torch._dynamo.reset()
+    A = sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 2), fill_value=0.5)
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        torch.compile(lambda A: (A * 2).to_dense(), backend="eager", fullgraph=True)(A)
+
+
+def test_dense_work_around_sparse_ops_still_compiles():
+    """The dense work before a sparse op forms a graph of its own (what
+    follows it in the same frame may run eagerly: Dynamo gives up a frame
+    whose resumption starts on a SparseFillTensor)."""
+    torch._dynamo.reset()
+    counts = []
+
+    def backend(gm, example_inputs):
+        counts.append(len([n for n in gm.graph.nodes if n.op == "call_function"]))
+        return gm.forward
+
+    A = sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 2), fill_value=0.5)
+    x = torch.randn(2, 2, dtype=torch.float32)
+
+    def program(A, x):
+        y = torch.sin(x) * 2  # dense: compiled
+        z = (A * 2) @ y  # sparse: eager
+        return torch.cos(z) + 1  # dense: compiled
+
+    got = torch.compile(program, backend=backend)(A, x)
+    torch.testing.assert_close(got, torch.cos((A.to_dense() * 2) @ (torch.sin(x) * 2)) + 1)
+    assert sum(counts) >= 2, counts  # sin and mul went into a graph
+
+
+def test_every_package_function_is_hidden():
+    """No function of the package can be compiled or inlined by Dynamo: the
+    marking reaches every module (new ones included) and routing closure."""
+    import sys
+    import types
+
+    seen: set = set()
+    modules = [m for n, m in sys.modules.items() if n.startswith("torch_sparsefill")]
+    functions = list(_compile._functions(modules, "torch_sparsefill", seen))
+    ours = [f for f in functions if f.__module__.startswith("torch_sparsefill")]
+    assert len(ours) > 100
+    unmarked = [f"{f.__module__}.{f.__qualname__}" for f in ours
+                if not getattr(f, "_torchdynamo_disable", False)]
+    assert not unmarked, unmarked
+    assert isinstance(sf.SparseFillTensor.__dict__["__torch_function__"], classmethod)
+    assert sf.SparseFillTensor.__torch_function__.__func__._torchdynamo_disable
+    assert isinstance(sf.sparse_coo_tensor, types.FunctionType)
