@@ -120,3 +120,63 @@ def _spgemm_fake(crow_a, col_a, values_a, crow_b, col_b, values_b, n):
     nse = torch.library.get_ctx().new_dynamic_size()
     return (crow_a.new_empty((crow_a.shape[0],), dtype=torch.int64),
             col_a.new_empty((nse,), dtype=torch.int64), values_a.new_empty((nse,)))
+
+
+
+# ---- reductions and softmax (reductions.h) ----------------------------------------
+
+@torch.library.register_fake("sparsefill::slice_plan")
+def _slice_plan_fake(indices, size, dims, compact):
+    # The kept dims' rules of kept_dims() in reductions.h: the slices are the
+    # kept sparse dims' positions; the elements need a permutation unless the
+    # kept dims lead; compact plans hold only the slices that store something.
+    kept_dims = [d for d in range(indices.shape[0]) if d not in set(dims)]
+    nse = indices.shape[1]
+    if not kept_dims:
+        return (indices.new_empty((2,)), indices.new_empty((0,)),
+                indices.new_empty((1 if compact else 0,)))
+    nslices = 1
+    for d in kept_dims:
+        nslices *= size[d]
+    nseg = _dynamic() if compact else nslices
+    leading = kept_dims == list(range(len(kept_dims)))
+    return (indices.new_empty((nseg + 1,)), indices.new_empty((0 if leading else nse,)),
+            indices.new_empty((nseg if compact else 0,)))
+
+
+def _segments(seg_ptr):
+    return seg_ptr.shape[0] - 1
+
+
+@torch.library.register_fake("sparsefill::seg_reduce")
+def _seg_reduce_fake(values, fill, seg_ptr, n, reduce):
+    # Floating and complex values keep their dtype; integers are summed in int64.
+    keep = values.dtype.is_floating_point or values.dtype.is_complex
+    return values.new_empty((_segments(seg_ptr), values.shape[1]),
+                            dtype=values.dtype if keep else torch.int64)
+
+
+@torch.library.register_fake("sparsefill::seg_max")
+def _seg_max_fake(values, fill, seg_ptr, coord, n, is_min, split_ties):
+    shape = (_segments(seg_ptr), values.shape[1])
+    return (values.new_empty(shape), values.new_empty(shape, dtype=torch.int64),
+            values.new_empty(shape, dtype=torch.int64))
+
+
+@torch.library.register_fake("sparsefill::seg_softmax")
+def _seg_softmax_fake(values, fill, seg_ptr, n, log):
+    return values.new_empty(values.shape), values.new_empty((_segments(seg_ptr), values.shape[1]))
+
+
+@torch.library.register_fake("sparsefill::seg_softmax_backward")
+def _seg_softmax_backward_fake(out, out_fill, grad, grad_fill, seg_ptr, n, log):
+    return out.new_empty(out.shape), out.new_empty(out_fill.shape)
+
+
+# ---- from_dense: which elements differ from the fill is data ------------------------
+
+@torch.library.register_fake("sparsefill::from_dense")
+def _from_dense_fake(x, fill, sparse_dim):
+    nse = _dynamic()
+    return (x.new_empty((sparse_dim, nse), dtype=torch.int64),
+            x.new_empty((nse,) + tuple(x.shape[sparse_dim:])), fill.new_empty(fill.shape, dtype=x.dtype))
