@@ -2,80 +2,21 @@
 the same op on the dense tensor, gradients included, on COO, CSR, hybrid and
 per-slice fills.
 
-The dense reference is computed here (`dense_of`), not with to_dense(), so
-that per-slice fills are checked independently of the library's conversions.
+The dense reference is `shape_testing.dense_of`, not to_dense(), so that
+per-slice fills are checked independently of the library's conversions;
+torch.cat and torch.stack are in test_concat.py.
 """
 from __future__ import annotations
-
-import math
 
 import pytest
 import torch
 
 import torch_sparsefill as sf
-from sf_testing import random_tensor, rng
+from sf_testing import random_tensor
+from shape_testing import COO, CSR, TENSORS, assert_canonical, dense_of
 
-COO, CSR = torch.sparse_coo, torch.sparse_csr
 ERRORS = (RuntimeError, IndexError, NotImplementedError, TypeError, ValueError)
 
-
-def dense_of(A) -> torch.Tensor:
-    """Strided equivalent of A, differentiable w.r.t. values and fill: the
-    fill broadcast over the size, the (summed) stored values at their indices."""
-    if not isinstance(A, sf.SparseFillTensor):
-        return A
-    size = tuple(A.shape)
-    s = A.sparse_dim()
-    values, fill = A._values(), A._fill_value()
-    if A.layout == CSR:
-        rows = torch.repeat_interleave(torch.arange(size[0]), A.crow_indices().diff())
-        indices = torch.stack([rows, A.col_indices()])
-    else:
-        indices = A._indices()
-    base = fill.expand(size) if fill.dim() > A.dense_dim() else \
-        fill.expand(size[s:]).expand(size)
-    if s == 0:
-        if values.shape[0] == 0:
-            return base.clone()
-        return values.sum(0) + base * 0
-    stored = torch.zeros(size[:s], dtype=torch.bool)
-    stored[tuple(indices)] = True
-    vals = torch.zeros(size, dtype=values.dtype).index_put(tuple(indices), values,
-                                                           accumulate=True)
-    return torch.where(stored.view(size[:s] + (1,) * (len(size) - s)), vals, base)
-
-
-def with_fill(A, fill):
-    """A's pattern and values with another fill (per-slice fills included)."""
-    A = A.coalesce() if A.layout == COO else A
-    return A._with(A._values(), fill.to(A.dtype))
-
-
-def tensors():
-    g = rng(5)
-    coo = random_tensor("random", 1.5, COO, seed=1)
-    csr = random_tensor("random", -2.0, CSR, seed=2)
-    hyb = random_tensor("hybrid", 1.5, COO, seed=3)
-    three = sf.to_sparse(torch.where(torch.rand(4, 5, 6, generator=g) < 0.3,
-                                     torch.randn(4, 5, 6, generator=g, dtype=torch.float64),
-                                     torch.tensor(2.0, dtype=torch.float64)), fill_value=2.0)
-    return {
-        "coo": coo,
-        "coo_uncoalesced": random_tensor("duplicates", 0.5, COO, seed=4),
-        "csr": csr,
-        "csr_empty": random_tensor("empty", math.nan, CSR, seed=1),
-        "coo_full": random_tensor("full", -math.inf, COO, seed=1),
-        "hybrid_coo": hyb,
-        "hybrid_csr": random_tensor("hybrid", -1.0, CSR, seed=5),
-        "coo_3d": three,
-        "rowfill_coo": with_fill(coo, torch.randn(5, 1, generator=g, dtype=torch.float64)),
-        "colfill_csr": with_fill(csr, torch.randn(1, 7, generator=g, dtype=torch.float64)),
-        "slicefill_hybrid": with_fill(hyb, torch.randn(5, 1, 3, generator=g,
-                                                       dtype=torch.float64)),
-    }
-
-
-TENSORS = tensors()
 
 # Ops that apply to any tensor with two leading sparse dims of sizes (5, 7).
 OPS_2D = {
@@ -165,19 +106,6 @@ OPS_3D = {
     "getitem_step": lambda x: x[:, 1::2, ::4],
     "unsqueeze_mid": lambda x: x.unsqueeze(2),
 }
-
-
-def assert_canonical(out):
-    """COO flagged coalesced really is (strictly increasing linear indices);
-    CSR passes the constructor's validation."""
-    if out.layout == CSR:
-        torch.ops.sparsefill.csr_check(out.crow_indices(), out.col_indices(), list(out.shape))
-    elif out.is_coalesced() and out.sparse_dim() > 0:
-        linear = torch.ops.sparsefill.coo_linearize(out._indices(),
-                                                    list(out.shape[:out.sparse_dim()]))
-        assert bool((linear[1:] > linear[:-1]).all()), "flagged coalesced but not sorted"
-    assert out._values().shape[0] == (out.col_indices() if out.layout == CSR
-                                      else out._indices()).shape[-1]
 
 
 def check(fn, A):
@@ -369,93 +297,6 @@ def test_expand_fill_is_not_shared():
     torch.testing.assert_close(dense_of(A), before, rtol=0, atol=0)
 
 
-# ---- cat and stack ---------------------------------------------------------------
-
-def _pieces(layout=COO, fills=(1.5, 1.5, 1.5), hybrid=False):
-    pattern = "hybrid" if hybrid else "random"
-    out = []
-    for k, (rows, f) in enumerate(zip((5, 2, 4), fills)):
-        A = random_tensor(pattern, f, layout, seed=10 + k, size=(rows, 7))
-        out.append(A)
-    return out
-
-
-@pytest.mark.parametrize("layout", [COO, CSR])
-@pytest.mark.parametrize("hybrid", [False, True])
-@pytest.mark.parametrize("fills", [(1.5, 1.5, 1.5), (1.5, -2.0, math.nan)])
-def test_cat_rows(layout, hybrid, fills):
-    parts = _pieces(layout, fills, hybrid)
-    out = torch.cat(parts)
-    assert_canonical(out)
-    torch.testing.assert_close(dense_of(out), torch.cat([dense_of(p) for p in parts]),
-                               equal_nan=True, rtol=0, atol=0)
-    assert out.layout == layout
-    if fills[0] == fills[1] == fills[2]:
-        assert out._fill_value().shape == parts[0]._fill_value().shape  # one fill
-    else:
-        assert out._fill_value().shape[:2] == (11, 1)  # per-row fill
-
-
-@pytest.mark.parametrize("layout", [COO, CSR])
-@pytest.mark.parametrize("fills", [(1.5, 1.5), (1.5, -2.0)])
-def test_cat_cols_and_dense(layout, fills):
-    A = random_tensor("hybrid", fills[0], layout, seed=1)
-    B = random_tensor("hybrid", fills[1], layout, seed=2)
-    for dim in (1, 2, -1):
-        out = torch.cat([A, B], dim=dim)
-        assert_canonical(out)
-        torch.testing.assert_close(dense_of(out), torch.cat([dense_of(A), dense_of(B)], dim),
-                                   rtol=0, atol=0)
-        assert out.layout == layout
-    out = torch.cat([A, B], 2)
-    assert_canonical(out)
-    assert out._fill_value().dim() <= out.dense_dim()  # along a dense dim: dense-part fill
-
-
-def test_cat_per_slice_inputs_and_stack():
-    A, B = TENSORS["rowfill_coo"], TENSORS["coo"]
-    for dim in (0, 1):
-        out = torch.cat([A, B, A], dim)
-        assert_canonical(out)
-        torch.testing.assert_close(dense_of(out), torch.cat([dense_of(A), dense_of(B),
-                                                             dense_of(A)], dim), rtol=0, atol=0)
-    for dim in (0, 1, 2, -1):
-        out = torch.stack([A, B], dim)
-        assert_canonical(out)
-        torch.testing.assert_close(dense_of(out), torch.stack([dense_of(A), dense_of(B)], dim),
-                                   rtol=0, atol=0)
-    C, D = TENSORS["csr"], TENSORS["colfill_csr"]
-    for fn in (torch.hstack, torch.vstack, torch.dstack, lambda ts: torch.concat(ts, dim=1),
-               lambda ts: torch.concatenate(ts, axis=0)):
-        out = fn([C, D])
-        assert_canonical(out)
-        torch.testing.assert_close(dense_of(out), fn([dense_of(C), dense_of(D)]),
-                                   equal_nan=True, rtol=0, atol=0)
-    v, w = sf.full((3,), 2.), sf.sparse_coo_tensor([[1]], [4.], (4,), fill_value=-1.)
-    for fn in (torch.hstack, torch.vstack, torch.dstack):
-        if fn is not torch.hstack:
-            w = w[:3]
-        torch.testing.assert_close(dense_of(fn([v, w])), fn([dense_of(v), dense_of(w)]))
-
-
-def test_cat_shared_fill_stays_one_and_dtype_promotion():
-    f = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
-    A = sf.sparse_coo_tensor([[0, 1], [2, 0]], torch.tensor([3., 4.], dtype=torch.float64), (2, 3),
-                             fill_value=f)
-    B = sf.sparse_coo_tensor([[0], [1]], torch.tensor([6.], dtype=torch.float64), (1, 3),
-                             fill_value=f)
-    out = torch.cat([A, B])
-    assert_canonical(out)
-    assert out._fill_value().shape == ()  # one fill, not per-row
-    dense_of(out).sum().backward()
-    assert f.grad.item() == 6.  # 4 + 2 unspecified elements
-    F = sf.full((2, 3), 3, dtype=torch.float32)
-    out = torch.cat([A.detach(), F])
-    assert_canonical(out)
-    assert out.dtype == torch.float64
-    torch.testing.assert_close(dense_of(out), torch.cat([dense_of(A), dense_of(F).double()]))
-
-
 # ---- gradients ------------------------------------------------------------------
 
 def _leaves(name):
@@ -512,15 +353,6 @@ def test_unspecified_element_sends_gradient_to_fill():
         dense_of(A[1]).sum().backward()
         assert f.grad.item() == 2. and v.grad.tolist() == [0., 1.]
         f.grad = v.grad = None
-
-
-def test_cat_gradients_keep_fills_apart():
-    fa = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
-    fb = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
-    A = sf.full((2, 3), fa)
-    B = sf.full((1, 3), fb)
-    dense_of(torch.cat([A, B])).sum().backward()
-    assert fa.grad.item() == 6. and fb.grad.item() == 3.
 
 
 def test_docstring_examples():
