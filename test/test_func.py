@@ -7,7 +7,7 @@ functorch refuses ("cannot use C++ torch::autograd::Function with functorch
 transforms") and forward AD refuses too; vmap over the components (no
 derivative involved) works. Each check below accepts either the right
 answer or a RuntimeError, so it holds now and keeps holding while the ops
-move to derivatives functorch can use (RFC.md section 10).
+move to derivatives functorch can use (RFC.md section 12.2).
 """
 import pytest
 import torch

@@ -7,7 +7,7 @@ the handlers, the constructors) frame by frame, with graph breaks at
 `_make_wrapper_subclass` and resume functions in between. Those frames share
 code objects (one `route` closure per routed callable, one `_binary` for
 every binary op) and their guards did not tell the ops apart: `A * 2 + 1`
-compiled to `A * 2 * 1` (RFC.md section 10). A compiled program must give
+compiled to `A * 2 * 1` (RFC.md section 12.1). A compiled program must give
 eager's result, so every function of the package is kept out of Dynamo:
 
 - its frame is never compiled (execution strategy SKIP, set on the code
