@@ -194,3 +194,33 @@ def test_every_package_function_is_hidden():
     assert isinstance(sf.SparseFillTensor.__dict__["__torch_function__"], classmethod)
     assert sf.SparseFillTensor.__torch_function__.__func__._torchdynamo_disable
     assert isinstance(sf.sparse_coo_tensor, types.FunctionType)
+
+
+def test_no_recompile_when_nse_changes():
+    """The compiled pieces see dense tensors whose shapes do not depend on
+    nse: calls with 1, 3 and 6 stored elements reuse the first compilation."""
+    torch._dynamo.reset()
+    frames = []
+
+    def backend(gm, example_inputs):
+        frames.append(gm)
+        return gm.forward
+
+    x = torch.randn(4, 3, dtype=torch.float64)
+
+    @torch.compile(backend=backend)
+    def program(A, x):
+        y = torch.sin(x) * 2  # dense: compiled
+        return torch.softmax(A, -1) @ y  # sparse: eager
+
+    g = torch.Generator().manual_seed(1)
+    for nse in (1, 3, 6):
+        flat = torch.randperm(20, generator=g)[:nse]
+        A = sf.sparse_coo_tensor(torch.stack([flat // 4, flat % 4]),
+                                 torch.randn(nse, generator=g, dtype=torch.float64), (5, 4),
+                                 fill_value=-0.5)
+        torch.testing.assert_close(program(A, x),
+                                   torch.softmax(A.to_dense(), -1) @ (torch.sin(x) * 2))
+        if nse == 1:
+            first = len(frames)
+    assert first >= 1 and len(frames) == first, f"{first} graphs, then {len(frames)}"

@@ -175,11 +175,12 @@ def _coo(v, f):
 
 
 # Products: sddmm (the backward of spmm) has no autograd formula yet, so the
-# second order is wrong today; issue 14 fixes it. strict: the xfail fails
-# once it passes, so this list shrinks with the fix.
-_SDDMM = pytest.mark.xfail(strict=True, raises=GradcheckError,
-                           reason="spmm's backward calls sddmm, which has no derivative "
-                                  "(issue 14 fixes it)")
+# second order is wrong today; issue 14 fixes it. The expected failure holds
+# while sddmm has no autograd kernel, and strictly: a pass then is reported.
+_SDDMM = pytest.mark.xfail(
+    not torch._C._dispatch_has_kernel_for_dispatch_key("sparsefill::sddmm", "Autograd"),
+    strict=True, raises=GradcheckError,
+    reason="spmm's backward calls sddmm, which has no derivative (issue 14 fixes it)")
 
 PROGRAMS = {
     "spmm": (lambda v, f, x: _csr(v, f) @ x, (_V, _FILL, _X), _SDDMM),
