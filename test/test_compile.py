@@ -224,3 +224,45 @@ def test_no_recompile_when_nse_changes():
         if nse == 1:
             first = len(frames)
     assert first >= 1 and len(frames) == first, f"{first} graphs, then {len(frames)}"
+
+
+class _ComponentsModule(torch.nn.Module):
+    """A module on a sparse tensor's components, calling the ops directly."""
+
+    def forward(self, indices, values, fill, x):
+        ops = torch.ops.sparsefill
+        v, f = ops.mul_scalar(values, fill, 2.0, False)
+        v, f = ops.exp(v, f)
+        dense = ops.to_dense(indices, v, f, [3, 4])
+        crow = ops.crow_from_rows(indices[0].contiguous(), 3)
+        return dense @ x + ops.spmm(crow, indices[1].contiguous(), v, f, x, 4)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_export_of_components(strict):
+    """torch.export of a module that takes the components: the exported
+    program computes what the module does (shapes static: to_dense's C++
+    composite specializes nse today)."""
+    torch._dynamo.reset()
+    indices = torch.tensor([[0, 1, 2, 2], [1, 0, 0, 3]])
+    values, fill = torch.tensor([0.5, -1.0, 2.0, 0.25]), torch.tensor(0.5)
+    x = torch.linspace(-1, 1, 8).reshape(4, 2)
+    ep = torch.export.export(_ComponentsModule(), (indices, values, fill, x), strict=strict)
+    A = sf.sparse_coo_tensor(indices, values, (3, 4), fill_value=fill)
+    want = torch.exp(A.to_dense() * 2) @ x
+    torch.testing.assert_close(ep.module()(indices, values, fill, x), want * 2)
+    other = torch.tensor([1.5, 0.0, -0.5, 1.0])
+    torch.testing.assert_close(ep.module()(indices, other, fill, x),
+                               _ComponentsModule()(indices, other, fill, x))
+
+
+def test_export_of_a_constructor_refuses():
+    """Building a SparseFillTensor inside an exported module is refused (its
+    index check returns a data-dependent bool), never exported wrong."""
+    class Build(torch.nn.Module):
+        def forward(self, indices, values, fill):
+            return (sf.sparse_coo_tensor(indices, values, (3, 4), fill_value=fill) * 2).to_dense()
+
+    args = (torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0]), torch.tensor(0.5))
+    with pytest.raises(Exception, match="coo_check|compiler.disable"):
+        torch.export.export(Build(), args, strict=False)
