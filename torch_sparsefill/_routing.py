@@ -50,6 +50,27 @@ def _cuda(self, device=None, non_blocking=False, memory_format=None):
     return self.to("cuda" if device is None else device, non_blocking=non_blocking)
 
 
+def _zeros_like(self, *, dtype=None, layout=None, device=None, requires_grad=False,
+                memory_format=None, pin_memory=False):
+    """torch.zeros_like(A): A's pattern with zero values and a zero fill."""
+    if layout not in (None, self.layout):
+        raise NotImplementedError(f"torch_sparsefill: zeros_like(layout={layout}) of a "
+                                  f"{self.layout} SparseFillTensor")
+    out = self.detach()._map_components(
+        lambda t, is_index: (t if device is None else t.to(device)) if is_index else
+        torch.zeros_like(t, dtype=dtype, device=device), with_kind=True)
+    return out.requires_grad_() if requires_grad else out
+
+
+def _zero_(self):
+    """A.zero_(): values and fill set to 0 in place; the pattern stays. Ends
+    with _after_inplace, so zeroing A.grad reaches the component gradients."""
+    self._sf_values.zero_()
+    self._sf_fill.zero_()
+    self._after_inplace()
+    return self
+
+
 def _methods() -> dict:
     table = {getattr(T, n): getattr(SparseFillTensor, n) for n in _METHOD_NAMES}
     table.update({getattr(T, n): _cast(d) for n, d in _CASTS.items()})
@@ -64,6 +85,12 @@ def _methods() -> dict:
         T.__format__: lambda self, spec: format(repr(self), spec),
         T.__reduce_ex__: _factories.reduce_ex,
         T.__deepcopy__: _factories.deepcopy,
+        # The optimisers' state (torch.zeros_like(param)) must keep the
+        # parameter's pattern so that in-place steps line up, and
+        # zero_grad(set_to_none=False) zeroes A.grad; issue 20 owns *_like
+        # and zero_ and may replace these entries.
+        torch.zeros_like: _zeros_like,
+        T.zero_: _zero_,
     })
     return table
 
@@ -77,6 +104,9 @@ _PASSTHROUGH = [
     T.is_sparse.__get__, T.is_sparse_csr.__get__, T.is_cuda.__get__, T.is_cpu.__get__,
     T.is_meta.__get__, T.is_quantized.__get__, T.is_mkldnn.__get__, T.is_nested.__get__,
     T.itemsize.__get__,
+    # Needed by torch.optim (Adam's step asks torch.is_complex(param)); issue 20
+    # owns the function forms of metadata queries and may replace these entries.
+    torch.is_complex, torch.is_floating_point,
 ]
 
 
