@@ -15,7 +15,8 @@ import torch
 
 from . import _C  # noqa: F401  -- registers torch.ops.sparsefill.*
 from . import _fake  # noqa: F401  -- fake kernels of the ops
-from . import _factories, _interop, _routing
+from . import _data, _factories, _interop, _routing
+from ._data import collate
 from ._factories import (eliminate_fill, fill_value, full, ones, sparse_coo_tensor,
                          sparse_csr_tensor, to_sparse, zeros)
 from ._interop import from_pydata, from_scipy
@@ -41,6 +42,9 @@ torch.serialization.add_safe_globals([
     _factories._rebuild_sparsefill,
     (_factories._rebuild_sparsefill, "torch_sparsefill._tensor._rebuild_sparsefill")])
 
-__all__ = ["SparseFillTensor", "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full",
+# torch.utils.data's default_collate looks samples' types up in this map.
+torch.utils.data._utils.collate.default_collate_fn_map[SparseFillTensor] = _data.collate_fn
+
+__all__ = ["SparseFillTensor", "collate", "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full",
            "zeros", "ones", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]
 __version__ = "0.1.0"

@@ -8,7 +8,10 @@ __init__.py). It looks the callable up in TABLE, whose entries come from
     itself (shape, dtype, device, dim, ...), declared here;
   - each family module's ROUTES: _elementwise (the generated ops and their
     in-place forms), _shape, _indexing, _concat, _products, _reductions,
-    _softmax.
+    _softmax, _tensor_methods (copy_, comparisons, conversions), _nn (what
+    nn and optim call).
+A routed call with a SparseFillTensor `out=` writes its result there
+(copy_); under an enabled torch.autocast it runs through _autocast.
 A callable claimed twice is an error at import. Anything not in TABLE raises
 NotImplementedError naming the function: no torch function ever computes on
 a SparseFillTensor as if its fill were 0 (RFC.md section 8).
@@ -18,8 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from . import (_args, _concat, _elementwise, _factories, _indexing, _products, _reductions,
-               _shape, _softmax)
+from . import (_args, _autocast, _concat, _elementwise, _factories, _indexing, _nn, _products,
+               _reductions, _shape, _softmax, _tensor_methods)
 from ._tensor import SparseFillTensor
 
 T = torch.Tensor
@@ -101,7 +104,7 @@ _PASSTHROUGH = [
     T.size, T.dim, T.ndimension, T.numel, T.nelement, T.element_size, T.is_floating_point,
     T.is_complex, T.get_device, T.__len__,
     T.shape.__get__, T.dtype.__get__, T.device.__get__, T.ndim.__get__, T.layout.__get__,
-    T.is_sparse.__get__, T.is_sparse_csr.__get__, T.is_cuda.__get__, T.is_cpu.__get__,
+    T.is_sparse_csr.__get__, T.is_cuda.__get__, T.is_cpu.__get__,
     T.is_meta.__get__, T.is_quantized.__get__, T.is_mkldnn.__get__, T.is_nested.__get__,
     T.itemsize.__get__,
     # Needed by torch.optim (Adam's step asks torch.is_complex(param)); issue 20
@@ -140,6 +143,8 @@ TABLE = _assemble(
     ("_products", _products.ROUTES),
     ("_reductions", _reductions.ROUTES),
     ("_softmax", _softmax.ROUTES),
+    ("_tensor_methods", _tensor_methods.ROUTES),
+    ("_nn", _nn.ROUTES),
 )
 
 
@@ -147,6 +152,10 @@ def torch_function(func, types, args, kwargs):
     """SparseFillTensor.__torch_function__: the routed handler, or a refusal."""
     handler = TABLE.get(func)
     if handler is not None:
+        if kwargs and isinstance(kwargs.get("out"), SparseFillTensor):
+            return _tensor_methods.into_out(handler, args, kwargs)
+        if _autocast.enabled():
+            return _autocast.call(func, handler, args, kwargs)
         return handler(*args, **kwargs)
     raise NotImplementedError(
         f"torch_sparsefill: {_args.name(func)} has no fill-value semantics yet, so it is refused "
