@@ -20,6 +20,7 @@ from ._data import collate
 from ._factories import (eliminate_fill, fill_value, full, ones, sparse_coo_tensor,
                          sparse_csr_tensor, to_sparse, zeros)
 from ._interop import from_pydata, from_scipy
+from ._library import get_include, get_library
 from . import _tensor
 from ._tensor import SparseFillTensor
 
@@ -45,6 +46,6 @@ torch.serialization.add_safe_globals([
 # torch.utils.data's default_collate looks samples' types up in this map.
 torch.utils.data._utils.collate.default_collate_fn_map[SparseFillTensor] = _data.collate_fn
 
-__all__ = ["SparseFillTensor", "collate", "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full",
+__all__ = ["SparseFillTensor", "collate", "get_include", "get_library", "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full",
            "zeros", "ones", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]
 __version__ = "0.1.0"
