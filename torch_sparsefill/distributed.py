@@ -32,7 +32,8 @@ from . import _elementwise
 from ._tensor import SparseFillTensor, build
 
 __all__ = ["broadcast", "all_gather", "all_reduce", "reduce_scatter", "send", "recv",
-           "broadcast_module", "all_reduce_gradients"]
+           "broadcast_module", "all_reduce_gradients", "row_range", "shard_rows",
+           "matmul_row_sharded"]
 
 
 # ---- descriptions and components --------------------------------------------------------
@@ -236,3 +237,74 @@ def all_reduce_gradients(module: torch.nn.Module, group=None) -> None:
         for g in same:
             g.copy_(flat[offset:offset + g.numel()].view_as(g))
             offset += g.numel()
+
+
+# ---- row-sharded tensors ------------------------------------------------------------------
+
+def row_range(rows: int, group=None) -> tuple:
+    """The rows [start, stop) this rank holds of a matrix of `rows` rows split
+    into contiguous blocks, one per rank (sizes differing by at most one)."""
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    base, extra = divmod(rows, world)
+    start = rank * base + min(rank, extra)
+    return start, start + base + (rank < extra)
+
+
+def shard_rows(A, group=None):
+    """This rank's row block of `A` (a SparseFillTensor, CSR, same fill; or a
+    strided tensor), per `row_range`.
+
+    Example::
+
+        >>> A_local = sfd.shard_rows(A)  # rank r of 2: rows r * m // 2 ...
+    """
+    start, stop = row_range(A.shape[0], group)
+    block = A[start:stop]
+    if isinstance(block, SparseFillTensor) and block.dim() == 2:
+        block = block.to_sparse(layout=torch.sparse_csr)
+    return block
+
+
+class _GatherRows(torch.autograd.Function):
+    """All ranks' row blocks concatenated; the backward sums the gradient
+    over ranks (all_reduce) and keeps this rank's rows."""
+
+    @staticmethod
+    def forward(ctx, local, rows, group):
+        ctx.group, ctx.span = group, row_range(rows, group)
+        most = -(-rows // dist.get_world_size(group))
+        padded = torch.cat([local, local.new_zeros((most - local.shape[0],) + local.shape[1:])])
+        blocks = [torch.empty_like(padded) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(blocks, padded.contiguous(), group=group)
+        base, extra = divmod(rows, len(blocks))
+        return torch.cat([b[:base + (r < extra)] for r, b in enumerate(blocks)])
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, group=ctx.group)
+        start, stop = ctx.span
+        return grad[start:stop], None, None
+
+
+def matmul_row_sharded(A_local: SparseFillTensor, B_local: torch.Tensor, group=None):
+    """The row block of ``A @ B`` this rank holds, for A and B (k x n, strided)
+    both sharded by rows (``shard_rows``): every rank gathers B's blocks, then
+    multiplies its block of A with the fill-aware product. Differentiable with
+    respect to A's values and fill and to B's blocks (their gradients summed
+    over the ranks that read them).
+
+    Communication: each rank receives all of B (k x n elements), whatever
+    A's pattern; the fill correction itself needs only B's column sums, and
+    the stored part only the rows of B that the local columns touch (RFC.md
+    12.5 describes that leaner exchange, not done yet).
+    """
+    if not isinstance(A_local, SparseFillTensor):
+        raise TypeError("matmul_row_sharded: A_local must be a SparseFillTensor row block")
+    rows = torch.tensor([B_local.shape[0]], dtype=torch.int64)
+    dist.all_reduce(rows, group=group)
+    if A_local.shape[1] != int(rows):
+        raise RuntimeError(f"matmul_row_sharded: A has {A_local.shape[1]} columns, B has "
+                           f"{int(rows)} rows over the ranks")
+    B = _GatherRows.apply(B_local, int(rows), group)
+    return A_local @ B
