@@ -226,3 +226,19 @@ def test_zero_grad_without_set_to_none(foreach):
     opt.zero_grad(set_to_none=False)
     m(x).sum().backward()
     T.assert_dense_equal(m.weight.grad.to_dense(), first)
+
+
+def test_foreach_ops_run_tensor_by_tensor():
+    A, B = _tensor(torch.sparse_coo), _tensor(torch.sparse_csr, seed=1)
+    x = torch.randn(3, dtype=torch.float64)
+    tensors = [A.clone(), B.clone(), x.clone()]
+    torch._foreach_addcmul_(tensors, tensors, tensors, torch.tensor([2., -1., 0.5]))
+    expected = [A + 2. * A * A, B - B * B, x + 0.5 * x * x]
+    for got, want in zip(tensors, expected):
+        T.assert_dense_equal(got.to_dense(), want.to_dense())
+    norms = torch._foreach_norm([A, x], 3)
+    torch.testing.assert_close(norms[0], torch.linalg.vector_norm(A.to_dense(), 3))
+    torch.testing.assert_close(norms[1], torch.linalg.vector_norm(x, 3))
+    maxed = [A.clone()]
+    torch._foreach_maximum_(maxed, [A * 2])
+    T.assert_dense_equal(maxed[0].to_dense(), torch.maximum(A.to_dense(), 2 * A.to_dense()))

@@ -79,15 +79,18 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
 
 # ---- torch._foreach_* ---------------------------------------------------------------------
 
-def _element(arg, i, n):
-    """Argument `arg` of a foreach call for the i-th tensor: lists are zipped;
-    a 1-D tensor of n scalars (addcmul's `scalars`) gives its i-th number."""
-    if isinstance(arg, (list, tuple)):
-        return arg[i]
-    if isinstance(arg, torch.Tensor) and not isinstance(arg, SparseFillTensor) and \
-            arg.dim() == 1 and arg.numel() == n and n > 1:
-        return arg[i].item()
-    return arg
+def _element(arg, i):
+    """Argument `arg` of a foreach call for the i-th tensor: lists are zipped,
+    anything else is the same for every tensor."""
+    return arg[i] if isinstance(arg, (list, tuple)) else arg
+
+
+def _scalars(value, i):
+    """addcmul/addcdiv's `scalars`: a number, a list, or a 1-D tensor of numbers."""
+    if isinstance(value, torch.Tensor) and not isinstance(value, SparseFillTensor) and \
+            value.dim() == 1:
+        return value[i].item()
+    return _element(value, i)
 
 
 def _foreach(func, method):
@@ -97,8 +100,9 @@ def _foreach(func, method):
         if value_arg and len(args) == 4:  # positional `scalars`: the methods' keyword `value`
             args, kwargs = args[:3], {**kwargs, "value": args[3]}
         n = len(next(a for a in args if isinstance(a, (list, tuple))))
-        results = [method(*[_element(a, i, n) for a in args],
-                          **{k: _element(v, i, n) for k, v in kwargs.items()})
+        results = [method(*[_element(a, i) for a in args],
+                          **{k: (_scalars(v, i) if value_arg and k == "value" else
+                                 _element(v, i)) for k, v in kwargs.items()})
                    for i in range(n)]
         return None if func.__name__.endswith("_") else results
     each.__doc__ = f"``{_args.name(func)}``: ``{method.__name__}`` tensor by tensor."
