@@ -173,6 +173,7 @@ demo: build
 
 bench: build
 	OMP_NUM_THREADS=2 $(PY) bench/bench.py
+	$(PY) bench/bench_distributed.py
 
 # The GPU rows (and the rest) with the CUDA build; needs a GPU to time them.
 cuda-bench: build/cuda/.built

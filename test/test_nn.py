@@ -4,6 +4,7 @@ on and off) against the equivalent parametrisation by components, gradient
 accumulation and clipping, F.linear."""
 import copy
 import io
+import math
 
 import pytest
 import torch
@@ -51,6 +52,19 @@ def test_state_dict_round_trip_through_torch_save(layout):
     T.assert_dense_equal(dst.weight.to_dense().detach(), src.weight.to_dense().detach())
     T.assert_dense_equal(dst.scale.to_dense(), src.scale.to_dense())
     assert dst.weight.requires_grad and dst.weight.is_leaf
+
+
+@pytest.mark.parametrize("fill", [math.inf, -math.inf, math.nan])
+def test_state_dict_keeps_non_finite_fills(fill):
+    src, dst = Holder(torch.sparse_csr), Holder(torch.sparse_csr)
+    with torch.no_grad():
+        src.scale._fill_value().fill_(fill)
+    buf = io.BytesIO()
+    torch.save(src.state_dict(), buf)
+    buf.seek(0)
+    dst.load_state_dict(torch.load(buf))
+    T.assert_dense_equal(dst.scale.to_dense(), src.scale.to_dense())
+    assert torch.equal(dst.scale, src.scale) == (fill == fill)  # NaN never equals NaN
 
 
 def test_load_state_dict_other_pattern_names_assign():
