@@ -172,6 +172,30 @@ def _row_sharded(rank, world):
             T.assert_dense_equal(A_local.grad.to_dense(), torch.where(
                 A.to_dense()[start:stop] != A.fill_value(), grad_block,
                 grad_block[A.to_dense()[start:stop] == A.fill_value()].mean()))
+        # reductions over all rows, combined across ranks
+        for fill in (0.5, -math.inf, math.nan):
+            A = T.random_tensor("random", fill, layout, size=(7, 9))
+            A_local = sfd.shard_rows(A)
+            for op in ("amax", "amin", "sum", "mean"):
+                got = sfd.reduce_rows_sharded(A_local, op)
+                T.assert_dense_equal(got, getattr(torch, op)(A.to_dense(), 0))
+        A = T.random_tensor("random", 0.5, layout, size=(7, 9))
+        A_local = sfd.shard_rows(A).requires_grad_()
+        w = torch.randn(9, generator=T.rng(3), dtype=torch.float64)
+        (sfd.reduce_rows_sharded(A_local, "mean") * w).sum().backward()
+        D = A.to_dense().requires_grad_()
+        (D.mean(0) * w).sum().backward()  # the loss on every rank: world times
+        start, stop = sfd.row_range(7)
+        block = D.grad[start:stop] * world
+        stored = A.to_dense()[start:stop] != A.fill_value()
+        T.assert_dense_equal(A_local.grad.to_dense(), torch.where(stored, block,
+                                                                  block[~stored].mean()))
+        try:
+            sfd.reduce_rows_sharded(A_local, "amax")
+        except NotImplementedError:
+            pass
+        else:
+            raise AssertionError("amax of a tensor requiring grad must refuse")
 
 
 

@@ -33,7 +33,7 @@ from ._tensor import SparseFillTensor, build
 
 __all__ = ["broadcast", "all_gather", "all_reduce", "reduce_scatter", "send", "recv",
            "broadcast_module", "all_reduce_gradients", "row_range", "shard_rows",
-           "matmul_row_sharded"]
+           "matmul_row_sharded", "reduce_rows_sharded"]
 
 
 # ---- descriptions and components --------------------------------------------------------
@@ -308,3 +308,54 @@ def matmul_row_sharded(A_local: SparseFillTensor, B_local: torch.Tensor, group=N
                            f"{int(rows)} rows over the ranks")
     B = _GatherRows.apply(B_local, int(rows), group)
     return A_local @ B
+
+
+class _AllReduceSum(torch.autograd.Function):
+    """The sum over ranks; every rank's loss reads it, so the gradient of each
+    rank's input is the sum over ranks of theirs."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        out = x.contiguous().clone()
+        dist.all_reduce(out, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
+def reduce_rows_sharded(A_local: SparseFillTensor, op: str = "sum", group=None) -> torch.Tensor:
+    """The reduction over all rows (dim 0) of a row-sharded matrix, on every
+    rank: each rank reduces its block, then one collective of 1 x n vectors
+    combines them (all_reduce for sum and mean; all_gather for amax and
+    amin, whose NaN gloo's MAX/MIN would drop). `op`: "sum", "mean"
+    (differentiable), "amax", "amin".
+
+    Example::
+
+        >>> sfd.reduce_rows_sharded(sfd.shard_rows(A), "mean")  # == A.to_dense().mean(0)
+    """
+    if op in ("sum", "mean"):
+        part = A_local.sum(0)
+        part = part.to_dense() if isinstance(part, SparseFillTensor) else part
+        total = _AllReduceSum.apply(part, group)
+        if op == "sum":
+            return total
+        rows = torch.tensor([A_local.shape[0]], dtype=torch.int64)
+        dist.all_reduce(rows, group=group)
+        return total / int(rows)
+    if op in ("amax", "amin"):
+        if A_local.requires_grad and torch.is_grad_enabled():
+            raise NotImplementedError(f"reduce_rows_sharded({op!r}) is not differentiable yet; "
+                                      f"call it under torch.no_grad() or on a detached tensor")
+        part = getattr(torch, op)(A_local, 0)
+        part = (part.to_dense() if isinstance(part, SparseFillTensor) else part).contiguous()
+        # gathered and reduced here: gloo's MAX/MIN drop NaN, torch's amax keeps it
+        parts = [torch.empty_like(part) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(parts, part, group=group)
+        return getattr(torch, op)(torch.stack(parts), 0)
+    raise ValueError(f"reduce_rows_sharded: op must be sum, mean, amax or amin, got {op!r}")
