@@ -83,3 +83,12 @@ def test_disabled_and_other_device_autocast_change_nothing():
         with torch.autocast("cpu", enabled=False):
             assert (A @ x).dtype == torch.float32
         assert (A.double() @ x.double()).dtype == (A.to_dense().double() @ x.double()).dtype
+
+
+@pytest.mark.cpu_only(reason="torch.autocast('cpu') is the policy under test")
+def test_out_keyword_under_autocast():
+    A = T.random_tensor("random", 0.5, torch.sparse_coo, dtype=torch.float32, size=SIZE)
+    out = torch.zeros_like(A)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.exp(A.bfloat16(), out=out) is out  # computed as dense would, then cast
+    T.assert_dense_equal(out.to_dense(), torch.exp(A.to_dense().bfloat16()).float())

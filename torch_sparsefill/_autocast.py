@@ -55,7 +55,8 @@ def _dense_dtype(func, args, kwargs):
     on stand-ins)."""
     try:
         with torch._C.DisableTorchFunctionSubclass():
-            out = func(*_stand_in(args), **{k: _stand_in(v) for k, v in kwargs.items()})
+            out = func(*_stand_in(args),
+                       **{k: _stand_in(v) for k, v in kwargs.items() if k != "out"})
     except Exception:  # noqa: BLE001 -- a stand-in torch rejects: no policy to follow
         return None
     first = next(_tensors([out]), None)

@@ -153,7 +153,7 @@ def torch_function(func, types, args, kwargs):
     handler = TABLE.get(func)
     if handler is not None:
         if kwargs and isinstance(kwargs.get("out"), SparseFillTensor):
-            return _tensor_methods.into_out(handler, args, kwargs)
+            handler = _tensor_methods.writing_out(handler)
         if _autocast.enabled():
             return _autocast.call(func, handler, args, kwargs)
         return handler(*args, **kwargs)

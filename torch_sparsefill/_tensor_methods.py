@@ -79,12 +79,12 @@ def copy_(self, src, non_blocking=False):
     return self
 
 
-def into_out(handler, args, kwargs):
-    """``op(..., out=A)`` with a SparseFillTensor ``out``: the result copied
-    into A (``copy_``: its pattern must be A's), A returned."""
-    kwargs = dict(kwargs)
-    out = kwargs.pop("out")
-    return copy_(out, handler(*args, **kwargs))
+def writing_out(handler):
+    """`handler` for a call with a SparseFillTensor ``out=``: the result is
+    copied into it (``copy_``: its pattern must be out's), and out returned."""
+    def call(*args, out, **kwargs):
+        return copy_(out, handler(*args, **kwargs))
+    return call
 
 
 def fill_(self, value):
