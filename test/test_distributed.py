@@ -152,10 +152,15 @@ def _row_sharded(rank, world):
     for layout in T.LAYOUTS:
         # non-finite fills in products are issue 14's (A @ B with an inf fill
         # differs from the dense product in one process already)
-        for fill in (0.0, -1.5, 2.0):
-            A = T.random_tensor("random", fill, layout, size=(7, 9))
+        for fill in (0.0, -1.5, 2.0, "per row", "per column"):
+            if isinstance(fill, str):  # a per-slice fill: the lean path (rows), the gather
+                dim = 1 if fill == "per row" else 0
+                A = torch.softmax(T.random_tensor("random", 0.5, layout, size=(7, 9)), dim)
+            else:
+                A = T.random_tensor("random", fill, layout, size=(7, 9))
             B = torch.randn(9, 3, generator=g, dtype=torch.float64)
-            A_local = sfd.shard_rows(A.detach()).requires_grad_()
+            A = A.detach()
+            A_local = sfd.shard_rows(A).requires_grad_()
             B_local = sfd.shard_rows(B).clone().requires_grad_()
             out = sfd.matmul_row_sharded(A_local, B_local)
             start, stop = sfd.row_range(7)
@@ -168,10 +173,15 @@ def _row_sharded(rank, world):
             ((Ad @ Bd) ** 2).sum().backward()
             b_start, b_stop = sfd.row_range(9)
             torch.testing.assert_close(B_local.grad, Bd.grad[b_start:b_stop])
-            grad_block = Ad.grad[start:stop]
-            T.assert_dense_equal(A_local.grad.to_dense(), torch.where(
-                A.to_dense()[start:stop] != A.fill_value(), grad_block,
-                grad_block[A.to_dense()[start:stop] == A.fill_value()].mean()))
+            # the component gradients of the local block (RFC.md 7.2)
+            grad_block, block = Ad.grad[start:stop], A_local.to_dense().detach()
+            fill_b = A_local._fill_value()
+            unspecified = block == fill_b.expand_as(block)
+            torch.testing.assert_close(A_local._values().grad, grad_block[~unspecified])
+            summed = (grad_block * unspecified).sum(
+                [d for d in range(2) if fill_b.dim() == 0 or fill_b.shape[d] == 1],
+                keepdim=fill_b.dim() > 0)
+            torch.testing.assert_close(fill_b.grad, summed)
         # reductions over all rows, combined across ranks
         for fill in (0.5, -math.inf, math.nan):
             A = T.random_tensor("random", fill, layout, size=(7, 9))

@@ -287,27 +287,93 @@ class _GatherRows(torch.autograd.Function):
         return grad[start:stop], None, None
 
 
+class _GatherSelectedRows(torch.autograd.Function):
+    """Rows `wanted` (sorted global row numbers, the same on every rank) of a
+    row-sharded matrix: each rank contributes the wanted rows it owns (one
+    all_gather, padded). The backward all_reduces the gradient of the
+    gathered rows; each rank keeps those of its own rows."""
+
+    @staticmethod
+    def forward(ctx, local, wanted, rows, group):
+        world, rank = dist.get_world_size(group), dist.get_rank(group)
+        base, extra = divmod(rows, world)
+        bounds = [r * base + min(r, extra) for r in range(world + 1)]
+        counts = [int(((wanted >= bounds[r]) & (wanted < bounds[r + 1])).sum())
+                  for r in range(world)]
+        mine = wanted[(wanted >= bounds[rank]) & (wanted < bounds[rank + 1])] - bounds[rank]
+        most = max(counts)
+        own = local[mine]
+        padded = torch.cat([own, own.new_zeros((most - own.shape[0],) + own.shape[1:])])
+        blocks = [torch.empty_like(padded) for _ in range(world)]
+        dist.all_gather(blocks, padded.contiguous(), group=group)
+        ctx.group, ctx.mine, ctx.shape = group, mine, local.shape
+        ctx.offset, ctx.count = sum(counts[:rank]), counts[rank]
+        return torch.cat([b[:c] for b, c in zip(blocks, counts)])
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, group=ctx.group)
+        out = grad.new_zeros(ctx.shape)
+        out[ctx.mine] = grad[ctx.offset:ctx.offset + ctx.count]
+        return out, None, None, None
+
+
+def _union_over_ranks(x: torch.Tensor, group) -> torch.Tensor:
+    """The sorted union of every rank's 1-D int64 tensor `x`."""
+    size = torch.tensor([x.numel()], dtype=torch.int64)
+    sizes = [torch.empty_like(size) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(sizes, size, group=group)
+    most = int(max(sizes))
+    padded = torch.cat([x, x.new_full((most - x.numel(),), -1)])
+    parts = [torch.empty_like(padded) for _ in sizes]
+    dist.all_gather(parts, padded, group=group)
+    joined = torch.cat(parts)
+    return torch.unique(joined[joined >= 0])
+
+
 def matmul_row_sharded(A_local: SparseFillTensor, B_local: torch.Tensor, group=None):
     """The row block of ``A @ B`` this rank holds, for A and B (k x n, strided)
-    both sharded by rows (``shard_rows``): every rank gathers B's blocks, then
-    multiplies its block of A with the fill-aware product. Differentiable with
-    respect to A's values and fill and to B's blocks (their gradients summed
-    over the ranks that read them).
+    both sharded by rows (``shard_rows``). Differentiable with respect to A's
+    values and fill and to B's blocks.
 
-    Communication: each rank receives all of B (k x n elements), whatever
-    A's pattern; the fill correction itself needs only B's column sums, and
-    the stored part only the rows of B that the local columns touch (RFC.md
-    12.5 describes that leaner exchange, not done yet).
+    With a finite fill, one per block or one per row: ``A @ B = S @ B + fill x
+    colsum(B)``, S being the stored values minus the fill. The column sums
+    of B are one all_reduce of ``1 x n``; S needs only the rows of B that
+    stored elements touch, which the ranks exchange (one all_gather of the
+    rows any rank needs, from their owners). Otherwise (a non-finite fill,
+    whose correction would be inf - inf, or one per column) every rank
+    gathers all of B and multiplies its block with the fill-aware product.
+
+    Example::
+
+        >>> out = sfd.matmul_row_sharded(sfd.shard_rows(A), sfd.shard_rows(B))
     """
     if not isinstance(A_local, SparseFillTensor):
         raise TypeError("matmul_row_sharded: A_local must be a SparseFillTensor row block")
     rows = torch.tensor([B_local.shape[0]], dtype=torch.int64)
     dist.all_reduce(rows, group=group)
-    if A_local.shape[1] != int(rows):
+    k = int(rows)
+    if A_local.shape[1] != k:
         raise RuntimeError(f"matmul_row_sharded: A has {A_local.shape[1]} columns, B has "
-                           f"{int(rows)} rows over the ranks")
-    B = _GatherRows.apply(B_local, int(rows), group)
-    return A_local @ B
+                           f"{k} rows over the ranks")
+    A = A_local.to_sparse(layout=torch.sparse_csr)
+    fill = A._sf_fill
+    per_row = fill.dim() == 2 and fill.shape[1] == 1
+    lean = bool(torch.isfinite(fill).all()) and (fill.dim() == 0 or per_row)
+    decided = torch.tensor([int(lean)], dtype=torch.int64)
+    dist.all_reduce(decided, op=dist.ReduceOp.MIN, group=group)  # every rank the same way
+    if not int(decided):
+        return A_local @ _GatherRows.apply(B_local, k, group)
+    crow, col = A._sf_crow, A._sf_col
+    wanted = _union_over_ranks(torch.unique(col), group)
+    B_rows = _GatherSelectedRows.apply(B_local, wanted, k, group)
+    colsum = _AllReduceSum.apply(B_local.sum(0), group)
+    per_element = fill[torch.ops.sparsefill.rows_from_crow(crow), 0] if per_row else fill
+    stored = build(torch.sparse_csr, (A.shape[0], wanted.numel()), A._sf_values - per_element,
+                   torch.zeros((), dtype=A.dtype, device=A.device),
+                   crow=crow, col=torch.searchsorted(wanted, col))
+    return stored @ B_rows + fill * colsum
 
 
 class _AllReduceSum(torch.autograd.Function):
