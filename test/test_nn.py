@@ -256,3 +256,14 @@ def test_foreach_ops_run_tensor_by_tensor():
     maxed = [A.clone()]
     torch._foreach_maximum_(maxed, [A * 2])
     T.assert_dense_equal(maxed[0].to_dense(), torch.maximum(A.to_dense(), 2 * A.to_dense()))
+
+
+def test_saving_a_parameter_keeps_it_a_parameter():
+    W = torch.nn.Parameter(_tensor(torch.sparse_coo))
+    buf = io.BytesIO()
+    torch.save({"w": W, "plain": _tensor(torch.sparse_csr)}, buf)
+    buf.seek(0)
+    loaded = torch.load(buf)  # weights_only=True
+    assert isinstance(loaded["w"], torch.nn.Parameter) and loaded["w"].requires_grad
+    assert not isinstance(loaded["plain"], torch.nn.Parameter)
+    T.assert_dense_equal(loaded["w"].to_dense().detach(), W.to_dense().detach())
