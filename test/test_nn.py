@@ -85,6 +85,10 @@ def test_module_conversions_keep_the_parameter_objects():
     assert m.weight._values().dtype == m.weight._fill_value().dtype == torch.float32
     assert m.scale.dtype == torch.float32
     T.assert_dense_equal(m.weight.grad.to_dense(), grad.float())
+    m.half()
+    assert m.weight is weight and m.weight._fill_value().dtype == torch.float16
+    m.to(torch.bfloat16)
+    assert m.weight is weight and m.scale.dtype == torch.bfloat16
     m.double()
     assert m.weight.dtype == torch.float64 and m.weight.is_leaf
     twin = copy.deepcopy(m)
