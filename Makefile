@@ -6,6 +6,7 @@
 #   make bench   benchmark table (ratios against torch in the same run)
 #   make wheel   build a wheel (--no-build-isolation, against .venv's torch) and import it
 #   make gen     regenerate element-wise code from tools/codegen/elementwise.yaml
+#   make docs    regenerate docs/ops.md, the op reference, from the built extension
 #   make fuzz    libFuzzer on the C core (FUZZ_RUNS executions, default 10 million)
 #   make cuda-build  the CUDA build, in its own environment, and its tests (no GPU needed)
 #   make cuda-ci     CI's CUDA step: cuda-build when the CUDA torch matches nvcc
@@ -30,7 +31,7 @@ SOURCES := setup.py $(shell find aten_ext -type f \( -name '*.c' -o -name '*.h' 
 
 FUZZ_RUNS ?= 10000000
 
-.PHONY: all demo test test-slow bench build wheel gen ctest pytest system-deps clean fuzz cuda-build cuda-ci cuda-bench
+.PHONY: all demo test test-slow bench build wheel gen docs ctest pytest system-deps clean fuzz cuda-build cuda-ci cuda-bench
 
 all: build
 
@@ -70,6 +71,9 @@ wheel: $(VENV)/.deps
 	cd $(WHEEL_DIR) && PYTHONPATH=site $(abspath $(PY)) -P -c "import torch_sparsefill as sf, pathlib; \
 	  assert pathlib.Path(sf.__file__).resolve().is_relative_to(pathlib.Path('site').resolve()), sf.__file__; \
 	  print('wheel:', sf.__file__, (sf.full((2,), 3.) * 2).to_dense().tolist())"
+
+docs: build
+	$(PY) tools/gen_op_reference.py
 
 gen: $(VENV)/.deps
 	$(PY) tools/codegen/gen_elementwise.py
@@ -173,6 +177,7 @@ demo: build
 
 bench: build
 	OMP_NUM_THREADS=2 $(PY) bench/bench.py
+	$(PY) bench/bench_distributed.py
 
 # The GPU rows (and the rest) with the CUDA build; needs a GPU to time them.
 cuda-bench: build/cuda/.built

@@ -17,10 +17,12 @@ import torch
 
 from . import _C  # noqa: F401  -- registers torch.ops.sparsefill.*
 from . import _fake  # noqa: F401  -- fake kernels of the ops
-from . import _compile, _factories, _interop, _routing
+from . import _compile, _data, _factories, _interop, _routing
+from ._data import collate
 from ._factories import (eliminate_fill, fill_value, full, ones, sparse_coo_tensor,
                          sparse_csr_tensor, to_sparse, zeros)
 from ._interop import from_pydata, from_scipy
+from ._library import get_include, get_library
 from . import _tensor
 from ._tensor import SparseFillTensor
 
@@ -43,11 +45,15 @@ torch.serialization.add_safe_globals([
     _factories._rebuild_sparsefill,
     (_factories._rebuild_sparsefill, "torch_sparsefill._tensor._rebuild_sparsefill")])
 
+# torch.utils.data's default_collate looks samples' types up in this map.
+torch.utils.data._utils.collate.default_collate_fn_map[SparseFillTensor] = _data.collate_fn
+
 # torch.compile runs the package eagerly, between graphs of the user's dense
 # work (_compile.py says why): every function of every module loaded by now.
 _compile.hide_from_dynamo([m for name, m in sys.modules.items()
                            if name == __name__ or name.startswith(__name__ + ".")], __name__)
 
-__all__ = ["SparseFillTensor", "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full",
+__all__ = ["SparseFillTensor", "collate", "get_include", "get_library", "sparse_coo_tensor",
+           "sparse_csr_tensor", "to_sparse", "full",
            "zeros", "ones", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]
 __version__ = "0.1.0"

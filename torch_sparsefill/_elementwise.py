@@ -229,6 +229,7 @@ def _assign(target: SparseFillTensor, out: SparseFillTensor, func):
                            f"{tuple(out._sf_fill.shape)}")
     target._sf_values.copy_(out._sf_values)
     target._sf_fill.copy_(out._sf_fill)
+    target._after_inplace()
     return target
 
 

@@ -382,26 +382,31 @@ def eliminate_fill(t: SparseFillTensor) -> SparseFillTensor:
 # ---- pickling, torch.save/torch.load, copy.deepcopy ---------------------------------
 
 def _rebuild_sparsefill(layout_name, size, indices, crow, col, values, fill, coalesced,
-                        requires_grad):
+                        requires_grad, is_param=False):
     """Unpickling entry point (torch.save/torch.load, copy, multiprocessing).
 
     Validates like the public constructors, so a tampered file cannot build
-    an inconsistent tensor.
+    an inconsistent tensor. `is_param`: it was an ``nn.Parameter`` (files
+    written before it was recorded omit it).
     """
     if layout_name == "sparse_coo":
-        return sparse_coo_tensor(indices, values, size, fill_value=fill,
-                                 requires_grad=requires_grad)
-    if layout_name == "sparse_csr":
-        return sparse_csr_tensor(crow, col, values, size, fill_value=fill,
-                                 requires_grad=requires_grad)
-    raise ValueError(f"unknown SparseFillTensor layout {layout_name!r}")
+        out = sparse_coo_tensor(indices, values, size, fill_value=fill,
+                                requires_grad=requires_grad)
+    elif layout_name == "sparse_csr":
+        out = sparse_csr_tensor(crow, col, values, size, fill_value=fill,
+                                requires_grad=requires_grad)
+    else:
+        raise ValueError(f"unknown SparseFillTensor layout {layout_name!r}")
+    if is_param:
+        out._is_param = True  # what nn.Parameter(A) marks on a tensor subclass
+    return out
 
 
 def _rebuild_args(A: SparseFillTensor, detach) -> tuple:
     comps = [None if t is None else detach(t) for t in
              (A._sf_indices, A._sf_crow, A._sf_col, A._sf_values, A._sf_fill)]
     return (str(A.layout).split(".")[-1], A._sf_size, *comps, A._sf_coalesced,
-            A.requires_grad)
+            A.requires_grad, bool(getattr(A, "_is_param", False)))
 
 
 def reduce_ex(self: SparseFillTensor, protocol):

@@ -8,7 +8,10 @@ __init__.py). It looks the callable up in TABLE, whose entries come from
     itself (shape, dtype, device, dim, ...), declared here;
   - each family module's ROUTES: _elementwise (the generated ops and their
     in-place forms), _shape, _indexing, _concat, _products, _reductions,
-    _softmax.
+    _softmax, _tensor_methods (copy_, comparisons, conversions), _nn (what
+    nn and optim call).
+A routed call with a SparseFillTensor `out=` writes its result there
+(copy_); under an enabled torch.autocast it runs through _autocast.
 A callable claimed twice is an error at import. Anything not in TABLE raises
 NotImplementedError naming the function: no torch function ever computes on
 a SparseFillTensor as if its fill were 0 (RFC.md section 8).
@@ -18,8 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from . import (_args, _concat, _elementwise, _factories, _indexing, _products, _reductions,
-               _shape, _softmax)
+from . import (_args, _autocast, _concat, _elementwise, _factories, _indexing, _nn, _products,
+               _reductions, _shape, _softmax, _tensor_methods)
 from ._tensor import SparseFillTensor
 
 T = torch.Tensor
@@ -50,6 +53,27 @@ def _cuda(self, device=None, non_blocking=False, memory_format=None):
     return self.to("cuda" if device is None else device, non_blocking=non_blocking)
 
 
+def _zeros_like(self, *, dtype=None, layout=None, device=None, requires_grad=False,
+                memory_format=None, pin_memory=False):
+    """torch.zeros_like(A): A's pattern with zero values and a zero fill."""
+    if layout not in (None, self.layout):
+        raise NotImplementedError(f"torch_sparsefill: zeros_like(layout={layout}) of a "
+                                  f"{self.layout} SparseFillTensor")
+    out = self.detach()._map_components(
+        lambda t, is_index: (t if device is None else t.to(device)) if is_index else
+        torch.zeros_like(t, dtype=dtype, device=device), with_kind=True)
+    return out.requires_grad_() if requires_grad else out
+
+
+def _zero_(self):
+    """A.zero_(): values and fill set to 0 in place; the pattern stays. Ends
+    with _after_inplace, so zeroing A.grad reaches the component gradients."""
+    self._sf_values.zero_()
+    self._sf_fill.zero_()
+    self._after_inplace()
+    return self
+
+
 def _methods() -> dict:
     table = {getattr(T, n): getattr(SparseFillTensor, n) for n in _METHOD_NAMES}
     table.update({getattr(T, n): _cast(d) for n, d in _CASTS.items()})
@@ -64,6 +88,12 @@ def _methods() -> dict:
         T.__format__: lambda self, spec: format(repr(self), spec),
         T.__reduce_ex__: _factories.reduce_ex,
         T.__deepcopy__: _factories.deepcopy,
+        # The optimisers' state (torch.zeros_like(param)) must keep the
+        # parameter's pattern so that in-place steps line up, and
+        # zero_grad(set_to_none=False) zeroes A.grad; issue 20 owns *_like
+        # and zero_ and may replace these entries.
+        torch.zeros_like: _zeros_like,
+        T.zero_: _zero_,
     })
     return table
 
@@ -74,9 +104,12 @@ _PASSTHROUGH = [
     T.size, T.dim, T.ndimension, T.numel, T.nelement, T.element_size, T.is_floating_point,
     T.is_complex, T.get_device, T.__len__,
     T.shape.__get__, T.dtype.__get__, T.device.__get__, T.ndim.__get__, T.layout.__get__,
-    T.is_sparse.__get__, T.is_sparse_csr.__get__, T.is_cuda.__get__, T.is_cpu.__get__,
+    T.is_sparse_csr.__get__, T.is_cuda.__get__, T.is_cpu.__get__,
     T.is_meta.__get__, T.is_quantized.__get__, T.is_mkldnn.__get__, T.is_nested.__get__,
     T.itemsize.__get__,
+    # Needed by torch.optim (Adam's step asks torch.is_complex(param)); issue 20
+    # owns the function forms of metadata queries and may replace these entries.
+    torch.is_complex, torch.is_floating_point,
 ]
 
 
@@ -110,6 +143,8 @@ TABLE = _assemble(
     ("_products", _products.ROUTES),
     ("_reductions", _reductions.ROUTES),
     ("_softmax", _softmax.ROUTES),
+    ("_tensor_methods", _tensor_methods.ROUTES),
+    ("_nn", _nn.ROUTES),
 )
 
 
@@ -117,6 +152,10 @@ def torch_function(func, types, args, kwargs):
     """SparseFillTensor.__torch_function__: the routed handler, or a refusal."""
     handler = TABLE.get(func)
     if handler is not None:
+        if kwargs and isinstance(kwargs.get("out"), SparseFillTensor):
+            handler = _tensor_methods.writing_out(handler)
+        if _autocast.enabled():
+            return _autocast.call(func, handler, args, kwargs)
         return handler(*args, **kwargs)
     raise NotImplementedError(
         f"torch_sparsefill: {_args.name(func)} has no fill-value semantics yet, so it is refused "

@@ -345,19 +345,31 @@ class SparseFillTensor(torch.Tensor):
         The raw parameter gradients stay on ``_values().grad`` and
         ``_fill_value().grad``; optimise those components.
         """
-        gv, gf = self._sf_values.grad, self._sf_fill.grad
+        values, fill = self._sf_values, self._sf_fill
+        gv, gf = values.grad, fill.grad
         if gv is None and gf is None:
             return None
         if gv is None:
-            gv = torch.zeros_like(self._sf_values)
-        src = self._coalesced()
+            gv = torch.zeros_like(values)
         if gf is None:
-            gf = torch.zeros_like(self._sf_fill)
-        else:
-            per = _fill.unspecified_per_element(self._sf_fill, self._sf_size,
-                                                src._coo_indices()).to(gf.device)
-            gf = torch.where(per > 0, gf / per.clamp_min(1), torch.zeros_like(gf))
-        return self._with(gv, gf.to(gv.dtype))
+            gf = torch.zeros_like(fill)
+        per = _fill.unspecified_per_element(fill, self._sf_size,
+                                            self._coalesced()._coo_indices()).to(gf.device)
+        grad = self._with(gv, torch.where(per > 0, gf / per.clamp_min(1),
+                                          torch.zeros_like(gf)).to(gv.dtype))
+
+        def write_back(g):
+            # In-place changes to the returned gradient (clipping, unscaling,
+            # zeroing) reach the component gradients: the fill's as the sum
+            # again (RFC.md section 7.2).
+            if g._sf_values.shape != values.shape:
+                raise RuntimeError("in-place change of the gradient of an uncoalesced "
+                                   "SparseFillTensor: coalesce the parameter first")
+            values.grad = g._sf_values
+            fill.grad = (g._sf_fill * per).to(fill.dtype)
+
+        grad._sf_grad_sink = write_back
+        return grad
 
     @grad.setter
     def grad(self, value) -> None:
@@ -376,6 +388,15 @@ class SparseFillTensor(torch.Tensor):
     def grad_fn(self):
         """The autograd node that produced the values (None for leaves)."""
         return self._sf_values.grad_fn or self._sf_fill.grad_fn
+
+    # Set on the tensors `grad` returns: writes in-place changes back to the
+    # component gradients.
+    _sf_grad_sink = None
+
+    def _after_inplace(self) -> None:
+        """Called by every in-place op after it wrote this tensor's values and fill."""
+        if self._sf_grad_sink is not None:
+            self._sf_grad_sink(self)
 
     # ---- helpers --------------------------------------------------------------
 
