@@ -25,10 +25,12 @@ Example (on every rank)::
 """
 from __future__ import annotations
 
+import sys
+
 import torch
 import torch.distributed as dist
 
-from . import _elementwise
+from . import _compile, _elementwise
 from ._tensor import SparseFillTensor, build
 
 __all__ = ["broadcast", "all_gather", "all_reduce", "reduce_scatter", "send", "recv",
@@ -429,10 +431,4 @@ def reduce_rows_sharded(A_local: SparseFillTensor, op: str = "sum", group=None) 
 
 # Loaded on demand, after the package hid its modules from Dynamo: hide this
 # one too, so a compiled training step runs it eagerly like the rest (_compile.py).
-def _hide_from_dynamo():
-    import sys
-    from . import _compile
-    _compile.hide_from_dynamo([sys.modules[__name__]], __package__)
-
-
-_hide_from_dynamo()
+_compile.hide_from_dynamo([sys.modules[__name__]], __package__)
