@@ -8,7 +8,8 @@ __init__.py). It looks the callable up in TABLE, whose entries come from
     itself (shape, dtype, device, dim, ...), declared here;
   - each family module's ROUTES: _elementwise (the generated ops and their
     in-place forms), _shape, _indexing, _concat, _products, _reductions,
-    _softmax.
+    _softmax, _creation (*_like, new_*), _inplace (zero_, t_, resizes, ...),
+    _sparse_results (smm, hspmm, sspaddmm), _lowrank (lobpcg, svd/pca_lowrank).
 A callable claimed twice is an error at import. Anything not in TABLE raises
 NotImplementedError naming the function: no torch function ever computes on
 a SparseFillTensor as if its fill were 0 (RFC.md section 8).
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from . import (_args, _concat, _elementwise, _factories, _indexing, _products, _reductions,
-               _shape, _softmax)
+from . import (_args, _concat, _creation, _elementwise, _factories, _indexing, _inplace,
+               _lowrank, _products, _reductions, _shape, _softmax, _sparse_results)
 from ._tensor import SparseFillTensor
 
 T = torch.Tensor
@@ -76,8 +77,24 @@ _PASSTHROUGH = [
     T.shape.__get__, T.dtype.__get__, T.device.__get__, T.ndim.__get__, T.layout.__get__,
     T.is_sparse.__get__, T.is_sparse_csr.__get__, T.is_cuda.__get__, T.is_cpu.__get__,
     T.is_meta.__get__, T.is_quantized.__get__, T.is_mkldnn.__get__, T.is_nested.__get__,
-    T.itemsize.__get__,
+    T.itemsize.__get__, T._version.__get__,
+    # The function forms (torch.is_floating_point(A), ...) answer as the methods.
+    torch.is_floating_point, torch.is_complex, torch.is_signed, T.is_signed,
 ]
+
+
+def _is_same_size(self, other):
+    """torch.is_same_size(A, B): whether the shapes are equal."""
+    return tuple(self.shape) == tuple(other.shape)
+
+
+def _is_nonzero(self):
+    """torch.is_nonzero(A): the one element's truth, read from the dense form."""
+    if self.numel() != 1:
+        raise RuntimeError(f"Boolean value of Tensor with "
+                           f"{'no values' if self.numel() == 0 else 'more than one value'} "
+                           f"is ambiguous")
+    return torch.is_nonzero(self.to_dense())
 
 
 def _passthrough(func):
@@ -103,6 +120,8 @@ def _assemble(*families) -> dict:
 TABLE = _assemble(
     ("the tensor's methods", _methods()),
     ("metadata", {func: _passthrough(func) for func in _PASSTHROUGH}),
+    ("metadata", {torch.is_nonzero: _is_nonzero, T.is_nonzero: _is_nonzero,
+                  torch.is_same_size: _is_same_size, T.is_same_size: _is_same_size}),
     ("_elementwise", _elementwise.ROUTES),
     ("_shape", _shape.ROUTES),
     ("_indexing", _indexing.ROUTES),
@@ -110,6 +129,10 @@ TABLE = _assemble(
     ("_products", _products.ROUTES),
     ("_reductions", _reductions.ROUTES),
     ("_softmax", _softmax.ROUTES),
+    ("_creation", _creation.ROUTES),
+    ("_inplace", _inplace.ROUTES),
+    ("_sparse_results", _sparse_results.ROUTES),
+    ("_lowrank", _lowrank.ROUTES),
 )
 
 
