@@ -162,6 +162,10 @@ def test_like_factories_fill0_like_torch():
         assert out.sparse_dim() == expected.sparse_dim()
     T.assert_dense_equal(A.new_ones((2, 2)).to_dense(), torch.ones(2, 2, dtype=torch.float64))
     T.assert_dense_equal(A.new_full((2,), 7.).to_dense(), torch.full((2,), 7., dtype=torch.float64))
+    T.assert_dense_equal(A.new_full((2,), fill_value=-1.).to_dense(),
+                         torch.full((2,), -1., dtype=torch.float64))
+    T.assert_dense_equal(torch.full_like(A, fill_value=math.inf).to_dense(),
+                         torch.full_like(ref.to_dense(), math.inf))
     T.assert_dense_equal(A.new_tensor([1., 2.]), ref.new_tensor([1., 2.]))
     assert_same(sf.empty(2, 3), torch.empty((2, 3), layout=torch.sparse_coo))
     assert_same(sf.zeros((2, 3)), torch.zeros((2, 3), layout=torch.sparse_coo))

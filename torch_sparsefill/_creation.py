@@ -52,9 +52,9 @@ def _without_elements(size, sparse_dim, layout, value, dtype, device,
 def _like(value_of):
     """The handler of one ``torch.*_like`` factory; `value_of(args)` is the
     value of every element of the result."""
-    def like(input, *args, dtype=None, layout=None, device=None, requires_grad=False,
-             memory_format=None, pin_memory=False):
-        value = value_of(args)
+    def like(input, *args, fill_value=None, dtype=None, layout=None, device=None,
+             requires_grad=False, memory_format=None, pin_memory=False):
+        value = value_of(args if fill_value is None else args + (fill_value,))
         return _without_elements(input.shape, input.sparse_dim(), layout or input.layout, value,
                                  dtype or input.dtype, device or input.device, requires_grad)
     return like
@@ -63,14 +63,14 @@ def _like(value_of):
 def _new(value_of):
     """The handler of one ``Tensor.new_*`` method: the size given, the
     layout, dtype and device of ``self`` (all dims sparse, as torch)."""
-    def new(self, *args, dtype=None, layout=None, device=None, requires_grad=False,
-            pin_memory=False):
+    def new(self, *args, fill_value=None, dtype=None, layout=None, device=None,
+            requires_grad=False, pin_memory=False):
         if args and isinstance(args[0], (tuple, list, torch.Size)):
             size, rest = tuple(args[0]), args[1:]
         else:
             count = sum(1 for a in args if isinstance(a, int))
             size, rest = tuple(args[:count]), args[count:]
-        value = value_of(rest)
+        value = value_of(rest if fill_value is None else rest + (fill_value,))
         return _without_elements(size, len(size), layout or self.layout, value,
                                  dtype or self.dtype, device or self.device, requires_grad)
     return new
@@ -90,10 +90,15 @@ def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, lay
 
 
 def _zero(args):
+    if args:
+        raise TypeError("zeros_like()/empty_like()/new_zeros()/new_empty(): unexpected value "
+                        "argument")
     return 0
 
 
 def _one(args):
+    if args:
+        raise TypeError("ones_like()/new_ones(): unexpected value argument")
     return 1
 
 
