@@ -421,8 +421,10 @@ class SparseFillTensor(torch.Tensor):
         if bump and self.requires_grad and not out.requires_grad:
             out = out.detach().requires_grad_()  # under no_grad: still a leaf that requires grad
         version = self._version
-        if out._sf_size != self._sf_size or out.device != self.device:
-            # The wrapper's TensorImpl holds the size: take out's whole tensor.
+        if (out._sf_size != self._sf_size or out.device != self.device
+                or out._sf_layout != self._sf_layout):
+            # The wrapper's TensorImpl holds size, device and layout: take
+            # out's whole tensor.
             out = build(out._sf_layout, out._sf_size, out._sf_values, out._sf_fill,
                         indices=out._sf_indices, crow=out._sf_crow, col=out._sf_col,
                         coalesced=out._sf_coalesced, coalesced_flag=out._sf_coalesced_flag)
@@ -430,7 +432,7 @@ class SparseFillTensor(torch.Tensor):
             for _ in range(version):  # the new TensorImpl counts from 0
                 torch.autograd.graph.increment_version(self)
         else:
-            for key in ("_sf_layout", "_sf_indices", "_sf_crow", "_sf_col", "_sf_values",
+            for key in ("_sf_indices", "_sf_crow", "_sf_col", "_sf_values",
                         "_sf_fill", "_sf_coalesced", "_sf_coalesced_flag"):
                 setattr(self, key, getattr(out, key))
         if bump:
