@@ -45,7 +45,8 @@ DOCUMENTED = sorted(set(LINEAR_ALGEBRA + ["Tensor." + m for m in SPARSE_METHODS 
 REFUSED = {
     "Tensor.sparse_mask": "issue 17 (sampled products, sparse_mask)",
     "torch.sparse.sum": "issue 17's helper",
-    "Tensor.addmm_": "in-place products are not routed yet",
+    "Tensor.addmm_": "a sparse self cannot hold the dense sum; torch 2.13 refuses it too "
+                     "(addmm_sparse_dense: expected strided result tensor)",
 }
 
 N = 4
@@ -340,3 +341,73 @@ def test_other_fills_behave_as_dense(name, fill):
     if kind == "product":  # torch's result is sparse: so is ours, its elements the product's
         assert isinstance(ours, sf.SparseFillTensor)
     _check_close(ours, dense)
+
+
+# ---- the documentation's worked examples -------------------------------------------------
+
+def _doc_examples(make):
+    """The torch.sparse documentation's examples (construction, hybrid,
+    uncoalesced, working with COO tensors, indexing), written once for any
+    `make` with torch.sparse_coo_tensor's signature. Returns what they show."""
+    out = {}
+    i, v = [[0, 1, 1], [2, 0, 2]], [3, 4, 5]
+    out["construct"] = make(i, v, (2, 3)).to_dense()
+    pairs = [[0, 2], [1, 0], [1, 2]]
+    out["zip"] = make(list(zip(*pairs)), v, (2, 3)).to_dense()
+    out["t"] = make(torch.tensor(pairs).t(), v, torch.Size([2, 3])).to_dense()
+    empty = make(size=(2, 3))
+    out["empty"] = (empty.to_dense(), empty._nnz(), tuple(empty._indices().shape))
+    s = make(i, [[3, 4], [5, 6], [7, 8]], (2, 3, 2))
+    out["hybrid"] = s.to_dense()
+    out["facts"] = (isinstance(s, torch.Tensor), s.is_sparse, s.layout == torch.sparse_coo,
+                    (s.sparse_dim(), s.dense_dim()), s.is_coalesced())
+    with pytest.raises(RuntimeError, match="Cannot get indices on an uncoalesced tensor"):
+        s.indices()
+    out["_indices"] = s._indices()
+    s2 = s.coalesce()
+    out["coalesced"] = (s2.indices(), s2.values(), s2.is_coalesced())
+    out["index"] = (s2[1].to_dense(), s2[1, 0, 1], s2[1, 0, 1:])
+    u = make([[1, 1]], [3, 4], (3,))
+    out["uncoalesced"] = (u._nnz(), u.to_dense(), u.coalesce().values(), u.coalesce()._nnz())
+    out["scale"] = (u * 2).to_dense()
+    return out
+
+
+def _compare_examples(ours, expected):
+    assert ours.keys() == expected.keys()
+    for key in expected:
+        a, b = ours[key], expected[key]
+        for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+            if isinstance(y, torch.Tensor):
+                x = x.to_dense() if x.layout != torch.strided else x
+                y = y.to_dense() if y.layout != torch.strided else y
+                assert x.dtype == y.dtype, key
+                torch.testing.assert_close(x, y, msg=key)
+            else:
+                assert x == y, key
+
+
+def test_documentation_examples_fill0_as_torch():
+    _compare_examples(_doc_examples(sf.sparse_coo_tensor), _doc_examples(torch.sparse_coo_tensor))
+
+
+def test_documentation_examples_other_fill_as_dense():
+    """With fill 7 the pattern facts stay torch's; every element that torch
+    shows as an unspecified 0 is 7."""
+    def make(*args, **kwargs):
+        return sf.sparse_coo_tensor(*args, fill_value=7, **kwargs)
+
+    ours, theirs = _doc_examples(make), _doc_examples(torch.sparse_coo_tensor)
+    for key in ("construct", "zip", "t", "hybrid", "index"):
+        dense_theirs = theirs[key] if isinstance(theirs[key], tuple) else (theirs[key],)
+        dense_ours = ours[key] if isinstance(ours[key], tuple) else (ours[key],)
+        for x, y in zip(dense_ours, dense_theirs):
+            x = x.to_dense() if x.layout != torch.strided else x
+            y = y.to_dense() if y.layout != torch.strided else y
+            torch.testing.assert_close(x, torch.where(y == 0, 7, y))
+    assert ours["facts"] == theirs["facts"]
+    torch.testing.assert_close(ours["empty"][0], torch.full((2, 3), 7.))
+    unspecified = torch.arange(3) != 1  # u stores only index 1
+    torch.testing.assert_close(ours["uncoalesced"][1],
+                               torch.where(unspecified, 7, theirs["uncoalesced"][1]))
+    torch.testing.assert_close(ours["scale"], torch.where(unspecified, 14, theirs["scale"]))
