@@ -242,7 +242,9 @@ def test_zero_():
 def test_transpose_in_place(fill):
     A = T.random_tensor("random", fill, seed=6, size=(3, 5))
     D = A.to_dense()
-    assert A.t_() is A and A.shape == (5, 3)
+    A.mul_(1.)  # a version to keep across the size change (a new TensorImpl)
+    version = A._version
+    assert A.t_() is A and A.shape == (5, 3) and A._version > version
     T.assert_dense_equal(A.to_dense(), D.t())
     A.transpose_(0, 1)
     assert A.shape == (3, 5)
@@ -274,6 +276,11 @@ def test_sparse_resize(fill):
     B = sf.sparse_coo_tensor([[0]], [1.], (1,), fill_value=fill)
     B.resize_as_(torch.sparse_coo_tensor([[0]], [1.], (3,)))
     T.assert_dense_equal(B.to_dense(), torch.tensor([1., fill, fill]))
+    with pytest.raises(NotImplementedError, match="only sparse COO"):
+        sf.sparse_csr_tensor(size=(2, 2)).sparse_resize_((3, 3), 2, 0)
+    with pytest.raises(NotImplementedError, match="dense dimensions"):
+        sf.sparse_coo_tensor([[0]], [[1., 2.]], (2, 2), fill_value=fill).sparse_resize_(
+            (2, 3), 1, 1)
 
 
 def test_sparse_resize_fill0_like_torch():
