@@ -56,7 +56,10 @@ def random_coo(shape, density, fill, seed=0, dtype=torch.float32, requires_grad=
     linear = torch.randperm(numel, generator=g)[:nse].sort().values
     idx = torch.stack(torch.unravel_index(linear, shape))
     values = torch.randn(nse, generator=g, dtype=dtype) + 10  # never equal to the fill
-    A = sf.sparse_coo_tensor(idx, values, shape, fill_value=fill, requires_grad=requires_grad)
+    # Sorted and unique (randperm, sorted): say so, as torch code would, so
+    # values() is readable (RFC.md 1.4).
+    A = sf.sparse_coo_tensor(idx, values, shape, fill_value=fill, requires_grad=requires_grad,
+                             is_coalesced=True)
     native = torch.sparse_coo_tensor(idx, values, shape, check_invariants=False).coalesce()
     return A, native.requires_grad_(requires_grad)
 

@@ -31,7 +31,7 @@ def make_signal(seed: int = 0) -> sf.SparseFillTensor:
 
 
 def nbytes(t: sf.SparseFillTensor) -> int:
-    return sum(x.numel() * x.element_size() for x in (t.indices(), t.values(), t._fill_value()))
+    return sum(x.numel() * x.element_size() for x in (t._indices(), t._values(), t._fill_value()))
 
 
 def _timed(fn, repeats: int = 20):

@@ -312,7 +312,7 @@ def test_amax_ties_split_the_gradient_like_torch():
         dense(red(X)).sum().backward()
         Dn = A.to_dense().requires_grad_()
         red(Dn).sum().backward()
-        idx = A.indices()
+        idx = A._indices()
         stored = torch.zeros(2, 3, dtype=torch.bool)
         stored[idx[0], idx[1]] = True
         torch.testing.assert_close(X._values().grad, Dn.grad[idx[0], idx[1]])

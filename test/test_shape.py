@@ -431,4 +431,4 @@ def test_errors():
     with pytest.raises(NotImplementedError, match="view\\(dtype\\)"):
         A.view(torch.int64)
     with pytest.raises(NotImplementedError, match="no fill-value semantics"):
-        A.transpose_(0, 1)
+        A.unfold(0, 2, 1)

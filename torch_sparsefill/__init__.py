@@ -19,7 +19,7 @@ from . import _C  # noqa: F401  -- registers torch.ops.sparsefill.*
 from . import _fake  # noqa: F401  -- fake kernels of the ops
 from . import _compile, _data, _factories, _interop, _routing
 from ._data import collate
-from ._factories import (eliminate_fill, fill_value, full, ones, sparse_coo_tensor,
+from ._factories import (eliminate_fill, empty, fill_value, full, ones, sparse_coo_tensor,
                          sparse_csr_tensor, to_sparse, zeros)
 from ._interop import from_pydata, from_scipy
 from ._library import get_include, get_library
@@ -55,5 +55,5 @@ _compile.hide_from_dynamo([m for name, m in sys.modules.items()
 
 __all__ = ["SparseFillTensor", "collate", "get_include", "get_library", "sparse_coo_tensor",
            "sparse_csr_tensor", "to_sparse", "full",
-           "zeros", "ones", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]
+           "zeros", "ones", "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]
 __version__ = "0.1.0"

@@ -8,7 +8,7 @@ call looks nothing up by name. A unary op maps values and fill; a binary op
 picks its variant by the operands (same pattern, union of patterns, a Python
 number, a strided tensor over the dense part); a ternary op works on the
 union of three patterns. In-place forms compute out of place and write back
-when the pattern, dtype and fill shape are unchanged.
+(into the components when the pattern stays, else by replacing them).
 """
 from __future__ import annotations
 
@@ -212,25 +212,25 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
 
 
 def _assign(target: SparseFillTensor, out: SparseFillTensor, func):
-    """Write `out` into `target` in place; the pattern and dtype must not change."""
-    if target.layout == torch.sparse_coo and not target._sf_coalesced:
-        c = target.coalesce()  # same elements: adopt the coalesced form first
-        target._sf_indices, target._sf_values, target._sf_coalesced = \
-            c._sf_indices, c._sf_values, True
+    """Write `out` into `target` in place (RFC.md 4.5): into its values and
+    fill when the pattern and fill shape are unchanged and autograd is not
+    involved (the components keep their identity, so an optimiser holding
+    them sees a no_grad update), otherwise by replacing its components, as
+    torch's sparse in-place ops do."""
     if out.dtype != target.dtype:
         raise RuntimeError(f"{_args.name(func)}: result type {out.dtype} can't be cast to the "
                            f"desired output type {target.dtype}")
-    if out.layout != target.layout or not same_pattern(out, target):
-        raise RuntimeError(f"torch_sparsefill: in-place {_args.name(func)} would change the "
-                           f"sparsity pattern; use the out-of-place form")
-    if out._sf_fill.shape != target._sf_fill.shape:
-        raise RuntimeError(f"torch_sparsefill: in-place {_args.name(func)} would change the "
-                           f"shape of the fill from {tuple(target._sf_fill.shape)} to "
-                           f"{tuple(out._sf_fill.shape)}")
-    target._sf_values.copy_(out._sf_values)
-    target._sf_fill.copy_(out._sf_fill)
-    target._after_inplace()
-    return target
+    # Into the components only outside autograd: inside it the op may have
+    # saved them for its backward (torch saves what an in-place op needs).
+    graph = torch.is_grad_enabled() and (out.requires_grad or target.requires_grad)
+    if (not graph and target._sf_coalesced and out.layout == target.layout
+            and same_pattern(out, target) and out._sf_fill.shape == target._sf_fill.shape):
+        target._sf_values.copy_(out._sf_values)
+        target._sf_fill.copy_(out._sf_fill)
+        torch.autograd.graph.increment_version(target)
+        target._after_inplace()
+        return target
+    return target._adopt(out, _args.name(func))
 
 
 _KIND = {"unary": _unary, "binary": _binary, "ternary": _ternary}

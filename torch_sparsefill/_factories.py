@@ -17,7 +17,7 @@ from ._tensor import SparseFillTensor, build
 _ops = torch.ops.sparsefill
 
 __all__ = ["sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full", "zeros", "ones",
-           "fill_value", "eliminate_fill"]
+           "empty", "fill_value", "eliminate_fill"]
 
 _SCALAR_DTYPE = {bool: torch.bool, int: torch.int64, float: torch.float64,
                  complex: torch.complex128}
@@ -129,8 +129,9 @@ def _leafify(values, fill, requires_grad):
     return values.detach().requires_grad_(), fill.detach().requires_grad_()
 
 
-def sparse_coo_tensor(indices, values, size=None, *, fill_value=None, dtype=None, device=None,
-                      requires_grad=False) -> SparseFillTensor:
+def sparse_coo_tensor(indices=None, values=None, size=None, *, fill_value=None, dtype=None,
+                      device=None, requires_grad=False, is_coalesced=None,
+                      check_invariants=None) -> SparseFillTensor:
     """A COO SparseFillTensor: `values` at `indices`, `fill_value` elsewhere.
 
     Args:
@@ -143,6 +144,14 @@ def sparse_coo_tensor(indices, values, size=None, *, fill_value=None, dtype=None
             RFC.md sections 1.3 and 1.5); default 0. A tensor that requires grad receives the
             fill gradient.
         requires_grad: make values and fill autograd leaves.
+        is_coalesced: torch's flag (RFC.md 1.4): by default True only for
+            fewer than two elements; True claims sorted unique indices
+            (checked: a false claim raises ValueError).
+        check_invariants: accepted for torch's signature; the invariants
+            are always checked.
+
+    With only ``size`` (no indices, no values) the tensor has no stored
+    element, as ``torch.sparse_coo_tensor(size=...)``.
 
     Example::
 
@@ -151,6 +160,15 @@ def sparse_coo_tensor(indices, values, size=None, *, fill_value=None, dtype=None
         tensor([[5., 5., 3.],
                 [4., 5., 5.]])
     """
+    if indices is None and values is None:
+        if size is None:
+            raise TypeError("sparse_coo_tensor(): give indices and values, or size alone")
+        size = _check_size(size)
+        indices = torch.zeros(len(size), 0, dtype=torch.int64, device=device)
+        values = torch.zeros(0, dtype=dtype or torch.get_default_dtype(), device=device)
+    elif indices is None or values is None:
+        raise TypeError(f"sparse_coo_tensor(): missing {'indices' if indices is None else 'values'}"
+                        f" (give indices and values, or size alone)")
     values = _as_values(values, dtype, device)
     indices = _as_index_tensor(indices, "indices", device, values.device)
     if indices.device != values.device:
@@ -175,17 +193,26 @@ def sparse_coo_tensor(indices, values, size=None, *, fill_value=None, dtype=None
         raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
                          f"dimensions {size[sparse_dim:]}")
     coalesced = _ops.coo_check(indices, list(size[:sparse_dim]))
+    if is_coalesced and not coalesced:
+        raise ValueError("is_coalesced=True, but the indices are not sorted and unique: "
+                         "leave is_coalesced unset and call .coalesce()")
+    flag = nse < 2 if is_coalesced is None else bool(is_coalesced)
     fill = _as_fill(fill_value, values.dtype, values.device, dense_shape, size)
     values, fill = _leafify(values, fill, requires_grad)
     return build(torch.sparse_coo, size, values, fill, indices=indices.contiguous(),
-                 coalesced=coalesced)
+                 coalesced=coalesced, coalesced_flag=flag)
 
 
-def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, fill_value=None,
-                      dtype=None, device=None, requires_grad=False) -> SparseFillTensor:
+def sparse_csr_tensor(crow_indices=None, col_indices=None, values=None, size=None, *,
+                      fill_value=None, dtype=None, device=None, requires_grad=False,
+                      check_invariants=None) -> SparseFillTensor:
     """A CSR SparseFillTensor (2 sparse dims, optional trailing dense dims).
 
     Columns must be strictly increasing within each row (no duplicates).
+    With only ``size`` the tensor has no stored element (torch asks for the
+    three components; the COO constructor's size-only form, extended).
+    ``check_invariants`` is accepted for torch's signature; the invariants
+    are always checked.
 
     Example::
 
@@ -193,6 +220,22 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, fill_valu
         tensor([[-1., -1.,  7.],
                 [-1., -1., -1.]])
     """
+    given = [x is not None for x in (crow_indices, col_indices, values)]
+    if not any(given):
+        if size is None:
+            raise TypeError("sparse_csr_tensor(): give crow_indices, col_indices and values, "
+                            "or size alone")
+        size = _check_size(size)
+        if len(size) != 2:
+            raise ValueError(f"sparse_csr_tensor(size=...): a CSR tensor needs 2 dimensions, "
+                             f"got size {size}")
+        crow_indices = torch.zeros(size[0] + 1, dtype=torch.int64, device=device)
+        col_indices = torch.zeros(0, dtype=torch.int64, device=device)
+        values = torch.zeros(0, dtype=dtype or torch.get_default_dtype(), device=device)
+    elif not all(given):
+        missing = [n for n, g in zip(("crow_indices", "col_indices", "values"), given) if not g]
+        raise TypeError(f"sparse_csr_tensor(): missing {', '.join(missing)} (give all three "
+                        f"components, or size alone)")
     values = _as_values(values, dtype, device)
     if (isinstance(crow_indices, torch.Tensor) and isinstance(col_indices, torch.Tensor)
             and crow_indices.dtype != col_indices.dtype):
@@ -266,7 +309,8 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0) -> SparseFillTens
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")
     if x.layout == torch.sparse_coo:
-        out = sparse_coo_tensor(x._indices(), x._values(), x.shape, fill_value=fill_value)
+        out = sparse_coo_tensor(x._indices(), x._values(), x.shape, fill_value=fill_value,
+                                is_coalesced=x.is_coalesced() or None)
         return out.to_sparse(layout=layout)
     if x.layout == torch.sparse_csr:
         out = sparse_csr_tensor(x.crow_indices(), x.col_indices(), x.values(), x.shape,
@@ -345,6 +389,16 @@ def ones(*size, layout=torch.sparse_coo, dtype=None, device=None,
                 requires_grad=requires_grad)
 
 
+def empty(*size, layout=torch.sparse_coo, dtype=None, device=None,
+          requires_grad=False) -> SparseFillTensor:
+    """``torch.empty(size, layout=torch.sparse_coo)`` of this package: the
+    same as :func:`zeros` (torch's sparse empty tensor is all zeros too).
+
+    Example: ``sf.empty(2, 3, layout=torch.sparse_csr).to_dense()`` is ``torch.zeros(2, 3)``.
+    """
+    return zeros(*size, layout=layout, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def fill_value(t: torch.Tensor) -> torch.Tensor:
     """The fill of any sparse tensor: ours, or 0 for native torch sparse ones
     (shaped like the dense part, RFC.md section 1.3).
@@ -391,7 +445,7 @@ def _rebuild_sparsefill(layout_name, size, indices, crow, col, values, fill, coa
     """
     if layout_name == "sparse_coo":
         out = sparse_coo_tensor(indices, values, size, fill_value=fill,
-                                requires_grad=requires_grad)
+                                requires_grad=requires_grad, is_coalesced=coalesced or None)
     elif layout_name == "sparse_csr":
         out = sparse_csr_tensor(crow, col, values, size, fill_value=fill,
                                 requires_grad=requires_grad)
@@ -405,7 +459,7 @@ def _rebuild_sparsefill(layout_name, size, indices, crow, col, values, fill, coa
 def _rebuild_args(A: SparseFillTensor, detach) -> tuple:
     comps = [None if t is None else detach(t) for t in
              (A._sf_indices, A._sf_crow, A._sf_col, A._sf_values, A._sf_fill)]
-    return (str(A.layout).split(".")[-1], A._sf_size, *comps, A._sf_coalesced,
+    return (str(A.layout).split(".")[-1], A._sf_size, *comps, A._sf_coalesced_flag,
             A.requires_grad, bool(getattr(A, "_is_param", False)))
 
 

@@ -340,6 +340,9 @@ ROUTES = {
     torch.prod: prod_, T.prod: prod_, torch.amax: amax_, T.amax: amax_,
     torch.amin: amin_, T.amin: amin_, torch.max: max_, T.max: max_, torch.min: min_, T.min: min_,
     torch.logsumexp: logsumexp_, T.logsumexp: logsumexp_, torch.norm: norm_, T.norm: norm_,
+    # torch.sparse's docs list native_norm: the same vector norm (issue 20).
+    torch.native_norm: lambda input, p=2, dim=None, keepdim=False, dtype=None:
+        norm_(input, p, dim, keepdim, dtype),
     torch.var: var_, T.var: var_, torch.std: std_, T.std: std_,
     torch.all: all_, T.all: all_, torch.any: any_, T.any: any_,
     torch.count_nonzero: count_nonzero_, T.count_nonzero: count_nonzero_,

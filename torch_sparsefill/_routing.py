@@ -9,7 +9,9 @@ __init__.py). It looks the callable up in TABLE, whose entries come from
   - each family module's ROUTES: _elementwise (the generated ops and their
     in-place forms), _shape, _indexing, _concat, _products, _reductions,
     _softmax, _tensor_methods (copy_, comparisons, conversions), _nn (what
-    nn and optim call).
+    nn and optim call), _creation (*_like, new_*), _inplace (zero_, t_,
+    resizes, ...), _sparse_results (smm, hspmm, sspaddmm), _lowrank (lobpcg,
+    svd/pca_lowrank).
 A routed call with a SparseFillTensor `out=` writes its result there
 (copy_); under an enabled torch.autocast it runs through _autocast.
 A callable claimed twice is an error at import. Anything not in TABLE raises
@@ -21,8 +23,9 @@ from __future__ import annotations
 
 import torch
 
-from . import (_args, _autocast, _concat, _elementwise, _factories, _indexing, _nn, _products,
-               _reductions, _shape, _softmax, _tensor_methods)
+from . import (_args, _autocast, _concat, _creation, _elementwise, _factories, _indexing,
+               _inplace, _lowrank, _nn, _products, _reductions, _shape, _softmax,
+               _sparse_results, _tensor_methods)
 from ._tensor import SparseFillTensor
 
 T = torch.Tensor
@@ -53,27 +56,6 @@ def _cuda(self, device=None, non_blocking=False, memory_format=None):
     return self.to("cuda" if device is None else device, non_blocking=non_blocking)
 
 
-def _zeros_like(self, *, dtype=None, layout=None, device=None, requires_grad=False,
-                memory_format=None, pin_memory=False):
-    """torch.zeros_like(A): A's pattern with zero values and a zero fill."""
-    if layout not in (None, self.layout):
-        raise NotImplementedError(f"torch_sparsefill: zeros_like(layout={layout}) of a "
-                                  f"{self.layout} SparseFillTensor")
-    out = self.detach()._map_components(
-        lambda t, is_index: (t if device is None else t.to(device)) if is_index else
-        torch.zeros_like(t, dtype=dtype, device=device), with_kind=True)
-    return out.requires_grad_() if requires_grad else out
-
-
-def _zero_(self):
-    """A.zero_(): values and fill set to 0 in place; the pattern stays. Ends
-    with _after_inplace, so zeroing A.grad reaches the component gradients."""
-    self._sf_values.zero_()
-    self._sf_fill.zero_()
-    self._after_inplace()
-    return self
-
-
 def _methods() -> dict:
     table = {getattr(T, n): getattr(SparseFillTensor, n) for n in _METHOD_NAMES}
     table.update({getattr(T, n): _cast(d) for n, d in _CASTS.items()})
@@ -88,12 +70,6 @@ def _methods() -> dict:
         T.__format__: lambda self, spec: format(repr(self), spec),
         T.__reduce_ex__: _factories.reduce_ex,
         T.__deepcopy__: _factories.deepcopy,
-        # The optimisers' state (torch.zeros_like(param)) must keep the
-        # parameter's pattern so that in-place steps line up, and
-        # zero_grad(set_to_none=False) zeroes A.grad; issue 20 owns *_like
-        # and zero_ and may replace these entries.
-        torch.zeros_like: _zeros_like,
-        T.zero_: _zero_,
     })
     return table
 
@@ -106,11 +82,24 @@ _PASSTHROUGH = [
     T.shape.__get__, T.dtype.__get__, T.device.__get__, T.ndim.__get__, T.layout.__get__,
     T.is_sparse_csr.__get__, T.is_cuda.__get__, T.is_cpu.__get__,
     T.is_meta.__get__, T.is_quantized.__get__, T.is_mkldnn.__get__, T.is_nested.__get__,
-    T.itemsize.__get__,
-    # Needed by torch.optim (Adam's step asks torch.is_complex(param)); issue 20
-    # owns the function forms of metadata queries and may replace these entries.
-    torch.is_complex, torch.is_floating_point,
+    T.itemsize.__get__, T._version.__get__,
+    # The function forms (torch.is_floating_point(A), ...) answer as the methods.
+    torch.is_floating_point, torch.is_complex, torch.is_signed, T.is_signed,
 ]
+
+
+def _is_same_size(self, other):
+    """torch.is_same_size(A, B): whether the shapes are equal."""
+    return tuple(self.shape) == tuple(other.shape)
+
+
+def _is_nonzero(self):
+    """torch.is_nonzero(A): the one element's truth, read from the dense form."""
+    if self.numel() != 1:
+        raise RuntimeError(f"Boolean value of Tensor with "
+                           f"{'no values' if self.numel() == 0 else 'more than one value'} "
+                           f"is ambiguous")
+    return torch.is_nonzero(self.to_dense())
 
 
 def _passthrough(func):
@@ -136,6 +125,8 @@ def _assemble(*families) -> dict:
 TABLE = _assemble(
     ("the tensor's methods", _methods()),
     ("metadata", {func: _passthrough(func) for func in _PASSTHROUGH}),
+    ("metadata", {torch.is_nonzero: _is_nonzero, T.is_nonzero: _is_nonzero,
+                  torch.is_same_size: _is_same_size, T.is_same_size: _is_same_size}),
     ("_elementwise", _elementwise.ROUTES),
     ("_shape", _shape.ROUTES),
     ("_indexing", _indexing.ROUTES),
@@ -145,6 +136,10 @@ TABLE = _assemble(
     ("_softmax", _softmax.ROUTES),
     ("_tensor_methods", _tensor_methods.ROUTES),
     ("_nn", _nn.ROUTES),
+    ("_creation", _creation.ROUTES),
+    ("_inplace", _inplace.ROUTES),
+    ("_sparse_results", _sparse_results.ROUTES),
+    ("_lowrank", _lowrank.ROUTES),
 )
 
 

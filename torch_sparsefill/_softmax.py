@@ -6,6 +6,8 @@ dense dim, each stored dense part and the fill are normalised alone.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -82,8 +84,20 @@ def _f_softmax(log):
 
 
 def _sparse_softmax(log):
+    """torch.sparse.(log_)softmax: torch documents its unspecified elements as
+    -inf, so only a fill of -inf gives the result code written for torch
+    expects (RFC.md 6.2); any other fill is refused, never silently mixed in."""
+    name = "log_softmax" if log else "softmax"
+
     def impl(input, dim, dtype=None):
-        return _softmax(log, input, dim, dtype, "log_softmax" if log else "softmax")
+        fill = getattr(input, "_sf_fill", None)
+        if fill is not None and not bool((fill == -math.inf).all()):
+            raise NotImplementedError(
+                f"torch.sparse.{name} treats unspecified elements as -inf, but this "
+                f"SparseFillTensor's fill is {fill.detach().cpu().tolist()}: use torch.{name}(A, "
+                f"dim) for the {name} with the fill taking part, or build A with "
+                f"fill_value=-inf")
+        return _softmax(log, input, dim, dtype, name)
     return impl
 
 

@@ -46,12 +46,13 @@ class SparseFillTensor(torch.Tensor):
     _sf_values: torch.Tensor
     _sf_fill: torch.Tensor
     _sf_coalesced: bool
+    _sf_coalesced_flag: bool
     _sf_layout: torch.layout
     _sf_size: tuple
 
     @staticmethod
     def __new__(cls, layout, size, values, fill, *, indices=None, crow=None, col=None,
-                coalesced=False):
+                coalesced=False, coalesced_flag=None):
         # Trusted: only `build` calls this, after the factories (_factories.py)
         # validated user input or an op produced the components.
         self = torch.Tensor._make_wrapper_subclass(
@@ -64,7 +65,13 @@ class SparseFillTensor(torch.Tensor):
         self._sf_col = col
         self._sf_values = values
         self._sf_fill = fill
-        self._sf_coalesced = bool(coalesced) if layout == torch.sparse_coo else True
+        # Two facts (RFC.md 1.4): whether the COO indices are sorted and
+        # unique (what the ops rely on), and torch's is_coalesced() flag (what
+        # the user is told; it implies the first, never the reverse).
+        is_coo = layout == torch.sparse_coo
+        self._sf_coalesced = bool(coalesced) if is_coo else True
+        flag = self._sf_coalesced if coalesced_flag is None else bool(coalesced_flag)
+        self._sf_coalesced_flag = (flag and self._sf_coalesced) if is_coo else True
         return self
 
     def __init__(self, *args, **kwargs):  # all the work is done in __new__
@@ -88,7 +95,8 @@ class SparseFillTensor(torch.Tensor):
 
     def _with(self, values, fill):
         """A tensor with this one's pattern and new values and fill; its dense
-        part is that of `values`."""
+        part is that of `values`. An op's result: is_coalesced() reports
+        whether the indices are sorted and unique (RFC.md 1.4)."""
         size = self._sf_size[: len(self._sf_size) - self.dense_dim()] + tuple(values.shape[1:])
         return build(self._sf_layout, size, values, fill, indices=self._sf_indices,
                      crow=self._sf_crow, col=self._sf_col, coalesced=self._sf_coalesced)
@@ -124,8 +132,12 @@ class SparseFillTensor(torch.Tensor):
         return self._sf_fill.expand(self._sf_values.shape[1:])
 
     def _coalesced(self) -> "SparseFillTensor":
-        """This tensor with coalesced COO indices (CSR is always coalesced)."""
-        return self.coalesce() if self.layout == torch.sparse_coo else self
+        """This tensor with sorted, unique COO indices (CSR: itself). The
+        ops' way in: a tensor whose indices are sorted is used as it is,
+        whatever its is_coalesced() flag."""
+        if self._sf_coalesced:
+            return self
+        return self.coalesce()
 
     def _has_per_slice_fill(self) -> bool:
         """Whether the fill varies over the sparse dims (RFC.md section 1.5)."""
@@ -170,18 +182,20 @@ class SparseFillTensor(torch.Tensor):
         return self._sf_values
 
     def indices(self) -> torch.Tensor:
-        """COO indices, shape (sparse_dim, nse). Requires a coalesced tensor."""
+        """COO indices, shape (sparse_dim, nse). As in torch, requires
+        ``is_coalesced()``; ``_indices()`` reads them as stored."""
         self._require(torch.sparse_coo, "indices")
-        if not self._sf_coalesced:
-            raise RuntimeError("indices(): cannot get indices of an uncoalesced tensor, "
-                               "call .coalesce() first")
+        if not self._sf_coalesced_flag:
+            raise RuntimeError("Cannot get indices on an uncoalesced tensor, please call "
+                               ".coalesce() first")
         return self._sf_indices
 
     def values(self) -> torch.Tensor:
-        """Stored values, shape (nse, *dense_shape). COO: requires coalesced."""
-        if self.layout == torch.sparse_coo and not self._sf_coalesced:
-            raise RuntimeError("values(): cannot get values of an uncoalesced tensor, "
-                               "call .coalesce() first")
+        """Stored values, shape (nse, *dense_shape). COO: as in torch,
+        requires ``is_coalesced()``; ``_values()`` reads them as stored."""
+        if self.layout == torch.sparse_coo and not self._sf_coalesced_flag:
+            raise RuntimeError("Cannot get values on an uncoalesced tensor, please call "
+                               ".coalesce() first")
         return self._sf_values
 
     def crow_indices(self) -> torch.Tensor:
@@ -195,9 +209,18 @@ class SparseFillTensor(torch.Tensor):
         return self._sf_col
 
     def is_coalesced(self) -> bool:
-        """Whether COO indices are sorted and free of duplicates."""
+        """torch's flag (RFC.md 1.4): True after ``coalesce()``, for op
+        results, and for a constructor given ``is_coalesced=True`` or fewer
+        than two elements; False for other freshly built tensors, even when
+        their indices happen to be sorted.
+
+        Example::
+
+            >>> sf.sparse_coo_tensor([[0, 1]], [1., 2.], (3,)).is_coalesced()
+            False
+        """
         self._require(torch.sparse_coo, "is_coalesced")
-        return self._sf_coalesced
+        return self._sf_coalesced_flag
 
     def coalesce(self) -> "SparseFillTensor":
         """Sort the indices and sum duplicate entries (the fill is unchanged:
@@ -209,8 +232,11 @@ class SparseFillTensor(torch.Tensor):
             tensor([3.])
         """
         self._require(torch.sparse_coo, "coalesce")
-        if self._sf_coalesced:
+        if self._sf_coalesced_flag:
             return self
+        if self._sf_coalesced:  # already sorted and unique: only the flag changes
+            return build(torch.sparse_coo, self._sf_size, self._sf_values, self._sf_fill,
+                         indices=self._sf_indices)
         indices, values = _ops.coo_coalesce(self._sf_indices, self._sf_values,
                                             list(self._sf_size[: self.sparse_dim()]))
         return build(torch.sparse_coo, self._sf_size, values, self._sf_fill, indices=indices)
@@ -362,9 +388,13 @@ class SparseFillTensor(torch.Tensor):
             # In-place changes to the returned gradient (clipping, unscaling,
             # zeroing) reach the component gradients: the fill's as the sum
             # again (RFC.md section 7.2).
-            if g._sf_values.shape != values.shape:
-                raise RuntimeError("in-place change of the gradient of an uncoalesced "
-                                   "SparseFillTensor: coalesce the parameter first")
+            def same(x, y):
+                return x is y or (x is not None and y is not None and torch.equal(x, y))
+            if g._sf_values.shape != values.shape or g._sf_size != self._sf_size or not all(
+                    same(getattr(g, k), getattr(self, k))
+                    for k in ("_sf_indices", "_sf_crow", "_sf_col")):
+                raise RuntimeError("an in-place change of A.grad must keep A's pattern (the "
+                                   "gradient of an uncoalesced parameter: coalesce it first)")
             values.grad = g._sf_values
             fill.grad = (g._sf_fill * per).to(fill.dtype)
 
@@ -398,6 +428,43 @@ class SparseFillTensor(torch.Tensor):
         if self._sf_grad_sink is not None:
             self._sf_grad_sink(self)
 
+    # ---- in place --------------------------------------------------------------
+
+    def _adopt(self, out: "SparseFillTensor", what: str, *, bump: bool = True
+               ) -> "SparseFillTensor":
+        """Become `out` in place, keeping this object's identity (RFC.md 4.5):
+        its components, size and coalesced flags become out's. As for torch's
+        in-place ops, a leaf that requires grad refuses while grad mode is on,
+        stays a leaf that requires grad under no_grad, and `_version` moves on
+        (`bump`; detach_ does not bump, as in torch)."""
+        if bump and self.requires_grad and self.is_leaf and torch.is_grad_enabled():
+            raise RuntimeError(f"{what}: a leaf Variable that requires grad is being used in "
+                               f"an in-place operation.")
+        if out.dtype != self.dtype:
+            raise RuntimeError(f"{what}: result type {out.dtype} can't be cast to the desired "
+                               f"output type {self.dtype}")
+        if bump and self.requires_grad and not out.requires_grad:
+            out = out.detach().requires_grad_()  # under no_grad: still a leaf that requires grad
+        version = self._version
+        if (out._sf_size != self._sf_size or out.device != self.device
+                or out._sf_layout != self._sf_layout):
+            # The wrapper's TensorImpl holds size, device and layout: take
+            # out's whole tensor.
+            out = build(out._sf_layout, out._sf_size, out._sf_values, out._sf_fill,
+                        indices=out._sf_indices, crow=out._sf_crow, col=out._sf_col,
+                        coalesced=out._sf_coalesced, coalesced_flag=out._sf_coalesced_flag)
+            torch.utils.swap_tensors(self, out)
+            for _ in range(version):  # the new TensorImpl counts from 0
+                torch.autograd.graph.increment_version(self)
+        else:
+            for key in ("_sf_indices", "_sf_crow", "_sf_col", "_sf_values",
+                        "_sf_fill", "_sf_coalesced", "_sf_coalesced_flag"):
+                setattr(self, key, getattr(out, key))
+        if bump:
+            torch.autograd.graph.increment_version(self)
+        self._after_inplace()
+        return self
+
     # ---- helpers --------------------------------------------------------------
 
     def _require(self, layout, what):
@@ -418,7 +485,8 @@ class SparseFillTensor(torch.Tensor):
 
         return build(self.layout, self._sf_size, val(self._sf_values), val(self._sf_fill),
                      indices=idx(self._sf_indices), crow=idx(self._sf_crow),
-                     col=idx(self._sf_col), coalesced=self._sf_coalesced)
+                     col=idx(self._sf_col), coalesced=self._sf_coalesced,
+                     coalesced_flag=self._sf_coalesced_flag)
 
     # ---- printing (pickling and copying: _factories.py) -------------------------
 
@@ -434,7 +502,7 @@ class SparseFillTensor(torch.Tensor):
         parts.append(field("values", self._sf_values))
         tail = (f"size={self._sf_size}, nse={self.nse()}, "
                 f"{field('fill_value', self._sf_fill)}, layout={self.layout}")
-        if self.layout == torch.sparse_coo and not self._sf_coalesced:
+        if self.layout == torch.sparse_coo and not self._sf_coalesced_flag:
             tail += ", coalesced=False"
         if self.requires_grad:
             tail += ", requires_grad=True"
@@ -445,7 +513,7 @@ class SparseFillTensor(torch.Tensor):
 
 
 def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
-          coalesced=True) -> SparseFillTensor:
+          coalesced=True, coalesced_flag=None) -> SparseFillTensor:
     """The one way to make a SparseFillTensor from trusted components: the
     public constructors call it after validating, every op on its results.
 
@@ -478,4 +546,5 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
     # __new__ alone: calling the class would also run __init__ (a microsecond
     # per result, for nothing).
     return SparseFillTensor.__new__(SparseFillTensor, layout, size, values, fill, indices=indices,
-                                    crow=crow, col=col, coalesced=coalesced)
+                                    crow=crow, col=col, coalesced=coalesced,
+                                    coalesced_flag=coalesced_flag)
