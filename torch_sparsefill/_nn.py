@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import _args
+from . import _args, _elementwise
 from ._tensor import SparseFillTensor
 
 T = torch.Tensor
@@ -61,8 +61,11 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 def _in_place(out_of_place, func):
     def update(self, *args, **kwargs):
-        return self.copy_(out_of_place(self, *args, **kwargs))
-    update.__doc__ = f"``{_args.name(func)}`` in place (the pattern must not change)."
+        # As the element-wise in-place ops: into the components when the
+        # pattern stays, else the tensor adopts the result's (optimiser state
+        # made by zeros_like stores nothing until its first update).
+        return _elementwise._assign(self, out_of_place(self, *args, **kwargs), func)
+    update.__doc__ = f"``{_args.name(func)}`` in place."
     return update
 
 

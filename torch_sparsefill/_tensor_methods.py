@@ -33,9 +33,9 @@ def adopt_coalesced(target: SparseFillTensor) -> None:
 def copy_(self, src, non_blocking=False):
     """``A.copy_(B)``: B's elements into A, in place, when B stores A's
     pattern (values cast to A's dtype and device, the fill broadcast to A's
-    fill shape). A different pattern raises: the components A holds are
-    what optimisers and autograd refer to, so they keep their shape; to load
-    a checkpoint with another pattern use ``load_state_dict(..., assign=True)``.
+    fill shape), so the components optimisers and autograd hold stay A's.
+    With another pattern A (the same object) takes a copy of B's components,
+    as torch's sparse ``copy_`` does.
 
     Example::
 
@@ -58,11 +58,9 @@ def copy_(self, src, non_blocking=False):
     if source.layout != self.layout:
         source = source.to_sparse(layout=self.layout)
     if not same_pattern(self, source):
-        raise RuntimeError(
-            f"torch_sparsefill: copy_(): src stores a different pattern (nse {src.nse()} vs "
-            f"{self.nse()}, or other positions); an in-place copy keeps this tensor's components, "
-            f"so it cannot change its pattern. Use src.clone() instead, or, to load a state_dict "
-            f"with other patterns, module.load_state_dict(state_dict, assign=True)")
+        # As torch's sparse copy_: this tensor takes src's pattern (same
+        # object; a leaf that requires grad refuses outside no_grad, as torch).
+        return self._adopt(source.to(self.dtype).clone(), "copy_()")
     fill = source._sf_fill
     try:
         torch.broadcast_shapes(fill.shape, self._sf_fill.shape)
