@@ -15,7 +15,7 @@ import torch
 import torch_sparsefill as sf
 from sf_testing import random_tensor, rng
 
-COO, CSR = torch.sparse_coo, torch.sparse_csr
+COO, CSR, CSC = torch.sparse_coo, torch.sparse_csr, torch.sparse_csc
 ERRORS = (RuntimeError, IndexError, NotImplementedError, TypeError, ValueError)
 
 
@@ -26,6 +26,8 @@ def dense_of(A) -> torch.Tensor:
         return A
     size = tuple(A.shape)
     s = A.sparse_dim()
+    if A.layout == CSC:  # the CSR of the transpose (RFC.md 12.1), read as such
+        return dense_of(A._to_csr())
     values, fill = A._values(), A._fill_value()
     if A.layout == CSR:
         rows = torch.repeat_interleave(torch.arange(size[0]), A.crow_indices().diff())
@@ -170,6 +172,10 @@ OPS_3D = {
 def assert_canonical(out):
     """COO flagged coalesced really is (strictly increasing linear indices);
     CSR passes the constructor's validation."""
+    if out.layout == CSC:  # a transpose of CSR: the CSR pattern of its own transpose
+        torch.ops.sparsefill.csr_check(out.ccol_indices(), out.row_indices(),
+                                       [out.shape[1], out.shape[0]])
+        return
     if out.layout == CSR:
         torch.ops.sparsefill.csr_check(out.crow_indices(), out.col_indices(), list(out.shape))
     elif out.is_coalesced() and out.sparse_dim() > 0:
@@ -302,7 +308,7 @@ def test_slice_keeps_fill_and_layout():
     assert C.layout == CSR and C.nse() == 2 * int(A.crow_indices().diff()[3])
 
 
-CSR_KEEPS = ["transpose", "permute", "narrow_rows", "narrow_cols", "index_select_rows",
+CSR_KEEPS = ["narrow_rows", "narrow_cols", "index_select_rows",
              "index_select_cols", "getitem_step", "getitem_both_slices", "getitem_list",
              "getitem_tensor_cols", "getitem_bool", "contiguous"]
 
@@ -313,11 +319,20 @@ def test_csr_stays_csr(name, op):
     assert check(OPS_2D[op], TENSORS[name]).layout == CSR
 
 
-def test_csr_transpose_is_csr():
+@pytest.mark.parametrize("name", ["csr", "hybrid_csr", "colfill_csr"])
+@pytest.mark.parametrize("op", ["transpose", "permute"])
+def test_csr_transpose_is_csc(name, op):
+    """As in torch: the transpose of CSR is CSC, in O(1) (RFC.md 12.1)."""
+    assert check(OPS_2D[op], TENSORS[name]).layout == CSC
+
+
+def test_csr_t_is_csc_sharing_the_components():
     A = random_tensor("random", 1.5, CSR, seed=1)
     B = A.t()
-    assert B.layout == CSR and B.shape == (7, 5)
+    assert B.layout == CSC and B.shape == (7, 5)
+    assert B.ccol_indices() is A.crow_indices() and B._values() is A._values()
     torch.testing.assert_close(dense_of(B), dense_of(A).t())
+    assert B.t().layout == CSR
 
 
 def test_per_slice_fill_is_sliced_along():
@@ -344,8 +359,10 @@ ALIAS_OPS = ["transpose", "unsqueeze_last", "squeeze_dim", "reshape_sparse", "na
              "narrow_cols", "select_row", "index_select_rows", "getitem_step", "getitem_none"]
 
 
+# The transposes of a compressed tensor are views, as in torch (RFC.md 12.1).
 ALIAS_CASES = [(n, op) for n in ("coo", "csr", "hybrid_coo", "hybrid_csr", "rowfill_coo")
-               for op in ALIAS_OPS if (n, op) != ("rowfill_coo", "reshape_sparse")] + \
+               for op in ALIAS_OPS if (n, op) != ("rowfill_coo", "reshape_sparse")
+               and not (n.endswith("csr") and op == "transpose")] + \
     [(n, op) for n in ("hybrid_coo", "hybrid_csr")
      for op in ("select_dense", "narrow_dense", "reshape_dense")]
 

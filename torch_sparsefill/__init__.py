@@ -1,4 +1,4 @@
-"""torch_sparsefill: sparse COO and CSR tensors with a fill value.
+"""torch_sparsefill: sparse COO, CSR, CSC, BSR and BSC tensors with a fill value.
 
 The fill value is the value of every unspecified element (PyTorch assumes 0).
 Element-wise ops, conversions and gradients treat it exactly:
@@ -16,8 +16,9 @@ import torch
 from . import _C  # noqa: F401  -- registers torch.ops.sparsefill.*
 from . import _fake  # noqa: F401  -- fake kernels of the ops
 from . import _factories, _interop, _routing
-from ._factories import (eliminate_fill, fill_value, full, ones, sparse_coo_tensor,
-                         sparse_csr_tensor, to_sparse, zeros)
+from ._factories import (eliminate_fill, fill_value, full, ones, sparse_bsc_tensor,
+                         sparse_bsr_tensor, sparse_compressed_tensor, sparse_coo_tensor,
+                         sparse_csc_tensor, sparse_csr_tensor, to_sparse, zeros)
 from ._interop import from_pydata, from_scipy
 from . import _tensor
 from ._tensor import SparseFillTensor
@@ -41,6 +42,7 @@ torch.serialization.add_safe_globals([
     _factories._rebuild_sparsefill,
     (_factories._rebuild_sparsefill, "torch_sparsefill._tensor._rebuild_sparsefill")])
 
-__all__ = ["SparseFillTensor", "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full",
+__all__ = ["SparseFillTensor", "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor",
+           "sparse_bsr_tensor", "sparse_bsc_tensor", "sparse_compressed_tensor", "to_sparse", "full",
            "zeros", "ones", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]
 __version__ = "0.1.0"

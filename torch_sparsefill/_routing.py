@@ -9,7 +9,9 @@ __init__.py). It looks the callable up in TABLE, whose entries come from
   - each family module's ROUTES: _elementwise (the generated ops and their
     in-place forms), _shape, _indexing, _concat, _products, _reductions,
     _softmax.
-A callable claimed twice is an error at import. Anything not in TABLE raises
+A callable claimed twice is an error at import. A family's handler sees
+only COO and CSR tensors: CSC, BSR and BSC operands go through `_layouts`
+(RFC.md section 12.3). Anything not in TABLE raises
 NotImplementedError naming the function: no torch function ever computes on
 a SparseFillTensor as if its fill were 0 (RFC.md section 8).
 `torch_dispatch` (below autograd) refuses every aten op but prim.layout.
@@ -18,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from . import (_args, _concat, _elementwise, _factories, _indexing, _products, _reductions,
-               _shape, _softmax)
+from . import (_args, _concat, _elementwise, _factories, _indexing, _layouts, _products,
+               _reductions, _shape, _softmax)
 from ._tensor import SparseFillTensor
 
 T = torch.Tensor
@@ -32,6 +34,7 @@ _METHOD_NAMES = [
     "to_dense", "coalesce", "is_coalesced", "indices", "values", "_indices", "_values",
     "crow_indices", "col_indices", "sparse_dim", "dense_dim", "_nnz", "to_sparse",
     "to_sparse_coo", "to_sparse_csr", "clone", "detach", "to", "requires_grad_", "__repr__",
+    "ccol_indices", "row_indices", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc",
 ]
 _CASTS = {"float": torch.float32, "double": torch.float64, "half": torch.float16,
           "bfloat16": torch.bfloat16, "bool": torch.bool, "int": torch.int32,
@@ -100,9 +103,7 @@ def _assemble(*families) -> dict:
     return {func: handler for func, (family, handler) in table.items()}
 
 
-TABLE = _assemble(
-    ("the tensor's methods", _methods()),
-    ("metadata", {func: _passthrough(func) for func in _PASSTHROUGH}),
+_FAMILIES = (
     ("_elementwise", _elementwise.ROUTES),
     ("_shape", _shape.ROUTES),
     ("_indexing", _indexing.ROUTES),
@@ -111,12 +112,18 @@ TABLE = _assemble(
     ("_reductions", _reductions.ROUTES),
     ("_softmax", _softmax.ROUTES),
 )
+TABLE = _assemble(("the tensor's methods", _methods()),
+                  ("metadata", {func: _passthrough(func) for func in _PASSTHROUGH}), *_FAMILIES)
+# The families' callables: those whose CSC/BSR/BSC operands _layouts converts.
+_FAMILY_FUNCS = frozenset(func for _, routes in _FAMILIES for func in routes)
 
 
 def torch_function(func, types, args, kwargs):
     """SparseFillTensor.__torch_function__: the routed handler, or a refusal."""
     handler = TABLE.get(func)
     if handler is not None:
+        if func in _FAMILY_FUNCS and _layouts.needs(func, args, kwargs):
+            return _layouts.call(func, handler, args, kwargs)
         return handler(*args, **kwargs)
     raise NotImplementedError(
         f"torch_sparsefill: {_args.name(func)} has no fill-value semantics yet, so it is refused "
