@@ -83,6 +83,23 @@ def test_block_conversion_fills_the_block_with_the_per_slice_fill():
         B = A.to_sparse(layout=layout, blocksize=2)
         assert B.nse() == 1
         assert_dense_equal(B.to_dense(), A.to_dense())
+        C = sf.to_sparse(A.to_dense(), fill_value=A._fill_value(), layout=layout, blocksize=2)
+        assert C.nse() == 1
+        assert_dense_equal(C.to_dense(), A.to_dense())
+
+
+@pytest.mark.parametrize("layout", T.BLOCK_LAYOUTS, ids=T.layout_id)
+def test_strided_to_blocks_is_differentiable(layout):
+    x = torch.randn(4, 6, 2, dtype=torch.float64)
+    x[:2] = 1.5
+    assert sf.to_sparse(x, fill_value=1.5, layout=layout, blocksize=(2, 3), dense_dim=1).nse() == 2
+    x = torch.randn(4, 6, 2, dtype=torch.float64, requires_grad=True)  # a stable pattern
+
+    def fn(x):
+        return sf.to_sparse(x, fill_value=1.5, layout=layout, blocksize=(2, 3),
+                            dense_dim=1)._values() * 2
+    torch.autograd.gradcheck(fn, (x,))
+    torch.autograd.gradgradcheck(fn, (x,))
 
 
 def test_conversion_gradients():

@@ -15,7 +15,8 @@ from . import _fill
 _ops = torch.ops.sparsefill
 
 __all__ = ["ELEMENT", "BLOCK", "COMPRESSED", "EXTRA", "transpose_fill", "transpose_pattern",
-           "csr_from_bsr", "bsr_from_csr", "check_blocksize"]
+           "csr_from_bsr", "bsr_from_csr", "check_blocksize", "dense_from_blocks",
+           "blocks_from_dense"]
 
 ELEMENT = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc)
 BLOCK = (torch.sparse_bsr, torch.sparse_bsc)
@@ -129,3 +130,44 @@ def check_blocksize(blocksize, size, what: str) -> tuple:
         raise RuntimeError(f"{what}: the sparse sizes {tuple(size[:2])} are not divisible by "
                            f"blocksize {blocksize}")
     return blocksize
+
+
+def dense_from_blocks(layout, compressed, plain, values, fill, blocksize, size):
+    """The strided tensor of BSR/BSC components: the fill broadcast over
+    `size`, each stored block written in place; differentiable with respect
+    to values and fill.
+
+    Example: one ``(2, 2)`` block of ones in a ``(2, 4)`` BSR tensor with
+    fill 5 gives ``[[5, 5, 1, 1], [5, 5, 1, 1]]``.
+    """
+    (r, c), (m, n), dense_shape = blocksize, size[:2], tuple(size[2:])
+    blocks = _ops.rows_from_crow(compressed)
+    brow, bcol = (blocks, plain) if layout == torch.sparse_bsr else (plain, blocks)
+    out = fill.expand(size).clone(memory_format=torch.contiguous_format)
+    # Index tensors on dims 0 and 2 around a slice: the indexed view has the
+    # shape (nblocks, r, c, *dense) of `values`.
+    out.view((m // r, r, n // c, c) + dense_shape)[brow, :, bcol, :] = values
+    return out
+
+
+def blocks_from_dense(x, fill, blocksize, layout):
+    """BSR/BSC components of strided `x` (two sparse dims, then dense dims):
+    a block is stored when one of its elements differs from the fill (NaN
+    equals a NaN fill). Differentiable with respect to `x`.
+
+    Example: ``blocks_from_dense(torch.eye(4), torch.tensor(0.), (2, 2),
+    torch.sparse_bsr)`` stores the two diagonal blocks.
+    """
+    (r, c), (m, n), dense_shape = blocksize, x.shape[:2], tuple(x.shape[2:])
+    differs = (x != fill) & ~(x.isnan() & fill.isnan())
+    if dense_shape:
+        differs = differs.flatten(2).any(2)
+    stored = differs.reshape(m // r, r, n // c, c).any(3).any(1)
+    if layout == torch.sparse_bsr:
+        brow, bcol = stored.nonzero().unbind(1)
+        compressed, plain = _ops.crow_from_rows(brow.contiguous(), m // r), bcol.contiguous()
+    else:
+        bcol, brow = stored.t().nonzero().unbind(1)
+        compressed, plain = _ops.crow_from_rows(bcol.contiguous(), n // c), brow.contiguous()
+    values = x.reshape((m // r, r, n // c, c) + dense_shape)[brow, :, bcol, :]
+    return compressed, plain, values

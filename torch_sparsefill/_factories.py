@@ -12,7 +12,7 @@ from typing import Sequence
 
 import torch
 
-from . import _fill
+from . import _compressed, _fill
 from ._compressed import BLOCK, COMPRESSED
 from ._tensor import SparseFillTensor, build
 
@@ -292,6 +292,11 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0,
     if fill.requires_grad:
         # The fill is the value x has on its unspecified set: a constant here.
         fill = fill.detach()
+    if layout in BLOCK and sparse_dim == 2:  # straight to blocks, no element pattern
+        blocksize = _compressed.check_blocksize(blocksize, x.shape, "to_sparse")
+        compressed, plain, values = _compressed.blocks_from_dense(x, fill, blocksize, layout)
+        return build(layout, x.shape, values, fill, crow=compressed, col=plain,
+                     blocksize=blocksize)
     indices, values, fill = _ops.from_dense(x, fill, sparse_dim)
     out = build(torch.sparse_coo, x.shape, values, fill, indices=indices)
     return out.to_sparse(layout=layout, blocksize=blocksize)

@@ -91,13 +91,15 @@ def _bsr_matmul(A: SparseFillTensor, X) -> "torch.Tensor | None":
     if _fill.is_per_slice(A._sf_fill, 0):
         return None
     f = A._sf_fill
-    # inf - inf and 0 * inf would differ from the dense product: leave
-    # non-finite data to the CSR path, which handles them (RFC.md 5.2).
-    if not (bool(torch.isfinite(f)) and bool(torch.isfinite(X).all())):
+    colsum = X.sum(0, keepdim=True)
+    # inf - inf and 0 * inf would differ from the dense product: leave a
+    # non-finite fill or operand (a column of X holding one sums to inf or
+    # nan) to the CSR path (RFC.md 5.2).
+    if not bool(torch.isfinite(f)) or not bool(torch.isfinite(colsum).all()):
         return None
     native = torch.sparse_bsr_tensor(A._sf_crow, A._sf_col, A._sf_values - f, A.shape,
                                      check_invariants=False)
-    return torch.addmm(f * X.sum(0, keepdim=True), native, X)
+    return torch.addmm(f * colsum, native, X)
 
 
 def _to_csr(x):

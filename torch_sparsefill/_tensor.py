@@ -264,6 +264,11 @@ class SparseFillTensor(torch.Tensor):
         if masked_grad:
             raise NotImplementedError(
                 "to_dense(masked_grad=True): masked gradients contradict fill semantics")
+        if self._sf_blocksize:
+            out = _compressed.dense_from_blocks(self._sf_layout, self._sf_crow, self._sf_col,
+                                                self._sf_values, self._sf_fill,
+                                                self._sf_blocksize, self._sf_size)
+            return out if dtype is None else out.to(dtype)
         src = self._to_csr() if self._sf_layout in EXTRA else self._coalesced()
         out = _ops.to_dense(src._coo_indices(), src._sf_values, src._sf_fill, list(self._sf_size))
         return out if dtype is None else out.to(dtype)
