@@ -123,6 +123,18 @@ def _check_size(size, name="size") -> tuple:
     return size
 
 
+def _compressed_size(size, dense_shape) -> tuple:
+    """The size of a compressed tensor, checked: 2 sparse dims, then exactly
+    the dense part of `values`."""
+    size = _check_size(size)
+    if len(size) != 2 + len(dense_shape):
+        raise ValueError(f"size {size} must have 2 sparse + {len(dense_shape)} dense dimensions")
+    if size[2:] != dense_shape:
+        raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
+                         f"dimensions {size[2:]}")
+    return size
+
+
 def _leafify(values, fill, requires_grad):
     if not requires_grad:
         return values, fill
@@ -220,12 +232,7 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, fill_valu
     if size is None:
         ncols = int(col.max()) + 1 if col.numel() else 0
         size = (crow.shape[0] - 1, ncols) + dense_shape
-    size = _check_size(size)
-    if len(size) != 2 + len(dense_shape):
-        raise ValueError(f"size {size} must have 2 sparse + {len(dense_shape)} dense dimensions")
-    if size[2:] != dense_shape:
-        raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
-                         f"dimensions {size[2:]}")
+    size = _compressed_size(size, dense_shape)
     _ops.csr_check(crow, col, list(size[:2]))
     fill = _as_fill(fill_value, values.dtype, values.device, dense_shape, size)
     values, fill = _leafify(values, fill, requires_grad)
@@ -480,12 +487,7 @@ def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=Non
         else:
             size = (n_plain, n_compressed)
         size = size + dense_shape
-    size = _check_size(size)
-    if len(size) != 2 + len(dense_shape):
-        raise ValueError(f"size {size} must have 2 sparse + {len(dense_shape)} dense dimensions")
-    if size[2:] != dense_shape:
-        raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
-                         f"dimensions {size[2:]}")
+    size = _compressed_size(size, dense_shape)
     if size[0] % r or size[1] % c:
         raise ValueError(f"size {size} is not divisible by blocksize {blocksize}")
     # The CSR pattern actually stored: over blocks, of the transpose for CSC/BSC.
