@@ -243,8 +243,12 @@ def test_in_place_writes_into_the_components(layout):
     expected = A.to_dense() * 2 + 1
     values = A._values()
     A.mul_(2).add_(1)
+    A += 0.5
     assert A.layout == layout and A._values() is values
-    assert_dense_equal(A.to_dense(), expected)
+    assert_dense_equal(A.to_dense(), expected + 0.5)
+    # an op that returns its input is no write
+    L = random_tensor("random", 1.5, layout, size=(6, 9)).detach().requires_grad_()
+    assert L.contiguous() is L
 
 
 # Products with a non-finite fill are wrong on CSR today (inf - inf in the fill

@@ -102,6 +102,13 @@ def _bsr_matmul(A: SparseFillTensor, X) -> "torch.Tensor | None":
     return torch.addmm(f * colsum, native, X)
 
 
+def _in_place(func) -> bool:
+    """add_, mul_, __iadd__, ...: the ops that write into their first argument."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or (
+        name.startswith("__i") and name.endswith("__"))
+
+
 def _to_csr(x):
     if _extra(x):
         return x._to_csr()
@@ -140,8 +147,10 @@ def call(func, handler, args, kwargs):
     new_args = [_to_csr(a) for a in args]
     new_kwargs = {k: _to_csr(v) for k, v in kwargs.items()}
     out = handler(*new_args, **new_kwargs)
-    if args and _extra(A) and out is new_args[0]:  # in place: write into A's components
-        back = out._to_layout(A._sf_layout, A._sf_blocksize)
+    if args and _extra(A) and out is new_args[0]:
+        if not _in_place(func):  # the op returned its input (contiguous, ...)
+            return A
+        back = out._to_layout(A._sf_layout, A._sf_blocksize)  # write into A's components
         A._sf_values.copy_(back._sf_values)
         A._sf_fill.copy_(back._sf_fill)
         return A
