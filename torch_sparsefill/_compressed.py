@@ -84,6 +84,19 @@ def csr_from_bsr(crow, col, values, blocksize, nrows: int):
             flat.index_select(0, order))
 
 
+def _rank(key, n_keys: int):
+    """The distinct values of `key` (in [0, n_keys)) in increasing order, and
+    the position of each key among them: a mark per possible key when there
+    are not many more of those than keys (linear time), a sort otherwise."""
+    if n_keys > 4 * key.numel() + (1 << 20):
+        return torch.unique(key, sorted=True, return_inverse=True)
+    marked = torch.zeros(n_keys, dtype=torch.bool, device=key.device)
+    marked[key] = True
+    distinct = marked.nonzero().squeeze(1)
+    rank = torch.cumsum(marked, 0) - 1
+    return distinct, rank[key]
+
+
 def bsr_from_csr(crow, col, values, fill, blocksize, size):
     """CSR components -> BSR components: a block is stored when it holds a
     stored element; its other elements take the fill at their position
@@ -98,7 +111,7 @@ def bsr_from_csr(crow, col, values, fill, blocksize, size):
     rows = _ops.rows_from_crow(crow)
     nbc = n // c
     key = (rows // r) * nbc + col // c
-    blocks, slot = torch.unique(key, sorted=True, return_inverse=True)
+    blocks, slot = _rank(key, (m // r) * nbc)
     brow, bcol = blocks // nbc, blocks % nbc
     nblk = blocks.numel()
     if _fill.is_per_slice(fill, len(dense_shape)):
