@@ -20,7 +20,7 @@ import torch
 
 import torch_sparsefill as sf
 
-warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+warnings.filterwarnings("ignore", message="Sparse (CSR|CSC|BSR|BSC) tensor support is in beta")
 
 
 def timeit(fn, *, repeat=7, min_time=0.2) -> float:
@@ -375,6 +375,46 @@ def gpu_rows(quick: bool):
            "torch.sparse.softmax (CUDA)", _synced(lambda: torch.sparse.softmax(NS, 1)))
 
 
+def layout_rows(quick: bool):
+    """CSC, BSR, BSC (RFC.md 15). BSR @ dense with a fill against torch's BSR @
+    dense (fill 0) on the same blocks; t() of CSR at two nse (O(1): the two
+    rows take the same time); conversions to and from BSR against torch's."""
+    m, n = (1024, 64) if quick else (2048, 128)
+    g = torch.Generator().manual_seed(7)
+    X = torch.randn(m, n, generator=g)
+    for bs, share in ((16, 0.01), (16, 0.05), (32, 0.01), (32, 0.05)):
+        nb = m // bs
+        blocks = torch.randperm(nb * nb, generator=g)[: max(1, int(nb * nb * share))].sort().values
+        crow = torch.ops.sparsefill.crow_from_rows((blocks // nb).contiguous(), nb)
+        col = (blocks % nb).contiguous()
+        values = torch.randn(len(blocks), bs, bs, generator=g)
+        A = sf.sparse_bsr_tensor(crow, col, values, (m, m), fill_value=1.5)
+        N = torch.sparse_bsr_tensor(crow, col, values, (m, m))
+        yield (f"BSR @ dense {m}^2 x {n}, block {bs}, {share:.0%} blocks", lambda A=A: A @ X,
+               "torch BSR @ dense, fill 0", lambda N=N: N @ X)
+    for nse in (10_000, 1_000_000):
+        C, NC = _random_large(20_000, 20_000, nse, 5.0, seed=8)
+        C, NC = C.to_sparse_csr(), NC.to_sparse_csr()
+        yield (f"A.t() of CSR, {nse:,} stored", lambda C=C: C.t(), "torch CSR t() (O(1))",
+               lambda NC=NC: NC.t())
+    D = torch.randn(m, m, generator=g)
+    keep = (torch.rand(m // 16, m // 16, generator=g) < 0.05).repeat_interleave(16, 0) \
+        .repeat_interleave(16, 1)
+    D = torch.where(keep, D, torch.zeros(()))
+    csr = sf.to_sparse(D, layout=torch.sparse_csr)
+    ncsr = D.to_sparse_csr()
+    bsr, nbsr = csr.to_sparse_bsr(16), ncsr.to_sparse_bsr(16)
+    yield (f"dense -> BSR {m}^2, block 16, 5%", lambda: sf.to_sparse(
+        D, layout=torch.sparse_bsr, blocksize=16), "torch to_sparse_bsr",
+        lambda: D.to_sparse_bsr(16))
+    yield (f"CSR -> BSR {m}^2, block 16, 5%", lambda: csr.to_sparse_bsr(16),
+           "torch CSR to_sparse_bsr", lambda: ncsr.to_sparse_bsr(16))
+    yield (f"BSR -> dense {m}^2, block 16, 5%", lambda: bsr.to_dense(), "torch BSR to_dense",
+           lambda: nbsr.to_dense())
+    yield (f"BSR -> CSR {m}^2, block 16, 5%", lambda: bsr.to_sparse_csr(),
+           "torch BSR to_dense().to_sparse_csr()", lambda: nbsr.to_dense().to_sparse_csr())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -389,6 +429,7 @@ def main() -> None:
     for name, ours, anchor_name, anchor, *elements in itertools.chain(rows(args.quick),
                                                                       products_rows(args.quick),
                                                                       reduction_rows(args.quick),
+                                                                      layout_rows(args.quick),
                                                                       gpu_rows(args.quick)):
         if args.rows not in name:
             continue

@@ -18,6 +18,15 @@ import torch
 import torch_sparsefill as sf
 
 LAYOUTS = [torch.sparse_coo, torch.sparse_csr]
+# The compressed layouts beyond CSR (RFC.md section 15). random_tensor makes
+# them (block layouts with BLOCKSIZE, non-square so that a swapped block
+# shows); the generated tests run them over EXTRA_CASES. A shared test
+# covers them by parametrizing over ALL_LAYOUTS (or LAYOUT_CASES) and
+# building its operands with random_tensor / leaf_parts + build_leaf.
+EXTRA_LAYOUTS = [torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc]
+ALL_LAYOUTS = LAYOUTS + EXTRA_LAYOUTS
+BLOCK_LAYOUTS = (torch.sparse_bsr, torch.sparse_bsc)
+BLOCKSIZE = (2, 3)
 FILLS = [0.0, 1.5, -2.0, math.inf, -math.inf, math.nan]
 # Real matrices from the SuiteSparse collection, kept in the repository
 # (test/data/README.md); override with SPARSEFILL_MATRICES. Tests that use
@@ -49,8 +58,32 @@ CASES = [Case(p, f) for p in ("empty", "one", "random", "full", "duplicates", "h
          for f in FILLS]
 
 
+# Fewer cases per extra layout: the conversions to CSR are tested in full
+# elsewhere, so each op sees every pattern kind and every non-finite fill.
+EXTRA_CASES = [Case("random", f) for f in FILLS] + [
+    Case("hybrid", 1.5), Case("hybrid", -math.inf), Case("empty", math.nan),
+    Case("one", -2.0), Case("full", 0.0)]
+LAYOUT_CASES = [(c, lay) for lay in LAYOUTS for c in CASES] + \
+    [(c, lay) for lay in EXTRA_LAYOUTS for c in EXTRA_CASES]
+
+
 def case_id(case: Case) -> str:
     return f"{case.pattern}-fill{case.fill}"
+
+
+def layout_id(layout) -> str:
+    return str(layout).split("_")[-1]
+
+
+def layout_case_id(x) -> str:
+    return layout_id(x) if isinstance(x, torch.layout) else case_id(x)
+
+
+def size_for_layout(size, layout):
+    """`size` rounded up to multiples of BLOCKSIZE for a block layout."""
+    if layout not in BLOCK_LAYOUTS:
+        return tuple(size)
+    return tuple(-(-s // b) * b for s, b in zip(size, BLOCKSIZE))
 
 
 def random_tensor(pattern: str, fill, layout=torch.sparse_coo, *, dtype=torch.float64,
@@ -59,7 +92,7 @@ def random_tensor(pattern: str, fill, layout=torch.sparse_coo, *, dtype=torch.fl
     """A SparseFillTensor of a named pattern. Stored values never equal the
     fill, so the pattern survives round trips through dense."""
     g = rng(seed)
-    rows, cols = size
+    rows, cols = size_for_layout(size, layout)
     dense_shape = (3,) if pattern == "hybrid" else ()
     if pattern == "empty":
         idx = torch.zeros(2, 0, dtype=torch.int64)
@@ -90,7 +123,7 @@ def random_tensor(pattern: str, fill, layout=torch.sparse_coo, *, dtype=torch.fl
         fill_t = torch.full_like(fill_t, 0.75)
     A = sf.sparse_coo_tensor(idx, values, (rows, cols) + dense_shape, fill_value=fill_t,
                              requires_grad=requires_grad)
-    return A.to_sparse(layout=layout)
+    return A.to_sparse(layout=layout, blocksize=BLOCKSIZE if layout in BLOCK_LAYOUTS else None)
 
 
 def assert_dense_equal(actual: torch.Tensor, expected: torch.Tensor, **kw):
@@ -268,8 +301,10 @@ def check_route(spec: OpSpec, func):
 
 def _leaf_parts(seed, fill, layout, domain, pattern="random"):
     A = random_tensor(pattern, fill, layout, seed=seed, domain=domain)
-    if layout == torch.sparse_csr:
+    if layout in (torch.sparse_csr, torch.sparse_bsr):
         idx = (A.crow_indices(), A.col_indices())
+    elif layout in (torch.sparse_csc, torch.sparse_bsc):
+        idx = (A.ccol_indices(), A.row_indices())
     else:
         A = A.coalesce()
         idx = (A.indices(),)
@@ -279,8 +314,8 @@ def _leaf_parts(seed, fill, layout, domain, pattern="random"):
 
 
 def _build(layout, idx, v, f, size):
-    if layout == torch.sparse_csr:
-        return sf.sparse_csr_tensor(*idx, v, size, fill_value=f)
+    if layout != torch.sparse_coo:
+        return sf.sparse_compressed_tensor(*idx, v, size, layout=layout, fill_value=f)
     return sf.sparse_coo_tensor(*idx, v, size, fill_value=f)
 
 
@@ -296,7 +331,10 @@ def check_dense_gradients(fn_sparse, fn_dense, A: sf.SparseFillTensor):
     stored = torch.zeros(A.shape[:2], dtype=torch.bool)
     idx = A._coo_indices()
     stored[idx[0], idx[1]] = True
-    torch.testing.assert_close(A._values().grad, D.grad[idx[0], idx[1]])
+    grad = A._values().grad
+    if A.layout in EXTRA_LAYOUTS:  # the gradient in CSR order, like idx
+        grad = A._with(grad, torch.zeros_like(A._fill_value()))._to_csr()._values()
+    torch.testing.assert_close(grad, D.grad[idx[0], idx[1]])
     expected_fill = D.grad[~stored].sum(0)
     torch.testing.assert_close(A._fill_value().grad.expand_as(expected_fill), expected_fill)
 

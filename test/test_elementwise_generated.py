@@ -14,8 +14,7 @@ import sf_testing as T
 SPEC_ABS = T.OpSpec('abs', torch.abs, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_abs_dense_equivalence(case, layout):
     T.check_op(SPEC_ABS, case, layout)
 
@@ -25,7 +24,7 @@ def test_abs_routes(func):
     T.check_route(SPEC_ABS, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_abs_gradients(layout):
     T.check_gradients(SPEC_ABS, layout)
 
@@ -37,8 +36,7 @@ def test_abs_opcheck():
 SPEC_NEG = T.OpSpec('neg', torch.neg, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_neg_dense_equivalence(case, layout):
     T.check_op(SPEC_NEG, case, layout)
 
@@ -48,7 +46,7 @@ def test_neg_routes(func):
     T.check_route(SPEC_NEG, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_neg_gradients(layout):
     T.check_gradients(SPEC_NEG, layout)
 
@@ -60,8 +58,7 @@ def test_neg_opcheck():
 SPEC_SIGN = T.OpSpec('sign', torch.sign, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_sign_dense_equivalence(case, layout):
     T.check_op(SPEC_SIGN, case, layout)
 
@@ -71,7 +68,7 @@ def test_sign_routes(func):
     T.check_route(SPEC_SIGN, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_sign_gradients(layout):
     T.check_gradients(SPEC_SIGN, layout)
 
@@ -83,8 +80,7 @@ def test_sign_opcheck():
 SPEC_SGN = T.OpSpec('sgn', torch.sgn, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_sgn_dense_equivalence(case, layout):
     T.check_op(SPEC_SGN, case, layout)
 
@@ -94,7 +90,7 @@ def test_sgn_routes(func):
     T.check_route(SPEC_SGN, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_sgn_gradients(layout):
     T.check_gradients(SPEC_SGN, layout)
 
@@ -106,8 +102,7 @@ def test_sgn_opcheck():
 SPEC_SQUARE = T.OpSpec('square', torch.square, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_square_dense_equivalence(case, layout):
     T.check_op(SPEC_SQUARE, case, layout)
 
@@ -117,7 +112,7 @@ def test_square_routes(func):
     T.check_route(SPEC_SQUARE, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_square_gradients(layout):
     T.check_gradients(SPEC_SQUARE, layout)
 
@@ -129,8 +124,7 @@ def test_square_opcheck():
 SPEC_RECIPROCAL = T.OpSpec('reciprocal', torch.reciprocal, kind='unary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_reciprocal_dense_equivalence(case, layout):
     T.check_op(SPEC_RECIPROCAL, case, layout)
 
@@ -140,7 +134,7 @@ def test_reciprocal_routes(func):
     T.check_route(SPEC_RECIPROCAL, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_reciprocal_gradients(layout):
     T.check_gradients(SPEC_RECIPROCAL, layout)
 
@@ -152,8 +146,7 @@ def test_reciprocal_opcheck():
 SPEC_CEIL = T.OpSpec('ceil', torch.ceil, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_ceil_dense_equivalence(case, layout):
     T.check_op(SPEC_CEIL, case, layout)
 
@@ -163,7 +156,7 @@ def test_ceil_routes(func):
     T.check_route(SPEC_CEIL, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_ceil_gradients(layout):
     T.check_gradients(SPEC_CEIL, layout)
 
@@ -175,8 +168,7 @@ def test_ceil_opcheck():
 SPEC_FLOOR = T.OpSpec('floor', torch.floor, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_floor_dense_equivalence(case, layout):
     T.check_op(SPEC_FLOOR, case, layout)
 
@@ -186,7 +178,7 @@ def test_floor_routes(func):
     T.check_route(SPEC_FLOOR, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_floor_gradients(layout):
     T.check_gradients(SPEC_FLOOR, layout)
 
@@ -198,8 +190,7 @@ def test_floor_opcheck():
 SPEC_ROUND = T.OpSpec('round', torch.round, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_round_dense_equivalence(case, layout):
     T.check_op(SPEC_ROUND, case, layout)
 
@@ -209,7 +200,7 @@ def test_round_routes(func):
     T.check_route(SPEC_ROUND, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_round_gradients(layout):
     T.check_gradients(SPEC_ROUND, layout)
 
@@ -221,8 +212,7 @@ def test_round_opcheck():
 SPEC_TRUNC = T.OpSpec('trunc', torch.trunc, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_trunc_dense_equivalence(case, layout):
     T.check_op(SPEC_TRUNC, case, layout)
 
@@ -232,7 +222,7 @@ def test_trunc_routes(func):
     T.check_route(SPEC_TRUNC, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_trunc_gradients(layout):
     T.check_gradients(SPEC_TRUNC, layout)
 
@@ -244,8 +234,7 @@ def test_trunc_opcheck():
 SPEC_FRAC = T.OpSpec('frac', torch.frac, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_frac_dense_equivalence(case, layout):
     T.check_op(SPEC_FRAC, case, layout)
 
@@ -255,7 +244,7 @@ def test_frac_routes(func):
     T.check_route(SPEC_FRAC, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_frac_gradients(layout):
     T.check_gradients(SPEC_FRAC, layout)
 
@@ -267,8 +256,7 @@ def test_frac_opcheck():
 SPEC_CLAMP = T.OpSpec('clamp', torch.clamp, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(-0.5, 0.8), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_clamp_dense_equivalence(case, layout):
     T.check_op(SPEC_CLAMP, case, layout)
 
@@ -278,7 +266,7 @@ def test_clamp_routes(func):
     T.check_route(SPEC_CLAMP, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_clamp_gradients(layout):
     T.check_gradients(SPEC_CLAMP, layout)
 
@@ -290,8 +278,7 @@ def test_clamp_opcheck():
 SPEC_NAN_TO_NUM = T.OpSpec('nan_to_num', torch.nan_to_num, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_nan_to_num_dense_equivalence(case, layout):
     T.check_op(SPEC_NAN_TO_NUM, case, layout)
 
@@ -301,7 +288,7 @@ def test_nan_to_num_routes(func):
     T.check_route(SPEC_NAN_TO_NUM, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_nan_to_num_gradients(layout):
     T.check_gradients(SPEC_NAN_TO_NUM, layout)
 
@@ -313,8 +300,7 @@ def test_nan_to_num_opcheck():
 SPEC_DEG2RAD = T.OpSpec('deg2rad', torch.deg2rad, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_deg2rad_dense_equivalence(case, layout):
     T.check_op(SPEC_DEG2RAD, case, layout)
 
@@ -324,7 +310,7 @@ def test_deg2rad_routes(func):
     T.check_route(SPEC_DEG2RAD, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_deg2rad_gradients(layout):
     T.check_gradients(SPEC_DEG2RAD, layout)
 
@@ -336,8 +322,7 @@ def test_deg2rad_opcheck():
 SPEC_RAD2DEG = T.OpSpec('rad2deg', torch.rad2deg, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_rad2deg_dense_equivalence(case, layout):
     T.check_op(SPEC_RAD2DEG, case, layout)
 
@@ -347,7 +332,7 @@ def test_rad2deg_routes(func):
     T.check_route(SPEC_RAD2DEG, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_rad2deg_gradients(layout):
     T.check_gradients(SPEC_RAD2DEG, layout)
 
@@ -359,8 +344,7 @@ def test_rad2deg_opcheck():
 SPEC_EXP = T.OpSpec('exp', torch.exp, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_exp_dense_equivalence(case, layout):
     T.check_op(SPEC_EXP, case, layout)
 
@@ -370,7 +354,7 @@ def test_exp_routes(func):
     T.check_route(SPEC_EXP, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_exp_gradients(layout):
     T.check_gradients(SPEC_EXP, layout)
 
@@ -382,8 +366,7 @@ def test_exp_opcheck():
 SPEC_EXP2 = T.OpSpec('exp2', torch.exp2, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_exp2_dense_equivalence(case, layout):
     T.check_op(SPEC_EXP2, case, layout)
 
@@ -393,7 +376,7 @@ def test_exp2_routes(func):
     T.check_route(SPEC_EXP2, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_exp2_gradients(layout):
     T.check_gradients(SPEC_EXP2, layout)
 
@@ -405,8 +388,7 @@ def test_exp2_opcheck():
 SPEC_EXPM1 = T.OpSpec('expm1', torch.expm1, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_expm1_dense_equivalence(case, layout):
     T.check_op(SPEC_EXPM1, case, layout)
 
@@ -416,7 +398,7 @@ def test_expm1_routes(func):
     T.check_route(SPEC_EXPM1, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_expm1_gradients(layout):
     T.check_gradients(SPEC_EXPM1, layout)
 
@@ -428,8 +410,7 @@ def test_expm1_opcheck():
 SPEC_LOG = T.OpSpec('log', torch.log, kind='unary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_log_dense_equivalence(case, layout):
     T.check_op(SPEC_LOG, case, layout)
 
@@ -439,7 +420,7 @@ def test_log_routes(func):
     T.check_route(SPEC_LOG, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_log_gradients(layout):
     T.check_gradients(SPEC_LOG, layout)
 
@@ -451,8 +432,7 @@ def test_log_opcheck():
 SPEC_LOG2 = T.OpSpec('log2', torch.log2, kind='unary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_log2_dense_equivalence(case, layout):
     T.check_op(SPEC_LOG2, case, layout)
 
@@ -462,7 +442,7 @@ def test_log2_routes(func):
     T.check_route(SPEC_LOG2, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_log2_gradients(layout):
     T.check_gradients(SPEC_LOG2, layout)
 
@@ -474,8 +454,7 @@ def test_log2_opcheck():
 SPEC_LOG10 = T.OpSpec('log10', torch.log10, kind='unary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_log10_dense_equivalence(case, layout):
     T.check_op(SPEC_LOG10, case, layout)
 
@@ -485,7 +464,7 @@ def test_log10_routes(func):
     T.check_route(SPEC_LOG10, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_log10_gradients(layout):
     T.check_gradients(SPEC_LOG10, layout)
 
@@ -497,8 +476,7 @@ def test_log10_opcheck():
 SPEC_LOG1P = T.OpSpec('log1p', torch.log1p, kind='unary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_log1p_dense_equivalence(case, layout):
     T.check_op(SPEC_LOG1P, case, layout)
 
@@ -508,7 +486,7 @@ def test_log1p_routes(func):
     T.check_route(SPEC_LOG1P, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_log1p_gradients(layout):
     T.check_gradients(SPEC_LOG1P, layout)
 
@@ -520,8 +498,7 @@ def test_log1p_opcheck():
 SPEC_SQRT = T.OpSpec('sqrt', torch.sqrt, kind='unary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_sqrt_dense_equivalence(case, layout):
     T.check_op(SPEC_SQRT, case, layout)
 
@@ -531,7 +508,7 @@ def test_sqrt_routes(func):
     T.check_route(SPEC_SQRT, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_sqrt_gradients(layout):
     T.check_gradients(SPEC_SQRT, layout)
 
@@ -543,8 +520,7 @@ def test_sqrt_opcheck():
 SPEC_RSQRT = T.OpSpec('rsqrt', torch.rsqrt, kind='unary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_rsqrt_dense_equivalence(case, layout):
     T.check_op(SPEC_RSQRT, case, layout)
 
@@ -554,7 +530,7 @@ def test_rsqrt_routes(func):
     T.check_route(SPEC_RSQRT, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_rsqrt_gradients(layout):
     T.check_gradients(SPEC_RSQRT, layout)
 
@@ -566,8 +542,7 @@ def test_rsqrt_opcheck():
 SPEC_SIN = T.OpSpec('sin', torch.sin, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_sin_dense_equivalence(case, layout):
     T.check_op(SPEC_SIN, case, layout)
 
@@ -577,7 +552,7 @@ def test_sin_routes(func):
     T.check_route(SPEC_SIN, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_sin_gradients(layout):
     T.check_gradients(SPEC_SIN, layout)
 
@@ -589,8 +564,7 @@ def test_sin_opcheck():
 SPEC_COS = T.OpSpec('cos', torch.cos, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_cos_dense_equivalence(case, layout):
     T.check_op(SPEC_COS, case, layout)
 
@@ -600,7 +574,7 @@ def test_cos_routes(func):
     T.check_route(SPEC_COS, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_cos_gradients(layout):
     T.check_gradients(SPEC_COS, layout)
 
@@ -612,8 +586,7 @@ def test_cos_opcheck():
 SPEC_TAN = T.OpSpec('tan', torch.tan, kind='unary', domain='unit', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_tan_dense_equivalence(case, layout):
     T.check_op(SPEC_TAN, case, layout)
 
@@ -623,7 +596,7 @@ def test_tan_routes(func):
     T.check_route(SPEC_TAN, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_tan_gradients(layout):
     T.check_gradients(SPEC_TAN, layout)
 
@@ -635,8 +608,7 @@ def test_tan_opcheck():
 SPEC_ASIN = T.OpSpec('asin', torch.asin, kind='unary', domain='unit', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_asin_dense_equivalence(case, layout):
     T.check_op(SPEC_ASIN, case, layout)
 
@@ -646,7 +618,7 @@ def test_asin_routes(func):
     T.check_route(SPEC_ASIN, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_asin_gradients(layout):
     T.check_gradients(SPEC_ASIN, layout)
 
@@ -658,8 +630,7 @@ def test_asin_opcheck():
 SPEC_ACOS = T.OpSpec('acos', torch.acos, kind='unary', domain='unit', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_acos_dense_equivalence(case, layout):
     T.check_op(SPEC_ACOS, case, layout)
 
@@ -669,7 +640,7 @@ def test_acos_routes(func):
     T.check_route(SPEC_ACOS, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_acos_gradients(layout):
     T.check_gradients(SPEC_ACOS, layout)
 
@@ -681,8 +652,7 @@ def test_acos_opcheck():
 SPEC_ATAN = T.OpSpec('atan', torch.atan, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_atan_dense_equivalence(case, layout):
     T.check_op(SPEC_ATAN, case, layout)
 
@@ -692,7 +662,7 @@ def test_atan_routes(func):
     T.check_route(SPEC_ATAN, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_atan_gradients(layout):
     T.check_gradients(SPEC_ATAN, layout)
 
@@ -704,8 +674,7 @@ def test_atan_opcheck():
 SPEC_SINH = T.OpSpec('sinh', torch.sinh, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_sinh_dense_equivalence(case, layout):
     T.check_op(SPEC_SINH, case, layout)
 
@@ -715,7 +684,7 @@ def test_sinh_routes(func):
     T.check_route(SPEC_SINH, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_sinh_gradients(layout):
     T.check_gradients(SPEC_SINH, layout)
 
@@ -727,8 +696,7 @@ def test_sinh_opcheck():
 SPEC_COSH = T.OpSpec('cosh', torch.cosh, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_cosh_dense_equivalence(case, layout):
     T.check_op(SPEC_COSH, case, layout)
 
@@ -738,7 +706,7 @@ def test_cosh_routes(func):
     T.check_route(SPEC_COSH, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_cosh_gradients(layout):
     T.check_gradients(SPEC_COSH, layout)
 
@@ -750,8 +718,7 @@ def test_cosh_opcheck():
 SPEC_TANH = T.OpSpec('tanh', torch.tanh, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_tanh_dense_equivalence(case, layout):
     T.check_op(SPEC_TANH, case, layout)
 
@@ -761,7 +728,7 @@ def test_tanh_routes(func):
     T.check_route(SPEC_TANH, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_tanh_gradients(layout):
     T.check_gradients(SPEC_TANH, layout)
 
@@ -773,8 +740,7 @@ def test_tanh_opcheck():
 SPEC_ASINH = T.OpSpec('asinh', torch.asinh, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_asinh_dense_equivalence(case, layout):
     T.check_op(SPEC_ASINH, case, layout)
 
@@ -784,7 +750,7 @@ def test_asinh_routes(func):
     T.check_route(SPEC_ASINH, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_asinh_gradients(layout):
     T.check_gradients(SPEC_ASINH, layout)
 
@@ -796,8 +762,7 @@ def test_asinh_opcheck():
 SPEC_ACOSH = T.OpSpec('acosh', torch.acosh, kind='unary', domain='ge1', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_acosh_dense_equivalence(case, layout):
     T.check_op(SPEC_ACOSH, case, layout)
 
@@ -807,7 +772,7 @@ def test_acosh_routes(func):
     T.check_route(SPEC_ACOSH, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_acosh_gradients(layout):
     T.check_gradients(SPEC_ACOSH, layout)
 
@@ -819,8 +784,7 @@ def test_acosh_opcheck():
 SPEC_ATANH = T.OpSpec('atanh', torch.atanh, kind='unary', domain='unit', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_atanh_dense_equivalence(case, layout):
     T.check_op(SPEC_ATANH, case, layout)
 
@@ -830,7 +794,7 @@ def test_atanh_routes(func):
     T.check_route(SPEC_ATANH, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_atanh_gradients(layout):
     T.check_gradients(SPEC_ATANH, layout)
 
@@ -842,8 +806,7 @@ def test_atanh_opcheck():
 SPEC_SIGMOID = T.OpSpec('sigmoid', torch.sigmoid, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_sigmoid_dense_equivalence(case, layout):
     T.check_op(SPEC_SIGMOID, case, layout)
 
@@ -853,7 +816,7 @@ def test_sigmoid_routes(func):
     T.check_route(SPEC_SIGMOID, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_sigmoid_gradients(layout):
     T.check_gradients(SPEC_SIGMOID, layout)
 
@@ -865,8 +828,7 @@ def test_sigmoid_opcheck():
 SPEC_LOGIT = T.OpSpec('logit', torch.logit, kind='unary', domain='unit01', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_logit_dense_equivalence(case, layout):
     T.check_op(SPEC_LOGIT, case, layout)
 
@@ -876,7 +838,7 @@ def test_logit_routes(func):
     T.check_route(SPEC_LOGIT, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_logit_gradients(layout):
     T.check_gradients(SPEC_LOGIT, layout)
 
@@ -888,8 +850,7 @@ def test_logit_opcheck():
 SPEC_ERF = T.OpSpec('erf', torch.erf, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_erf_dense_equivalence(case, layout):
     T.check_op(SPEC_ERF, case, layout)
 
@@ -899,7 +860,7 @@ def test_erf_routes(func):
     T.check_route(SPEC_ERF, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_erf_gradients(layout):
     T.check_gradients(SPEC_ERF, layout)
 
@@ -911,8 +872,7 @@ def test_erf_opcheck():
 SPEC_ERFC = T.OpSpec('erfc', torch.erfc, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_erfc_dense_equivalence(case, layout):
     T.check_op(SPEC_ERFC, case, layout)
 
@@ -922,7 +882,7 @@ def test_erfc_routes(func):
     T.check_route(SPEC_ERFC, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_erfc_gradients(layout):
     T.check_gradients(SPEC_ERFC, layout)
 
@@ -934,8 +894,7 @@ def test_erfc_opcheck():
 SPEC_ERFINV = T.OpSpec('erfinv', torch.erfinv, kind='unary', domain='unit', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_erfinv_dense_equivalence(case, layout):
     T.check_op(SPEC_ERFINV, case, layout)
 
@@ -945,7 +904,7 @@ def test_erfinv_routes(func):
     T.check_route(SPEC_ERFINV, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_erfinv_gradients(layout):
     T.check_gradients(SPEC_ERFINV, layout)
 
@@ -957,8 +916,7 @@ def test_erfinv_opcheck():
 SPEC_ISNAN = T.OpSpec('isnan', torch.isnan, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_isnan_dense_equivalence(case, layout):
     T.check_op(SPEC_ISNAN, case, layout)
 
@@ -968,7 +926,7 @@ def test_isnan_routes(func):
     T.check_route(SPEC_ISNAN, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_isnan_gradients(layout):
     T.check_gradients(SPEC_ISNAN, layout)
 
@@ -980,8 +938,7 @@ def test_isnan_opcheck():
 SPEC_ISINF = T.OpSpec('isinf', torch.isinf, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_isinf_dense_equivalence(case, layout):
     T.check_op(SPEC_ISINF, case, layout)
 
@@ -991,7 +948,7 @@ def test_isinf_routes(func):
     T.check_route(SPEC_ISINF, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_isinf_gradients(layout):
     T.check_gradients(SPEC_ISINF, layout)
 
@@ -1003,8 +960,7 @@ def test_isinf_opcheck():
 SPEC_ISFINITE = T.OpSpec('isfinite', torch.isfinite, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_isfinite_dense_equivalence(case, layout):
     T.check_op(SPEC_ISFINITE, case, layout)
 
@@ -1014,7 +970,7 @@ def test_isfinite_routes(func):
     T.check_route(SPEC_ISFINITE, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_isfinite_gradients(layout):
     T.check_gradients(SPEC_ISFINITE, layout)
 
@@ -1026,8 +982,7 @@ def test_isfinite_opcheck():
 SPEC_ISPOSINF = T.OpSpec('isposinf', torch.isposinf, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_isposinf_dense_equivalence(case, layout):
     T.check_op(SPEC_ISPOSINF, case, layout)
 
@@ -1037,7 +992,7 @@ def test_isposinf_routes(func):
     T.check_route(SPEC_ISPOSINF, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_isposinf_gradients(layout):
     T.check_gradients(SPEC_ISPOSINF, layout)
 
@@ -1049,8 +1004,7 @@ def test_isposinf_opcheck():
 SPEC_ISNEGINF = T.OpSpec('isneginf', torch.isneginf, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_isneginf_dense_equivalence(case, layout):
     T.check_op(SPEC_ISNEGINF, case, layout)
 
@@ -1060,7 +1014,7 @@ def test_isneginf_routes(func):
     T.check_route(SPEC_ISNEGINF, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_isneginf_gradients(layout):
     T.check_gradients(SPEC_ISNEGINF, layout)
 
@@ -1072,8 +1026,7 @@ def test_isneginf_opcheck():
 SPEC_SIGNBIT = T.OpSpec('signbit', torch.signbit, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_signbit_dense_equivalence(case, layout):
     T.check_op(SPEC_SIGNBIT, case, layout)
 
@@ -1083,7 +1036,7 @@ def test_signbit_routes(func):
     T.check_route(SPEC_SIGNBIT, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_signbit_gradients(layout):
     T.check_gradients(SPEC_SIGNBIT, layout)
 
@@ -1095,8 +1048,7 @@ def test_signbit_opcheck():
 SPEC_LOGICAL_NOT = T.OpSpec('logical_not', torch.logical_not, kind='unary', domain='real', dtypes='bool', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_logical_not_dense_equivalence(case, layout):
     T.check_op(SPEC_LOGICAL_NOT, case, layout)
 
@@ -1106,7 +1058,7 @@ def test_logical_not_routes(func):
     T.check_route(SPEC_LOGICAL_NOT, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_logical_not_gradients(layout):
     T.check_gradients(SPEC_LOGICAL_NOT, layout)
 
@@ -1118,8 +1070,7 @@ def test_logical_not_opcheck():
 SPEC_BITWISE_NOT = T.OpSpec('bitwise_not', torch.bitwise_not, kind='unary', domain='real', dtypes='int', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_bitwise_not_dense_equivalence(case, layout):
     T.check_op(SPEC_BITWISE_NOT, case, layout)
 
@@ -1129,7 +1080,7 @@ def test_bitwise_not_routes(func):
     T.check_route(SPEC_BITWISE_NOT, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_bitwise_not_gradients(layout):
     T.check_gradients(SPEC_BITWISE_NOT, layout)
 
@@ -1141,8 +1092,7 @@ def test_bitwise_not_opcheck():
 SPEC_CONJ = T.OpSpec('conj', torch.conj, kind='unary', domain='real', dtypes='complex', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_conj_dense_equivalence(case, layout):
     T.check_op(SPEC_CONJ, case, layout)
 
@@ -1152,7 +1102,7 @@ def test_conj_routes(func):
     T.check_route(SPEC_CONJ, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_conj_gradients(layout):
     T.check_gradients(SPEC_CONJ, layout)
 
@@ -1164,8 +1114,7 @@ def test_conj_opcheck():
 SPEC_REAL = T.OpSpec('real', torch.real, kind='unary', domain='real', dtypes='complex', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_real_dense_equivalence(case, layout):
     T.check_op(SPEC_REAL, case, layout)
 
@@ -1175,7 +1124,7 @@ def test_real_routes(func):
     T.check_route(SPEC_REAL, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_real_gradients(layout):
     T.check_gradients(SPEC_REAL, layout)
 
@@ -1187,8 +1136,7 @@ def test_real_opcheck():
 SPEC_IMAG = T.OpSpec('imag', torch.imag, kind='unary', domain='real', dtypes='complex', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_imag_dense_equivalence(case, layout):
     T.check_op(SPEC_IMAG, case, layout)
 
@@ -1198,7 +1146,7 @@ def test_imag_routes(func):
     T.check_route(SPEC_IMAG, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_imag_gradients(layout):
     T.check_gradients(SPEC_IMAG, layout)
 
@@ -1210,8 +1158,7 @@ def test_imag_opcheck():
 SPEC_ANGLE = T.OpSpec('angle', torch.angle, kind='unary', domain='real', dtypes='complex', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_angle_dense_equivalence(case, layout):
     T.check_op(SPEC_ANGLE, case, layout)
 
@@ -1221,7 +1168,7 @@ def test_angle_routes(func):
     T.check_route(SPEC_ANGLE, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_angle_gradients(layout):
     T.check_gradients(SPEC_ANGLE, layout)
 
@@ -1233,8 +1180,7 @@ def test_angle_opcheck():
 SPEC_RELU = T.OpSpec('relu', torch.relu, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_relu_dense_equivalence(case, layout):
     T.check_op(SPEC_RELU, case, layout)
 
@@ -1244,7 +1190,7 @@ def test_relu_routes(func):
     T.check_route(SPEC_RELU, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_relu_gradients(layout):
     T.check_gradients(SPEC_RELU, layout)
 
@@ -1256,8 +1202,7 @@ def test_relu_opcheck():
 SPEC_RELU6 = T.OpSpec('relu6', torch.nn.functional.relu6, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_relu6_dense_equivalence(case, layout):
     T.check_op(SPEC_RELU6, case, layout)
 
@@ -1267,7 +1212,7 @@ def test_relu6_routes(func):
     T.check_route(SPEC_RELU6, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_relu6_gradients(layout):
     T.check_gradients(SPEC_RELU6, layout)
 
@@ -1279,8 +1224,7 @@ def test_relu6_opcheck():
 SPEC_LEAKY_RELU = T.OpSpec('leaky_relu', torch.nn.functional.leaky_relu, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_leaky_relu_dense_equivalence(case, layout):
     T.check_op(SPEC_LEAKY_RELU, case, layout)
 
@@ -1290,7 +1234,7 @@ def test_leaky_relu_routes(func):
     T.check_route(SPEC_LEAKY_RELU, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_leaky_relu_gradients(layout):
     T.check_gradients(SPEC_LEAKY_RELU, layout)
 
@@ -1302,8 +1246,7 @@ def test_leaky_relu_opcheck():
 SPEC_ELU = T.OpSpec('elu', torch.nn.functional.elu, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_elu_dense_equivalence(case, layout):
     T.check_op(SPEC_ELU, case, layout)
 
@@ -1313,7 +1256,7 @@ def test_elu_routes(func):
     T.check_route(SPEC_ELU, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_elu_gradients(layout):
     T.check_gradients(SPEC_ELU, layout)
 
@@ -1325,8 +1268,7 @@ def test_elu_opcheck():
 SPEC_SELU = T.OpSpec('selu', torch.selu, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_selu_dense_equivalence(case, layout):
     T.check_op(SPEC_SELU, case, layout)
 
@@ -1336,7 +1278,7 @@ def test_selu_routes(func):
     T.check_route(SPEC_SELU, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_selu_gradients(layout):
     T.check_gradients(SPEC_SELU, layout)
 
@@ -1348,8 +1290,7 @@ def test_selu_opcheck():
 SPEC_CELU = T.OpSpec('celu', torch.celu, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_celu_dense_equivalence(case, layout):
     T.check_op(SPEC_CELU, case, layout)
 
@@ -1359,7 +1300,7 @@ def test_celu_routes(func):
     T.check_route(SPEC_CELU, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_celu_gradients(layout):
     T.check_gradients(SPEC_CELU, layout)
 
@@ -1371,8 +1312,7 @@ def test_celu_opcheck():
 SPEC_GELU = T.OpSpec('gelu', torch.nn.functional.gelu, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_gelu_dense_equivalence(case, layout):
     T.check_op(SPEC_GELU, case, layout)
 
@@ -1382,7 +1322,7 @@ def test_gelu_routes(func):
     T.check_route(SPEC_GELU, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_gelu_gradients(layout):
     T.check_gradients(SPEC_GELU, layout)
 
@@ -1394,8 +1334,7 @@ def test_gelu_opcheck():
 SPEC_SILU = T.OpSpec('silu', torch.nn.functional.silu, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_silu_dense_equivalence(case, layout):
     T.check_op(SPEC_SILU, case, layout)
 
@@ -1405,7 +1344,7 @@ def test_silu_routes(func):
     T.check_route(SPEC_SILU, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_silu_gradients(layout):
     T.check_gradients(SPEC_SILU, layout)
 
@@ -1417,8 +1356,7 @@ def test_silu_opcheck():
 SPEC_MISH = T.OpSpec('mish', torch.nn.functional.mish, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_mish_dense_equivalence(case, layout):
     T.check_op(SPEC_MISH, case, layout)
 
@@ -1428,7 +1366,7 @@ def test_mish_routes(func):
     T.check_route(SPEC_MISH, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_mish_gradients(layout):
     T.check_gradients(SPEC_MISH, layout)
 
@@ -1440,8 +1378,7 @@ def test_mish_opcheck():
 SPEC_SOFTPLUS = T.OpSpec('softplus', torch.nn.functional.softplus, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_softplus_dense_equivalence(case, layout):
     T.check_op(SPEC_SOFTPLUS, case, layout)
 
@@ -1451,7 +1388,7 @@ def test_softplus_routes(func):
     T.check_route(SPEC_SOFTPLUS, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_softplus_gradients(layout):
     T.check_gradients(SPEC_SOFTPLUS, layout)
 
@@ -1463,8 +1400,7 @@ def test_softplus_opcheck():
 SPEC_HARDTANH = T.OpSpec('hardtanh', torch.nn.functional.hardtanh, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_hardtanh_dense_equivalence(case, layout):
     T.check_op(SPEC_HARDTANH, case, layout)
 
@@ -1474,7 +1410,7 @@ def test_hardtanh_routes(func):
     T.check_route(SPEC_HARDTANH, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_hardtanh_gradients(layout):
     T.check_gradients(SPEC_HARDTANH, layout)
 
@@ -1486,8 +1422,7 @@ def test_hardtanh_opcheck():
 SPEC_HARDSIGMOID = T.OpSpec('hardsigmoid', torch.nn.functional.hardsigmoid, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_hardsigmoid_dense_equivalence(case, layout):
     T.check_op(SPEC_HARDSIGMOID, case, layout)
 
@@ -1497,7 +1432,7 @@ def test_hardsigmoid_routes(func):
     T.check_route(SPEC_HARDSIGMOID, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_hardsigmoid_gradients(layout):
     T.check_gradients(SPEC_HARDSIGMOID, layout)
 
@@ -1509,8 +1444,7 @@ def test_hardsigmoid_opcheck():
 SPEC_HARDSWISH = T.OpSpec('hardswish', torch.nn.functional.hardswish, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_hardswish_dense_equivalence(case, layout):
     T.check_op(SPEC_HARDSWISH, case, layout)
 
@@ -1520,7 +1454,7 @@ def test_hardswish_routes(func):
     T.check_route(SPEC_HARDSWISH, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_hardswish_gradients(layout):
     T.check_gradients(SPEC_HARDSWISH, layout)
 
@@ -1532,8 +1466,7 @@ def test_hardswish_opcheck():
 SPEC_SOFTSIGN = T.OpSpec('softsign', torch.nn.functional.softsign, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_softsign_dense_equivalence(case, layout):
     T.check_op(SPEC_SOFTSIGN, case, layout)
 
@@ -1543,7 +1476,7 @@ def test_softsign_routes(func):
     T.check_route(SPEC_SOFTSIGN, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_softsign_gradients(layout):
     T.check_gradients(SPEC_SOFTSIGN, layout)
 
@@ -1555,8 +1488,7 @@ def test_softsign_opcheck():
 SPEC_TANHSHRINK = T.OpSpec('tanhshrink', torch.nn.functional.tanhshrink, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_tanhshrink_dense_equivalence(case, layout):
     T.check_op(SPEC_TANHSHRINK, case, layout)
 
@@ -1566,7 +1498,7 @@ def test_tanhshrink_routes(func):
     T.check_route(SPEC_TANHSHRINK, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_tanhshrink_gradients(layout):
     T.check_gradients(SPEC_TANHSHRINK, layout)
 
@@ -1578,8 +1510,7 @@ def test_tanhshrink_opcheck():
 SPEC_THRESHOLD = T.OpSpec('threshold', torch.threshold, kind='unary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(0.25, -1.5), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_threshold_dense_equivalence(case, layout):
     T.check_op(SPEC_THRESHOLD, case, layout)
 
@@ -1589,7 +1520,7 @@ def test_threshold_routes(func):
     T.check_route(SPEC_THRESHOLD, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_threshold_gradients(layout):
     T.check_gradients(SPEC_THRESHOLD, layout)
 
@@ -1601,8 +1532,7 @@ def test_threshold_opcheck():
 SPEC_ADD = T.OpSpec('add', torch.add, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(torch.Tensor.__radd__,), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_add_dense_equivalence(case, layout):
     T.check_op(SPEC_ADD, case, layout)
 
@@ -1612,7 +1542,7 @@ def test_add_routes(func):
     T.check_route(SPEC_ADD, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_add_gradients(layout):
     T.check_gradients(SPEC_ADD, layout)
 
@@ -1624,8 +1554,7 @@ def test_add_opcheck():
 SPEC_SUB = T.OpSpec('sub', torch.sub, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(torch.Tensor.__rsub__, torch.rsub,), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_sub_dense_equivalence(case, layout):
     T.check_op(SPEC_SUB, case, layout)
 
@@ -1635,7 +1564,7 @@ def test_sub_routes(func):
     T.check_route(SPEC_SUB, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_sub_gradients(layout):
     T.check_gradients(SPEC_SUB, layout)
 
@@ -1647,8 +1576,7 @@ def test_sub_opcheck():
 SPEC_MUL = T.OpSpec('mul', torch.mul, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(torch.Tensor.__rmul__,), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_mul_dense_equivalence(case, layout):
     T.check_op(SPEC_MUL, case, layout)
 
@@ -1658,7 +1586,7 @@ def test_mul_routes(func):
     T.check_route(SPEC_MUL, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_mul_gradients(layout):
     T.check_gradients(SPEC_MUL, layout)
 
@@ -1670,8 +1598,7 @@ def test_mul_opcheck():
 SPEC_DIV = T.OpSpec('div', torch.div, kind='binary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(torch.Tensor.__rtruediv__,), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_div_dense_equivalence(case, layout):
     T.check_op(SPEC_DIV, case, layout)
 
@@ -1681,7 +1608,7 @@ def test_div_routes(func):
     T.check_route(SPEC_DIV, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_div_gradients(layout):
     T.check_gradients(SPEC_DIV, layout)
 
@@ -1693,8 +1620,7 @@ def test_div_opcheck():
 SPEC_FLOOR_DIVIDE = T.OpSpec('floor_divide', torch.floor_divide, kind='binary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(torch.Tensor.__rfloordiv__,), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_floor_divide_dense_equivalence(case, layout):
     T.check_op(SPEC_FLOOR_DIVIDE, case, layout)
 
@@ -1704,7 +1630,7 @@ def test_floor_divide_routes(func):
     T.check_route(SPEC_FLOOR_DIVIDE, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_floor_divide_gradients(layout):
     T.check_gradients(SPEC_FLOOR_DIVIDE, layout)
 
@@ -1716,8 +1642,7 @@ def test_floor_divide_opcheck():
 SPEC_REMAINDER = T.OpSpec('remainder', torch.remainder, kind='binary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(torch.Tensor.__rmod__,), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_remainder_dense_equivalence(case, layout):
     T.check_op(SPEC_REMAINDER, case, layout)
 
@@ -1727,7 +1652,7 @@ def test_remainder_routes(func):
     T.check_route(SPEC_REMAINDER, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_remainder_gradients(layout):
     T.check_gradients(SPEC_REMAINDER, layout)
 
@@ -1739,8 +1664,7 @@ def test_remainder_opcheck():
 SPEC_FMOD = T.OpSpec('fmod', torch.fmod, kind='binary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_fmod_dense_equivalence(case, layout):
     T.check_op(SPEC_FMOD, case, layout)
 
@@ -1750,7 +1674,7 @@ def test_fmod_routes(func):
     T.check_route(SPEC_FMOD, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_fmod_gradients(layout):
     T.check_gradients(SPEC_FMOD, layout)
 
@@ -1762,8 +1686,7 @@ def test_fmod_opcheck():
 SPEC_POW = T.OpSpec('pow', torch.pow, kind='binary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(torch.Tensor.__rpow__,), differentiable=True, smooth=True, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_pow_dense_equivalence(case, layout):
     T.check_op(SPEC_POW, case, layout)
 
@@ -1773,7 +1696,7 @@ def test_pow_routes(func):
     T.check_route(SPEC_POW, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_pow_gradients(layout):
     T.check_gradients(SPEC_POW, layout)
 
@@ -1785,8 +1708,7 @@ def test_pow_opcheck():
 SPEC_FLOAT_POWER = T.OpSpec('float_power', torch.float_power, kind='binary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_float_power_dense_equivalence(case, layout):
     T.check_op(SPEC_FLOAT_POWER, case, layout)
 
@@ -1796,7 +1718,7 @@ def test_float_power_routes(func):
     T.check_route(SPEC_FLOAT_POWER, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_float_power_gradients(layout):
     T.check_gradients(SPEC_FLOAT_POWER, layout)
 
@@ -1808,8 +1730,7 @@ def test_float_power_opcheck():
 SPEC_ATAN2 = T.OpSpec('atan2', torch.atan2, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_atan2_dense_equivalence(case, layout):
     T.check_op(SPEC_ATAN2, case, layout)
 
@@ -1819,7 +1740,7 @@ def test_atan2_routes(func):
     T.check_route(SPEC_ATAN2, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_atan2_gradients(layout):
     T.check_gradients(SPEC_ATAN2, layout)
 
@@ -1831,8 +1752,7 @@ def test_atan2_opcheck():
 SPEC_HYPOT = T.OpSpec('hypot', torch.hypot, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_hypot_dense_equivalence(case, layout):
     T.check_op(SPEC_HYPOT, case, layout)
 
@@ -1842,7 +1762,7 @@ def test_hypot_routes(func):
     T.check_route(SPEC_HYPOT, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_hypot_gradients(layout):
     T.check_gradients(SPEC_HYPOT, layout)
 
@@ -1854,8 +1774,7 @@ def test_hypot_opcheck():
 SPEC_LOGADDEXP = T.OpSpec('logaddexp', torch.logaddexp, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=True, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_logaddexp_dense_equivalence(case, layout):
     T.check_op(SPEC_LOGADDEXP, case, layout)
 
@@ -1865,7 +1784,7 @@ def test_logaddexp_routes(func):
     T.check_route(SPEC_LOGADDEXP, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_logaddexp_gradients(layout):
     T.check_gradients(SPEC_LOGADDEXP, layout)
 
@@ -1877,8 +1796,7 @@ def test_logaddexp_opcheck():
 SPEC_LOGADDEXP2 = T.OpSpec('logaddexp2', torch.logaddexp2, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_logaddexp2_dense_equivalence(case, layout):
     T.check_op(SPEC_LOGADDEXP2, case, layout)
 
@@ -1888,7 +1806,7 @@ def test_logaddexp2_routes(func):
     T.check_route(SPEC_LOGADDEXP2, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_logaddexp2_gradients(layout):
     T.check_gradients(SPEC_LOGADDEXP2, layout)
 
@@ -1900,8 +1818,7 @@ def test_logaddexp2_opcheck():
 SPEC_XLOGY = T.OpSpec('xlogy', torch.xlogy, kind='binary', domain='positive', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_xlogy_dense_equivalence(case, layout):
     T.check_op(SPEC_XLOGY, case, layout)
 
@@ -1911,7 +1828,7 @@ def test_xlogy_routes(func):
     T.check_route(SPEC_XLOGY, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_xlogy_gradients(layout):
     T.check_gradients(SPEC_XLOGY, layout)
 
@@ -1923,8 +1840,7 @@ def test_xlogy_opcheck():
 SPEC_COPYSIGN = T.OpSpec('copysign', torch.copysign, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_copysign_dense_equivalence(case, layout):
     T.check_op(SPEC_COPYSIGN, case, layout)
 
@@ -1934,7 +1850,7 @@ def test_copysign_routes(func):
     T.check_route(SPEC_COPYSIGN, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_copysign_gradients(layout):
     T.check_gradients(SPEC_COPYSIGN, layout)
 
@@ -1946,8 +1862,7 @@ def test_copysign_opcheck():
 SPEC_MAXIMUM = T.OpSpec('maximum', torch.maximum, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_maximum_dense_equivalence(case, layout):
     T.check_op(SPEC_MAXIMUM, case, layout)
 
@@ -1957,7 +1872,7 @@ def test_maximum_routes(func):
     T.check_route(SPEC_MAXIMUM, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_maximum_gradients(layout):
     T.check_gradients(SPEC_MAXIMUM, layout)
 
@@ -1969,8 +1884,7 @@ def test_maximum_opcheck():
 SPEC_MINIMUM = T.OpSpec('minimum', torch.minimum, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_minimum_dense_equivalence(case, layout):
     T.check_op(SPEC_MINIMUM, case, layout)
 
@@ -1980,7 +1894,7 @@ def test_minimum_routes(func):
     T.check_route(SPEC_MINIMUM, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_minimum_gradients(layout):
     T.check_gradients(SPEC_MINIMUM, layout)
 
@@ -1992,8 +1906,7 @@ def test_minimum_opcheck():
 SPEC_FMAX = T.OpSpec('fmax', torch.fmax, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_fmax_dense_equivalence(case, layout):
     T.check_op(SPEC_FMAX, case, layout)
 
@@ -2003,7 +1916,7 @@ def test_fmax_routes(func):
     T.check_route(SPEC_FMAX, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_fmax_gradients(layout):
     T.check_gradients(SPEC_FMAX, layout)
 
@@ -2015,8 +1928,7 @@ def test_fmax_opcheck():
 SPEC_FMIN = T.OpSpec('fmin', torch.fmin, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_fmin_dense_equivalence(case, layout):
     T.check_op(SPEC_FMIN, case, layout)
 
@@ -2026,7 +1938,7 @@ def test_fmin_routes(func):
     T.check_route(SPEC_FMIN, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_fmin_gradients(layout):
     T.check_gradients(SPEC_FMIN, layout)
 
@@ -2038,8 +1950,7 @@ def test_fmin_opcheck():
 SPEC_LERP = T.OpSpec('lerp', torch.lerp, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(0.3,), reflected=(), differentiable=True, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_lerp_dense_equivalence(case, layout):
     T.check_op(SPEC_LERP, case, layout)
 
@@ -2049,7 +1960,7 @@ def test_lerp_routes(func):
     T.check_route(SPEC_LERP, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_lerp_gradients(layout):
     T.check_gradients(SPEC_LERP, layout)
 
@@ -2061,8 +1972,7 @@ def test_lerp_opcheck():
 SPEC_MASKED_FILL = T.OpSpec('masked_fill', torch.masked_fill, kind='binary', domain='real', dtypes='mask', scalars=[2.5, -3, 0], test_args=(2.5,), reflected=(), differentiable=True, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_masked_fill_dense_equivalence(case, layout):
     T.check_op(SPEC_MASKED_FILL, case, layout)
 
@@ -2072,7 +1982,7 @@ def test_masked_fill_routes(func):
     T.check_route(SPEC_MASKED_FILL, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_masked_fill_gradients(layout):
     T.check_gradients(SPEC_MASKED_FILL, layout)
 
@@ -2084,8 +1994,7 @@ def test_masked_fill_opcheck():
 SPEC_EQ = T.OpSpec('eq', torch.eq, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_eq_dense_equivalence(case, layout):
     T.check_op(SPEC_EQ, case, layout)
 
@@ -2095,7 +2004,7 @@ def test_eq_routes(func):
     T.check_route(SPEC_EQ, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_eq_gradients(layout):
     T.check_gradients(SPEC_EQ, layout)
 
@@ -2107,8 +2016,7 @@ def test_eq_opcheck():
 SPEC_NE = T.OpSpec('ne', torch.ne, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_ne_dense_equivalence(case, layout):
     T.check_op(SPEC_NE, case, layout)
 
@@ -2118,7 +2026,7 @@ def test_ne_routes(func):
     T.check_route(SPEC_NE, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_ne_gradients(layout):
     T.check_gradients(SPEC_NE, layout)
 
@@ -2130,8 +2038,7 @@ def test_ne_opcheck():
 SPEC_LT = T.OpSpec('lt', torch.lt, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_lt_dense_equivalence(case, layout):
     T.check_op(SPEC_LT, case, layout)
 
@@ -2141,7 +2048,7 @@ def test_lt_routes(func):
     T.check_route(SPEC_LT, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_lt_gradients(layout):
     T.check_gradients(SPEC_LT, layout)
 
@@ -2153,8 +2060,7 @@ def test_lt_opcheck():
 SPEC_LE = T.OpSpec('le', torch.le, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_le_dense_equivalence(case, layout):
     T.check_op(SPEC_LE, case, layout)
 
@@ -2164,7 +2070,7 @@ def test_le_routes(func):
     T.check_route(SPEC_LE, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_le_gradients(layout):
     T.check_gradients(SPEC_LE, layout)
 
@@ -2176,8 +2082,7 @@ def test_le_opcheck():
 SPEC_GT = T.OpSpec('gt', torch.gt, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_gt_dense_equivalence(case, layout):
     T.check_op(SPEC_GT, case, layout)
 
@@ -2187,7 +2092,7 @@ def test_gt_routes(func):
     T.check_route(SPEC_GT, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_gt_gradients(layout):
     T.check_gradients(SPEC_GT, layout)
 
@@ -2199,8 +2104,7 @@ def test_gt_opcheck():
 SPEC_GE = T.OpSpec('ge', torch.ge, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_ge_dense_equivalence(case, layout):
     T.check_op(SPEC_GE, case, layout)
 
@@ -2210,7 +2114,7 @@ def test_ge_routes(func):
     T.check_route(SPEC_GE, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_ge_gradients(layout):
     T.check_gradients(SPEC_GE, layout)
 
@@ -2222,8 +2126,7 @@ def test_ge_opcheck():
 SPEC_LOGICAL_AND = T.OpSpec('logical_and', torch.logical_and, kind='binary', domain='real', dtypes='bool', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_logical_and_dense_equivalence(case, layout):
     T.check_op(SPEC_LOGICAL_AND, case, layout)
 
@@ -2233,7 +2136,7 @@ def test_logical_and_routes(func):
     T.check_route(SPEC_LOGICAL_AND, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_logical_and_gradients(layout):
     T.check_gradients(SPEC_LOGICAL_AND, layout)
 
@@ -2245,8 +2148,7 @@ def test_logical_and_opcheck():
 SPEC_LOGICAL_OR = T.OpSpec('logical_or', torch.logical_or, kind='binary', domain='real', dtypes='bool', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_logical_or_dense_equivalence(case, layout):
     T.check_op(SPEC_LOGICAL_OR, case, layout)
 
@@ -2256,7 +2158,7 @@ def test_logical_or_routes(func):
     T.check_route(SPEC_LOGICAL_OR, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_logical_or_gradients(layout):
     T.check_gradients(SPEC_LOGICAL_OR, layout)
 
@@ -2268,8 +2170,7 @@ def test_logical_or_opcheck():
 SPEC_LOGICAL_XOR = T.OpSpec('logical_xor', torch.logical_xor, kind='binary', domain='real', dtypes='bool', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=False, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_logical_xor_dense_equivalence(case, layout):
     T.check_op(SPEC_LOGICAL_XOR, case, layout)
 
@@ -2279,7 +2180,7 @@ def test_logical_xor_routes(func):
     T.check_route(SPEC_LOGICAL_XOR, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_logical_xor_gradients(layout):
     T.check_gradients(SPEC_LOGICAL_XOR, layout)
 
@@ -2291,8 +2192,7 @@ def test_logical_xor_opcheck():
 SPEC_BITWISE_AND = T.OpSpec('bitwise_and', torch.bitwise_and, kind='binary', domain='real', dtypes='int', scalars=[3, 0, -1], test_args=(), reflected=(torch.Tensor.__rand__,), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_bitwise_and_dense_equivalence(case, layout):
     T.check_op(SPEC_BITWISE_AND, case, layout)
 
@@ -2302,7 +2202,7 @@ def test_bitwise_and_routes(func):
     T.check_route(SPEC_BITWISE_AND, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_bitwise_and_gradients(layout):
     T.check_gradients(SPEC_BITWISE_AND, layout)
 
@@ -2314,8 +2214,7 @@ def test_bitwise_and_opcheck():
 SPEC_BITWISE_OR = T.OpSpec('bitwise_or', torch.bitwise_or, kind='binary', domain='real', dtypes='int', scalars=[3, 0, -1], test_args=(), reflected=(torch.Tensor.__ror__,), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_bitwise_or_dense_equivalence(case, layout):
     T.check_op(SPEC_BITWISE_OR, case, layout)
 
@@ -2325,7 +2224,7 @@ def test_bitwise_or_routes(func):
     T.check_route(SPEC_BITWISE_OR, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_bitwise_or_gradients(layout):
     T.check_gradients(SPEC_BITWISE_OR, layout)
 
@@ -2337,8 +2236,7 @@ def test_bitwise_or_opcheck():
 SPEC_BITWISE_XOR = T.OpSpec('bitwise_xor', torch.bitwise_xor, kind='binary', domain='real', dtypes='int', scalars=[3, 0, -1], test_args=(), reflected=(torch.Tensor.__rxor__,), differentiable=False, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_bitwise_xor_dense_equivalence(case, layout):
     T.check_op(SPEC_BITWISE_XOR, case, layout)
 
@@ -2348,7 +2246,7 @@ def test_bitwise_xor_routes(func):
     T.check_route(SPEC_BITWISE_XOR, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_bitwise_xor_gradients(layout):
     T.check_gradients(SPEC_BITWISE_XOR, layout)
 
@@ -2360,8 +2258,7 @@ def test_bitwise_xor_opcheck():
 SPEC_WHERE = T.OpSpec('where', torch.where, kind='ternary', domain='real', dtypes='mask', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_where_dense_equivalence(case, layout):
     T.check_op(SPEC_WHERE, case, layout)
 
@@ -2371,7 +2268,7 @@ def test_where_routes(func):
     T.check_route(SPEC_WHERE, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_where_gradients(layout):
     T.check_gradients(SPEC_WHERE, layout)
 
@@ -2383,8 +2280,7 @@ def test_where_opcheck():
 SPEC_CLAMP_TENSOR = T.OpSpec('clamp_tensor', torch.clamp, kind='ternary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_clamp_tensor_dense_equivalence(case, layout):
     T.check_op(SPEC_CLAMP_TENSOR, case, layout)
 
@@ -2394,7 +2290,7 @@ def test_clamp_tensor_routes(func):
     T.check_route(SPEC_CLAMP_TENSOR, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_clamp_tensor_gradients(layout):
     T.check_gradients(SPEC_CLAMP_TENSOR, layout)
 
@@ -2406,8 +2302,7 @@ def test_clamp_tensor_opcheck():
 SPEC_LERP_TENSOR = T.OpSpec('lerp_tensor', torch.lerp, kind='ternary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=False)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_lerp_tensor_dense_equivalence(case, layout):
     T.check_op(SPEC_LERP_TENSOR, case, layout)
 
@@ -2417,7 +2312,7 @@ def test_lerp_tensor_routes(func):
     T.check_route(SPEC_LERP_TENSOR, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_lerp_tensor_gradients(layout):
     T.check_gradients(SPEC_LERP_TENSOR, layout)
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import torch_sparsefill as sf
-from sf_testing import LAYOUTS, assert_dense_equal, random_tensor
+from sf_testing import ALL_LAYOUTS, EXTRA_LAYOUTS, LAYOUTS, assert_dense_equal, layout_id, \
+    random_tensor
 
 
 def _leaf(layout, fill, seed=0, size=(5, 7)):
@@ -25,7 +26,7 @@ CHAINS = {
     # softmax gives a per-row fill; the product reads it as F * colsum(B)
     "softmax_then_mm": lambda X, B: torch.softmax(X, 1) @ B,
     # the transpose of a per-row fill is a per-column fill: F^T B in the product
-    "softmax_t_then_mm": lambda X, B: torch.softmax(X, 1).t() @ B[:5],
+    "softmax_t_then_mm": lambda X, B: torch.softmax(X, 1).t() @ B[: X.shape[0]],
     # per-slice fills through element-wise ops and a reduction
     "log_softmax_exp_sum": lambda X, B: torch.exp(torch.log_softmax(X, 0)).sum(1),
     # cat of two different fills: a per-row fill, then a row reduction and a product
@@ -42,12 +43,12 @@ def _dense_out(y):
     return y.to_dense() if isinstance(y, sf.SparseFillTensor) else y
 
 
-@pytest.mark.parametrize("layout", LAYOUTS, ids=["coo", "csr"])
+@pytest.mark.parametrize("layout", ALL_LAYOUTS, ids=layout_id)
 @pytest.mark.parametrize("name", sorted(CHAINS))
 def test_chain_matches_dense(name, layout):
     chain = CHAINS[name]
-    A, values, fill = _leaf(layout, 1.5, seed=3)
-    B = torch.randn(7, 4, dtype=torch.float64, requires_grad=True)
+    A, values, fill = _leaf(layout, 1.5, seed=3)  # block layouts: (6, 9), see random_tensor
+    B = torch.randn(A.shape[1], 4, dtype=torch.float64, requires_grad=True)
     out = _dense_out(chain(A, B))
     D = _dense_leaf(A, values, fill).detach().requires_grad_()
     expected = chain(D, B)
@@ -56,9 +57,11 @@ def test_chain_matches_dense(name, layout):
     w = torch.randn_like(expected)
     gv, gf = torch.autograd.grad((out * w).sum(), (values, fill))
     gD, = torch.autograd.grad((expected * w).sum(), D)
-    stored = torch.zeros(5, 7, dtype=torch.bool)
+    stored = torch.zeros(A.shape, dtype=torch.bool)
     idx = A.to_sparse_coo()._coo_indices()
     stored[idx[0], idx[1]] = True
+    if layout in EXTRA_LAYOUTS:  # the values' gradient in CSR order, like idx
+        gv = A._with(gv, torch.zeros_like(gf))._to_csr()._values()
     torch.testing.assert_close(gv, gD[idx[0], idx[1]])
     torch.testing.assert_close(gf, gD[~stored].sum())
 

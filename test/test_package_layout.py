@@ -1,5 +1,6 @@
 """The package's import layering (torch_sparsefill/README.md): no lazy
-imports, no import circle, the fill rules and the tensor class at the bottom."""
+imports, no import circle, the fill rules, the compressed
+layouts' component conversions and the tensor class at the bottom."""
 import ast
 from pathlib import Path
 
@@ -48,4 +49,5 @@ def test_no_import_circle():
 def test_bottom_layers():
     imports = _imports()
     assert imports["_fill"][0] == set()
-    assert imports["_tensor"][0] == {"_fill"}
+    assert imports["_compressed"][0] == {"_fill"}
+    assert imports["_tensor"][0] == {"_fill", "_compressed"}

@@ -17,11 +17,15 @@ SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
 FLOAT_FILLS = [0.0, 1.5, -2.0, math.inf, -math.inf, math.nan]
 
 
+LAYOUTS = [torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
+           torch.sparse_bsc]
+
+
 @st.composite
 def sparse_fill_tensors(draw, layout=None, dtype=None, shape=None):
-    layout = layout or draw(st.sampled_from([torch.sparse_coo, torch.sparse_csr]))
+    layout = layout or draw(st.sampled_from(LAYOUTS))
     if shape is None:
-        sparse_dim = 2 if layout == torch.sparse_csr else draw(st.integers(0, 3))
+        sparse_dim = 2 if layout != torch.sparse_coo else draw(st.integers(0, 3))
         sparse_shape = tuple(draw(st.lists(st.integers(0, 5), min_size=sparse_dim,
                                            max_size=sparse_dim)))
         dense_shape = tuple(draw(st.lists(st.integers(1, 3), min_size=0, max_size=1)))
@@ -32,7 +36,7 @@ def sparse_fill_tensors(draw, layout=None, dtype=None, shape=None):
     nse = draw(st.integers(0, min(numel, 12))) if numel else 0
     positions = draw(st.lists(st.integers(0, max(numel - 1, 0)), min_size=nse, max_size=nse,
                               unique=True))
-    if layout == torch.sparse_csr:
+    if layout != torch.sparse_coo:
         positions.sort()
     linear = torch.tensor(positions, dtype=torch.int64)
     if sparse_shape:
@@ -54,7 +58,11 @@ def sparse_fill_tensors(draw, layout=None, dtype=None, shape=None):
         fill = draw(st.integers(-3, 3))
     values = values.reshape((nse,) + dense_shape)
     A = sf.sparse_coo_tensor(indices, values, sparse_shape + dense_shape, fill_value=fill)
-    return A.to_sparse(layout=layout)
+    blocksize = None
+    if layout in (torch.sparse_bsr, torch.sparse_bsc):  # any blocksize that divides the size
+        blocksize = tuple(draw(st.sampled_from([d for d in range(1, s + 1) if s % d == 0] or [1]))
+                          for s in sparse_shape)
+    return A.to_sparse(layout=layout, blocksize=blocksize)
 
 
 def reference_dense(A):
@@ -79,7 +87,8 @@ def test_to_dense_and_conversions(A):
     if A.sparse_dim() == 2:
         same(A.to_sparse_csr().to_dense(), D)
     same(A.to_sparse_coo().to_dense(), D)
-    back = sf.to_sparse(D, fill_value=A._fill_value(), layout=A.layout, dense_dim=A.dense_dim())
+    back = sf.to_sparse(D, fill_value=A._fill_value(), layout=A.layout, dense_dim=A.dense_dim(),
+                        blocksize=A._sf_blocksize)
     same(back.to_dense(), D)
     assert back.nse() <= A.nse()
     same(pickle.loads(pickle.dumps(A)).to_dense(), D)

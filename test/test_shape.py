@@ -230,7 +230,7 @@ def test_slice_keeps_fill_and_layout():
     assert C.layout == CSR and C.nse() == 2 * int(A.crow_indices().diff()[3])
 
 
-CSR_KEEPS = ["transpose", "permute", "narrow_rows", "narrow_cols", "index_select_rows",
+CSR_KEEPS = ["narrow_rows", "narrow_cols", "index_select_rows",
              "index_select_cols", "getitem_step", "getitem_both_slices", "getitem_list",
              "getitem_tensor_cols", "getitem_bool", "contiguous"]
 
@@ -241,11 +241,20 @@ def test_csr_stays_csr(name, op):
     assert check(OPS_2D[op], TENSORS[name]).layout == CSR
 
 
-def test_csr_transpose_is_csr():
+@pytest.mark.parametrize("name", ["csr", "hybrid_csr", "colfill_csr"])
+@pytest.mark.parametrize("op", ["transpose", "permute"])
+def test_csr_transpose_is_csc(name, op):
+    """As in torch: the transpose of CSR is CSC, in O(1) (RFC.md 15.1)."""
+    assert check(OPS_2D[op], TENSORS[name]).layout == CSC
+
+
+def test_csr_t_is_csc_sharing_the_components():
     A = random_tensor("random", 1.5, CSR, seed=1)
     B = A.t()
-    assert B.layout == CSR and B.shape == (7, 5)
+    assert B.layout == CSC and B.shape == (7, 5)
+    assert B.ccol_indices() is A.crow_indices() and B._values() is A._values()
     torch.testing.assert_close(dense_of(B), dense_of(A).t())
+    assert B.t().layout == CSR
 
 
 def test_per_slice_fill_is_sliced_along():
@@ -272,8 +281,10 @@ ALIAS_OPS = ["transpose", "unsqueeze_last", "squeeze_dim", "reshape_sparse", "na
              "narrow_cols", "select_row", "index_select_rows", "getitem_step", "getitem_none"]
 
 
+# The transposes of a compressed tensor are views, as in torch (RFC.md 15.1).
 ALIAS_CASES = [(n, op) for n in ("coo", "csr", "hybrid_coo", "hybrid_csr", "rowfill_coo")
-               for op in ALIAS_OPS if (n, op) != ("rowfill_coo", "reshape_sparse")] + \
+               for op in ALIAS_OPS if (n, op) != ("rowfill_coo", "reshape_sparse")
+               and not (n.endswith("csr") and op == "transpose")] + \
     [(n, op) for n in ("hybrid_coo", "hybrid_csr")
      for op in ("select_dense", "narrow_dense", "reshape_dense")]
 

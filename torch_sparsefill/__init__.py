@@ -1,4 +1,4 @@
-"""torch_sparsefill: sparse COO and CSR tensors with a fill value.
+"""torch_sparsefill: sparse COO, CSR, CSC, BSR and BSC tensors with a fill value.
 
 The fill value is the value of every unspecified element (PyTorch assumes 0).
 Element-wise ops, conversions and gradients treat it exactly:
@@ -19,8 +19,9 @@ from . import _C  # noqa: F401  -- registers torch.ops.sparsefill.*
 from . import _fake  # noqa: F401  -- fake kernels of the ops
 from . import _compile, _data, _factories, _interop, _routing
 from ._data import collate
-from ._factories import (eliminate_fill, empty, fill_value, full, ones, sparse_coo_tensor,
-                         sparse_csr_tensor, to_sparse, zeros)
+from ._factories import (eliminate_fill, empty, fill_value, full, ones, sparse_bsc_tensor,
+                         sparse_bsr_tensor, sparse_compressed_tensor, sparse_coo_tensor,
+                         sparse_csc_tensor, sparse_csr_tensor, to_sparse, zeros)
 from ._interop import from_pydata, from_scipy
 from ._library import get_include, get_library
 from . import _tensor
@@ -54,6 +55,7 @@ _compile.hide_from_dynamo([m for name, m in sys.modules.items()
                            if name == __name__ or name.startswith(__name__ + ".")], __name__)
 
 __all__ = ["SparseFillTensor", "collate", "get_include", "get_library", "sparse_coo_tensor",
-           "sparse_csr_tensor", "to_sparse", "full",
+           "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor",
+           "sparse_compressed_tensor", "to_sparse", "full",
            "zeros", "ones", "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]
 __version__ = "0.1.0"

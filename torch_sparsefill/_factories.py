@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import copy
 import numbers
+import re
 from typing import Sequence
 
 import torch
 
-from . import _fill
+from . import _compressed, _fill
+from ._compressed import BLOCK, COMPRESSED
 from ._tensor import SparseFillTensor, build
 
 _ops = torch.ops.sparsefill
 
 __all__ = ["sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full", "zeros", "ones",
-           "empty", "fill_value", "eliminate_fill"]
+           "empty", "fill_value", "eliminate_fill", "sparse_compressed_tensor", "sparse_csc_tensor",
+           "sparse_bsr_tensor", "sparse_bsc_tensor"]
 
 _SCALAR_DTYPE = {bool: torch.bool, int: torch.int64, float: torch.float64,
                  complex: torch.complex128}
@@ -117,6 +120,18 @@ def _check_size(size, name="size") -> tuple:
     for d, s in enumerate(size):
         if s < 0:
             raise ValueError(f"{name} must be non-negative, got {size} (dimension {d})")
+    return size
+
+
+def _compressed_size(size, dense_shape) -> tuple:
+    """The size of a compressed tensor, checked: 2 sparse dims, then exactly
+    the dense part of `values`."""
+    size = _check_size(size)
+    if len(size) != 2 + len(dense_shape):
+        raise ValueError(f"size {size} must have 2 sparse + {len(dense_shape)} dense dimensions")
+    if size[2:] != dense_shape:
+        raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
+                         f"dimensions {size[2:]}")
     return size
 
 
@@ -260,12 +275,7 @@ def sparse_csr_tensor(crow_indices=None, col_indices=None, values=None, size=Non
     if size is None:
         ncols = int(col.max()) + 1 if col.numel() else 0
         size = (crow.shape[0] - 1, ncols) + dense_shape
-    size = _check_size(size)
-    if len(size) != 2 + len(dense_shape):
-        raise ValueError(f"size {size} must have 2 sparse + {len(dense_shape)} dense dimensions")
-    if size[2:] != dense_shape:
-        raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
-                         f"dimensions {size[2:]}")
+    size = _compressed_size(size, dense_shape)
     _ops.csr_check(crow, col, list(size[:2]))
     fill = _as_fill(fill_value, values.dtype, values.device, dense_shape, size)
     values, fill = _leafify(values, fill, requires_grad)
@@ -273,19 +283,21 @@ def sparse_csr_tensor(crow_indices=None, col_indices=None, values=None, size=Non
                  col=col.contiguous())
 
 
-def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0) -> SparseFillTensor:
+def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0,
+              blocksize=None) -> SparseFillTensor:
     """Make a SparseFillTensor from a strided or a native sparse tensor.
 
     - strided ``x``: stored elements are those that differ from the fill
       (NaN equals a NaN fill); with ``dense_dim`` > 0 a sparse position is
       stored when any element of its dense part differs. Differentiable with
       respect to ``x`` (RFC.md section 7.5).
-    - native torch sparse COO/CSR ``x``: wrapped without copying its values;
-      its unspecified elements take ``fill_value`` (default 0).
+    - native torch sparse ``x`` (any layout): wrapped without copying its
+      values; its unspecified elements take ``fill_value`` (default 0).
     - a SparseFillTensor: converted to ``layout``.
 
     ``layout`` defaults to ``torch.sparse_coo`` for a strided ``x`` and to
-    ``x``'s own layout for a sparse one.
+    ``x``'s own layout (and blocksize) for a sparse one; ``sparse_bsr`` and
+    ``sparse_bsc`` need ``blocksize`` (RFC.md section 15.2).
 
     Example::
 
@@ -294,7 +306,10 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0) -> SparseFillTens
     """
     if layout is None:
         layout = x.layout if isinstance(x, torch.Tensor) and x.layout in (
-            torch.sparse_coo, torch.sparse_csr) else torch.sparse_coo
+            (torch.sparse_coo,) + COMPRESSED) else torch.sparse_coo
+        if layout in BLOCK and blocksize is None:
+            blocksize = (x._sf_blocksize if isinstance(x, SparseFillTensor)
+                         else tuple(x.values().shape[1:3]))
     if isinstance(x, SparseFillTensor):
         if fill_value is not None:
             given, own = torch.broadcast_tensors(
@@ -305,17 +320,19 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0) -> SparseFillTens
                                  "with another fill; changing the fill is not a conversion "
                                  "(use x.to_dense() first, or x._fill_value().fill_() to "
                                  "reinterpret)")
-        return x.to_sparse(layout=layout)
+        return x.to_sparse(layout=layout, blocksize=blocksize)
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a tensor, got {type(x).__name__}")
     if x.layout == torch.sparse_coo:
         out = sparse_coo_tensor(x._indices(), x._values(), x.shape, fill_value=fill_value,
                                 is_coalesced=x.is_coalesced() or None)
         return out.to_sparse(layout=layout)
-    if x.layout == torch.sparse_csr:
-        out = sparse_csr_tensor(x.crow_indices(), x.col_indices(), x.values(), x.shape,
-                                fill_value=fill_value)
-        return out.to_sparse(layout=layout)
+    if x.layout in COMPRESSED:
+        names = ("crow_indices", "col_indices") if x.layout in (
+            torch.sparse_csr, torch.sparse_bsr) else ("ccol_indices", "row_indices")
+        out = sparse_compressed_tensor(*[getattr(x, n)() for n in names], x.values(), x.shape,
+                                       layout=x.layout, fill_value=fill_value)
+        return out.to_sparse(layout=layout, blocksize=blocksize)
     if x.layout != torch.strided:
         raise NotImplementedError(f"to_sparse: layout {x.layout} is not supported")
     if not 0 <= dense_dim <= x.dim():
@@ -326,8 +343,14 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0) -> SparseFillTens
     if fill.requires_grad:
         # The fill is the value x has on its unspecified set: a constant here.
         fill = fill.detach()
+    if layout in BLOCK and sparse_dim == 2:  # straight to blocks, no element pattern
+        blocksize = _compressed.check_blocksize(blocksize, x.shape, "to_sparse")
+        compressed, plain, values = _compressed.blocks_from_dense(x, fill, blocksize, layout)
+        return build(layout, x.shape, values, fill, crow=compressed, col=plain,
+                     blocksize=blocksize)
     indices, values, fill = _ops.from_dense(x, fill, sparse_dim)
-    return build(torch.sparse_coo, x.shape, values, fill, indices=indices).to_sparse(layout=layout)
+    out = build(torch.sparse_coo, x.shape, values, fill, indices=indices)
+    return out.to_sparse(layout=layout, blocksize=blocksize)
 
 
 def full(size, fill_value, *, layout=torch.sparse_coo, dtype=None, device=None,
@@ -347,6 +370,9 @@ def full(size, fill_value, *, layout=torch.sparse_coo, dtype=None, device=None,
             dtype = fill_value.dtype
         else:
             dtype = torch.full((), fill_value).dtype
+    if layout == torch.sparse_csc:  # the CSR of the transpose is empty too
+        return full(size[1::-1] + size[2:], fill_value, layout=torch.sparse_csr, dtype=dtype,
+                    device=device, requires_grad=requires_grad).t()
     if layout == torch.sparse_csr:
         if len(size) != 2:
             raise ValueError(f"a CSR tensor needs 2 dimensions, got size {size}")
@@ -355,7 +381,8 @@ def full(size, fill_value, *, layout=torch.sparse_coo, dtype=None, device=None,
                                  torch.zeros(0, dtype=dtype, device=device), size,
                                  fill_value=fill_value, requires_grad=requires_grad)
     if layout != torch.sparse_coo:
-        raise ValueError(f"layout must be torch.sparse_coo or torch.sparse_csr, got {layout}")
+        raise ValueError(f"layout must be torch.sparse_coo, sparse_csr or sparse_csc, got "
+                         f"{layout} (for BSR/BSC: full(...).to_sparse_bsr(blocksize))")
     return sparse_coo_tensor(torch.zeros(len(size), 0, dtype=torch.int64, device=device),
                              torch.zeros(0, dtype=dtype, device=device), size,
                              fill_value=fill_value, requires_grad=requires_grad)
@@ -433,6 +460,150 @@ def eliminate_fill(t: SparseFillTensor) -> SparseFillTensor:
     return t.eliminate_fill()
 
 
+# ---- CSC, BSR, BSC (RFC.md section 15): CSR rules on the stored pattern ---------------
+
+_NAMES = {torch.sparse_csr: ("crow_indices", "col_indices"),
+          torch.sparse_bsr: ("crow_indices", "col_indices"),
+          torch.sparse_csc: ("ccol_indices", "row_indices"),
+          torch.sparse_bsc: ("ccol_indices", "row_indices")}
+
+
+def _renamed(message: str, layout) -> str:
+    """A CSR check's message in the words of `layout`'s arguments."""
+    if layout in (torch.sparse_csc, torch.sparse_bsc):
+        words = {"crow_indices": "ccol_indices", "col_indices": "row_indices",
+                 "rows + 1": "columns + 1", " columns": " rows", "within each row":
+                 "within each column", "duplicate column": "duplicate row"}
+        message = re.sub("|".join(re.escape(w) for w in words), lambda m: words[m.group(0)],
+                         message)
+    if layout in BLOCK:
+        message = message.replace("sparsefill: ", "sparsefill: (the block pattern) ", 1)
+    return message
+
+
+def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=None, *,
+                             layout=None, fill_value=None, dtype=None, device=None,
+                             requires_grad=False) -> SparseFillTensor:
+    """A CSR, CSC, BSR or BSC SparseFillTensor (torch's signature plus
+    `fill_value`). For BSR/BSC the blocksize is ``values.shape[1:3]``.
+
+    Example::
+
+        >>> sf.sparse_compressed_tensor([0, 1, 1], [1], [[[1., 2.]]], (2, 4),
+        ...                             layout=torch.sparse_bsr, fill_value=9.).to_dense()
+        tensor([[9., 9., 1., 2.],
+                [9., 9., 9., 9.]])
+    """
+    if layout not in _NAMES:
+        raise ValueError(f"layout must be one of torch.sparse_csr, sparse_csc, sparse_bsr, "
+                         f"sparse_bsc, got {layout}")
+    if layout == torch.sparse_csr:
+        return sparse_csr_tensor(compressed_indices, plain_indices, values, size,
+                                            fill_value=fill_value, dtype=dtype, device=device,
+                                            requires_grad=requires_grad)
+    cname, pname = _NAMES[layout]
+    values = _as_values(values, dtype, device)
+    if (isinstance(compressed_indices, torch.Tensor) and isinstance(plain_indices, torch.Tensor)
+            and compressed_indices.dtype != plain_indices.dtype):
+        raise TypeError(f"{cname} and {pname} must have the same dtype, got "
+                        f"{compressed_indices.dtype} and {plain_indices.dtype}")
+    compressed = _as_index_tensor(compressed_indices, cname, device, values.device)
+    plain = _as_index_tensor(plain_indices, pname, device, values.device)
+    for name, t in ((cname, compressed), (pname, plain)):
+        if t.dim() != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)} "
+                             f"(batched compressed tensors are not supported yet)")
+        if t.device != values.device:
+            raise RuntimeError(f"{name} is on {t.device} but values are on {values.device}")
+    block = layout in BLOCK
+    if values.dim() < (3 if block else 1):
+        raise ValueError(f"values must have shape (nblocks, r, c, ...) for a block layout, got "
+                         f"{tuple(values.shape)}" if block else
+                         "values must have a leading nse dimension, got a 0-d tensor")
+    blocksize = tuple(values.shape[1:3]) if block else None
+    if block and min(blocksize) < 1:
+        raise ValueError(f"values' blocksize {blocksize} must be positive")
+    if values.shape[0] != plain.shape[0]:
+        raise ValueError(f"values has {values.shape[0]} rows but {pname} has "
+                         f"{plain.shape[0]} elements: they must match")
+    if compressed.shape[0] < 1:
+        raise ValueError(f"{cname} must have length {'columns' if cname[1] == 'c' else 'rows'}"
+                         f" + 1 >= 1")
+    r, c = blocksize or (1, 1)
+    dense_shape = tuple(values.shape[(3 if block else 1):])
+    if size is None:
+        n_plain = int(plain.max()) + 1 if plain.numel() else 0
+        n_compressed = compressed.shape[0] - 1
+        if layout == torch.sparse_bsr:
+            size = (n_compressed * r, n_plain * c)
+        elif layout == torch.sparse_bsc:
+            size = (n_plain * r, n_compressed * c)
+        else:
+            size = (n_plain, n_compressed)
+        size = size + dense_shape
+    size = _compressed_size(size, dense_shape)
+    if size[0] % r or size[1] % c:
+        raise ValueError(f"size {size} is not divisible by blocksize {blocksize}")
+    # The CSR pattern actually stored: over blocks, of the transpose for CSC/BSC.
+    pattern = (size[0] // r, size[1] // c)
+    if layout in (torch.sparse_csc, torch.sparse_bsc):
+        pattern = pattern[::-1]
+    try:
+        _ops.csr_check(compressed, plain, list(pattern))
+    except RuntimeError as e:
+        raise RuntimeError(_renamed(str(e).split("\n")[0], layout)) from None
+    fill = _as_fill(fill_value, values.dtype, values.device, dense_shape, size)
+    values, fill = _leafify(values, fill, requires_grad)
+    return build(layout, size, values, fill, crow=compressed.contiguous(),
+                 col=plain.contiguous(), blocksize=blocksize)
+
+
+def sparse_csc_tensor(ccol_indices, row_indices, values, size=None, *, fill_value=None,
+                      dtype=None, device=None, requires_grad=False) -> SparseFillTensor:
+    """A CSC SparseFillTensor: rows strictly increasing within each column.
+
+    Example::
+
+        >>> sf.sparse_csc_tensor([0, 1, 1], [1], [7.], (2, 2), fill_value=-1.).to_dense()
+        tensor([[-1., -1.],
+                [ 7., -1.]])
+    """
+    return sparse_compressed_tensor(ccol_indices, row_indices, values, size,
+                                    layout=torch.sparse_csc, fill_value=fill_value, dtype=dtype,
+                                    device=device, requires_grad=requires_grad)
+
+
+def sparse_bsr_tensor(crow_indices, col_indices, values, size=None, *, fill_value=None,
+                      dtype=None, device=None, requires_grad=False) -> SparseFillTensor:
+    """A BSR SparseFillTensor: `values` ``(nblocks, r, c, *dense)`` are whole
+    blocks; elements outside every stored block equal `fill_value`.
+
+    Example::
+
+        >>> sf.sparse_bsr_tensor([0, 1], [1], torch.ones(1, 2, 2), (2, 4), fill_value=5.).to_dense()
+        tensor([[5., 5., 1., 1.],
+                [5., 5., 1., 1.]])
+    """
+    return sparse_compressed_tensor(crow_indices, col_indices, values, size,
+                                    layout=torch.sparse_bsr, fill_value=fill_value, dtype=dtype,
+                                    device=device, requires_grad=requires_grad)
+
+
+def sparse_bsc_tensor(ccol_indices, row_indices, values, size=None, *, fill_value=None,
+                      dtype=None, device=None, requires_grad=False) -> SparseFillTensor:
+    """A BSC SparseFillTensor (block columns; see :func:`sparse_bsr_tensor`).
+
+    Example::
+
+        >>> sf.sparse_bsc_tensor([0, 0, 1], [0], torch.ones(1, 2, 2), (2, 4)).to_dense()
+        tensor([[0., 0., 1., 1.],
+                [0., 0., 1., 1.]])
+    """
+    return sparse_compressed_tensor(ccol_indices, row_indices, values, size,
+                                    layout=torch.sparse_bsc, fill_value=fill_value, dtype=dtype,
+                                    device=device, requires_grad=requires_grad)
+
+
 # ---- pickling, torch.save/torch.load, copy.deepcopy ---------------------------------
 
 def _rebuild_sparsefill(layout_name, size, indices, crow, col, values, fill, coalesced,
@@ -446,11 +617,13 @@ def _rebuild_sparsefill(layout_name, size, indices, crow, col, values, fill, coa
     if layout_name == "sparse_coo":
         out = sparse_coo_tensor(indices, values, size, fill_value=fill,
                                 requires_grad=requires_grad, is_coalesced=coalesced or None)
-    elif layout_name == "sparse_csr":
-        out = sparse_csr_tensor(crow, col, values, size, fill_value=fill,
-                                requires_grad=requires_grad)
     else:
-        raise ValueError(f"unknown SparseFillTensor layout {layout_name!r}")
+        layout = {"sparse_csr": torch.sparse_csr, "sparse_csc": torch.sparse_csc,
+                  "sparse_bsr": torch.sparse_bsr, "sparse_bsc": torch.sparse_bsc}.get(layout_name)
+        if layout is None:
+            raise ValueError(f"unknown SparseFillTensor layout {layout_name!r}")
+        out = sparse_compressed_tensor(crow, col, values, size, layout=layout, fill_value=fill,
+                                       requires_grad=requires_grad)
     if is_param:
         out._is_param = True  # what nn.Parameter(A) marks on a tensor subclass
     return out

@@ -66,10 +66,16 @@ def from_scipy(m, fill_value=0, *, layout=None, dtype=None, device=None,
     return out if layout is None else out.to_sparse(layout=layout)
 
 
+def _element_layout(A: SparseFillTensor) -> SparseFillTensor:
+    """CSC, BSR and BSC tensors as CSR (every element of a block kept)."""
+    return A if A.layout in (torch.sparse_coo, torch.sparse_csr) else A.to_sparse_csr()
+
+
 def to_scipy(A: SparseFillTensor, *, format=None):
     """``(matrix, fill)``: the stored elements as a scipy.sparse array (COO for
     COO tensors, CSR for CSR ones, or ``format``) and the fill as a Python
-    number, because scipy has nowhere to keep it.
+    number, because scipy has nowhere to keep it. CSC gives CSC; BSR and BSC
+    give CSR.
 
     Example::
 
@@ -80,6 +86,9 @@ def to_scipy(A: SparseFillTensor, *, format=None):
     import scipy.sparse
 
     fill = _scalar_fill(A, "to_scipy")
+    if A.layout == torch.sparse_csc and format is None:
+        format = "csc"
+    A = _element_layout(A)
     if len(A.shape) != 2:
         raise NotImplementedError(f"to_scipy: scipy.sparse is 2-D, this tensor has shape "
                                   f"{tuple(A.shape)}")
@@ -138,6 +147,7 @@ def to_pydata(A: SparseFillTensor):
     import sparse
 
     fill = _scalar_fill(A, "to_pydata")
+    A = _element_layout(A)
     if A.layout == torch.sparse_csr:
         return sparse.GCXS((_numpy(A.values()), _numpy(A.col_indices()), _numpy(A.crow_indices())),
                            shape=tuple(A.shape), compressed_axes=(0,), fill_value=fill)

@@ -14,7 +14,9 @@ __init__.py). It looks the callable up in TABLE, whose entries come from
     svd/pca_lowrank).
 A routed call with a SparseFillTensor `out=` writes its result there
 (copy_); under an enabled torch.autocast it runs through _autocast.
-A callable claimed twice is an error at import. Anything not in TABLE raises
+A callable claimed twice is an error at import. A family's handler sees
+only COO and CSR tensors: CSC, BSR and BSC operands go through `_layouts`
+(RFC.md section 15.3). Anything not in TABLE raises
 NotImplementedError naming the function: no torch function ever computes on
 a SparseFillTensor as if its fill were 0 (RFC.md section 8).
 `torch_dispatch` (below autograd) refuses every aten op but prim.layout.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from . import (_args, _autocast, _concat, _creation, _elementwise, _factories, _indexing,
-               _inplace, _lowrank, _nn, _products, _reductions, _shape, _softmax,
+               _inplace, _layouts, _lowrank, _nn, _products, _reductions, _shape, _softmax,
                _sparse_results, _tensor_methods)
 from ._tensor import SparseFillTensor
 
@@ -38,6 +40,7 @@ _METHOD_NAMES = [
     "to_dense", "coalesce", "is_coalesced", "indices", "values", "_indices", "_values",
     "crow_indices", "col_indices", "sparse_dim", "dense_dim", "_nnz", "to_sparse",
     "to_sparse_coo", "to_sparse_csr", "clone", "detach", "to", "requires_grad_", "__repr__",
+    "ccol_indices", "row_indices", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc",
 ]
 _CASTS = {"float": torch.float32, "double": torch.float64, "half": torch.float16,
           "bfloat16": torch.bfloat16, "bool": torch.bool, "int": torch.int32,
@@ -122,11 +125,7 @@ def _assemble(*families) -> dict:
     return {func: handler for func, (family, handler) in table.items()}
 
 
-TABLE = _assemble(
-    ("the tensor's methods", _methods()),
-    ("metadata", {func: _passthrough(func) for func in _PASSTHROUGH}),
-    ("metadata", {torch.is_nonzero: _is_nonzero, T.is_nonzero: _is_nonzero,
-                  torch.is_same_size: _is_same_size, T.is_same_size: _is_same_size}),
+_FAMILIES = (
     ("_elementwise", _elementwise.ROUTES),
     ("_shape", _shape.ROUTES),
     ("_indexing", _indexing.ROUTES),
@@ -141,6 +140,14 @@ TABLE = _assemble(
     ("_sparse_results", _sparse_results.ROUTES),
     ("_lowrank", _lowrank.ROUTES),
 )
+TABLE = _assemble(
+    ("the tensor's methods", _methods()),
+    ("metadata", {func: _passthrough(func) for func in _PASSTHROUGH}),
+    ("metadata", {torch.is_nonzero: _is_nonzero, T.is_nonzero: _is_nonzero,
+                  torch.is_same_size: _is_same_size, T.is_same_size: _is_same_size}),
+    *_FAMILIES)
+# The families' callables: those whose CSC/BSR/BSC operands _layouts converts.
+_FAMILY_FUNCS = frozenset(func for _, routes in _FAMILIES for func in routes)
 
 
 def torch_function(func, types, args, kwargs):
@@ -149,6 +156,11 @@ def torch_function(func, types, args, kwargs):
     if handler is not None:
         if kwargs and isinstance(kwargs.get("out"), SparseFillTensor):
             handler = _tensor_methods.writing_out(handler)
+        if func in _FAMILY_FUNCS and _layouts.needs(func, args, kwargs):
+            family_handler = handler
+
+            def handler(*args, **kwargs):
+                return _layouts.call(func, family_handler, args, kwargs)
         if _autocast.enabled():
             return _autocast.call(func, handler, args, kwargs)
         return handler(*args, **kwargs)

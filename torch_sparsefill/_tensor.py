@@ -1,13 +1,14 @@
-"""SparseFillTensor: a sparse COO or CSR tensor whose unspecified elements hold a
-fill value instead of zero, and `build`, the one way to make one from its
-components.
+"""SparseFillTensor: a sparse COO, CSR, CSC, BSR or BSC tensor whose
+unspecified elements hold a fill value instead of zero, and `build`, the one
+way to make one from its components.
 
 The wrapper holds component tensors (indices or crow/col, values, fill) and
 carries no storage of its own. Autograd runs on the components: `values` and
 `fill` are ordinary tensors, and every torch.ops.sparsefill op is
 differentiable with respect to them (RFC.md section 7). This module holds the
 data and converts between layouts by calling the ops; it imports only the
-fill rules (_fill.py). Which torch function does what is decided in
+fill rules (_fill.py) and the CSC/BSR/BSC component conversions
+(_compressed.py). Which torch function does what is decided in
 _routing.py, which the package wires to the class (__init__.py), together
 with the methods whose homes lie above this module (pickling from
 _factories.py, to_scipy/to_pydata from _interop.py).
@@ -18,7 +19,8 @@ from typing import Optional
 
 import torch
 
-from . import _fill
+from . import _compressed, _fill
+from ._compressed import BLOCK, EXTRA
 
 _ops = torch.ops.sparsefill
 
@@ -26,8 +28,9 @@ __all__ = ["SparseFillTensor", "build"]
 
 
 class SparseFillTensor(torch.Tensor):
-    """A sparse tensor (layout ``torch.sparse_coo`` or ``torch.sparse_csr``)
-    whose unspecified elements equal ``fill_value()``.
+    """A sparse tensor (layout ``torch.sparse_coo``, ``sparse_csr``,
+    ``sparse_csc``, ``sparse_bsr`` or ``sparse_bsc``) whose unspecified
+    elements equal ``fill_value()``.
 
     Build one with :func:`torch_sparsefill.sparse_coo_tensor`,
     :func:`~torch_sparsefill.sparse_csr_tensor`, :func:`~torch_sparsefill.to_sparse`
@@ -49,10 +52,14 @@ class SparseFillTensor(torch.Tensor):
     _sf_coalesced_flag: bool
     _sf_layout: torch.layout
     _sf_size: tuple
+    # CSC, BSR, BSC keep their compressed indices in _sf_crow and their plain
+    # indices in _sf_col (RFC.md section 15.1); blocksize is (r, c) for BSR
+    # and BSC, None otherwise.
+    _sf_blocksize: Optional[tuple]
 
     @staticmethod
     def __new__(cls, layout, size, values, fill, *, indices=None, crow=None, col=None,
-                coalesced=False, coalesced_flag=None):
+                coalesced=False, coalesced_flag=None, blocksize=None):
         # Trusted: only `build` calls this, after the factories (_factories.py)
         # validated user input or an op produced the components.
         self = torch.Tensor._make_wrapper_subclass(
@@ -72,6 +79,7 @@ class SparseFillTensor(torch.Tensor):
         self._sf_coalesced = bool(coalesced) if is_coo else True
         flag = self._sf_coalesced if coalesced_flag is None else bool(coalesced_flag)
         self._sf_coalesced_flag = (flag and self._sf_coalesced) if is_coo else True
+        self._sf_blocksize = blocksize
         return self
 
     def __init__(self, *args, **kwargs):  # all the work is done in __new__
@@ -97,12 +105,18 @@ class SparseFillTensor(torch.Tensor):
         """A tensor with this one's pattern and new values and fill; its dense
         part is that of `values`. An op's result: is_coalesced() reports
         whether the indices are sorted and unique (RFC.md 1.4)."""
-        size = self._sf_size[: len(self._sf_size) - self.dense_dim()] + tuple(values.shape[1:])
+        block_dims = 2 if self._sf_blocksize else 0
+        size = (self._sf_size[: len(self._sf_size) - self.dense_dim()]
+                + tuple(values.shape[1 + block_dims:]))
         return build(self._sf_layout, size, values, fill, indices=self._sf_indices,
-                     crow=self._sf_crow, col=self._sf_col, coalesced=self._sf_coalesced)
+                     crow=self._sf_crow, col=self._sf_col, coalesced=self._sf_coalesced,
+                     blocksize=self._sf_blocksize)
 
     def _coo_indices(self) -> torch.Tensor:
-        """Coalesced COO indices of this tensor's pattern (derived for CSR)."""
+        """Coalesced COO indices of this tensor's pattern (derived for CSR;
+        for the other compressed layouts, of every element they store)."""
+        if self._sf_layout in EXTRA:
+            return self._to_csr()._coo_indices()
         if self._sf_layout == torch.sparse_csr:
             return torch.stack([_ops.rows_from_crow(self._sf_crow), self._sf_col])
         assert self._sf_coalesced, "internal: coalesce first"
@@ -112,8 +126,11 @@ class SparseFillTensor(torch.Tensor):
 
     @property
     def layout(self) -> torch.layout:
-        """torch.sparse_coo or torch.sparse_csr."""
+        """torch.sparse_coo, sparse_csr, sparse_csc, sparse_bsr or sparse_bsc."""
         return self._sf_layout
+
+    def _dense_shape(self) -> tuple:
+        return tuple(self._sf_size[len(self._sf_size) - self.dense_dim():])
 
     def fill_value(self) -> torch.Tensor:
         """The value of every unspecified element, shaped like the dense part:
@@ -129,7 +146,7 @@ class SparseFillTensor(torch.Tensor):
         """
         if self._has_per_slice_fill():
             return self._sf_fill
-        return self._sf_fill.expand(self._sf_values.shape[1:])
+        return self._sf_fill.expand(self._dense_shape())
 
     def _coalesced(self) -> "SparseFillTensor":
         """This tensor with sorted, unique COO indices (CSR: itself). The
@@ -141,7 +158,7 @@ class SparseFillTensor(torch.Tensor):
 
     def _has_per_slice_fill(self) -> bool:
         """Whether the fill varies over the sparse dims (RFC.md section 1.5)."""
-        return _fill.is_per_slice(self._sf_fill, self._sf_values.dim() - 1)
+        return _fill.is_per_slice(self._sf_fill, self.dense_dim())
 
     def _fill_value(self) -> torch.Tensor:
         """The fill as stored: the tensor given at construction, possibly
@@ -151,15 +168,16 @@ class SparseFillTensor(torch.Tensor):
         return self._sf_fill
 
     def sparse_dim(self) -> int:
-        """Number of sparse dimensions (2 for CSR)."""
-        return 2 if self.layout == torch.sparse_csr else self._sf_indices.shape[0]
+        """Number of sparse dimensions (2 for the compressed layouts)."""
+        return self._sf_indices.shape[0] if self.layout == torch.sparse_coo else 2
 
     def dense_dim(self) -> int:
-        """Number of dense (trailing) dimensions."""
-        return self._sf_values.dim() - 1
+        """Number of dense (trailing) dimensions (a block's two dims are sparse)."""
+        return self._sf_values.dim() - (3 if self._sf_blocksize else 1)
 
     def _nnz(self) -> int:
-        """Number of stored elements (duplicates included). Same as :meth:`nse`."""
+        """Number of stored elements (duplicates included; blocks for BSR/BSC,
+        as in torch). Same as :meth:`nse`."""
         return self._sf_values.shape[0]
 
     def nse(self) -> int:
@@ -199,13 +217,29 @@ class SparseFillTensor(torch.Tensor):
         return self._sf_values
 
     def crow_indices(self) -> torch.Tensor:
-        """CSR row pointers, length rows + 1."""
-        self._require(torch.sparse_csr, "crow_indices")
+        """CSR row pointers, length rows + 1 (BSR: block rows + 1)."""
+        self._require((torch.sparse_csr, torch.sparse_bsr), "crow_indices")
         return self._sf_crow
 
     def col_indices(self) -> torch.Tensor:
-        """CSR column index of every stored element."""
-        self._require(torch.sparse_csr, "col_indices")
+        """CSR column index of every stored element (BSR: of every block)."""
+        self._require((torch.sparse_csr, torch.sparse_bsr), "col_indices")
+        return self._sf_col
+
+    def ccol_indices(self) -> torch.Tensor:
+        """CSC column pointers, length columns + 1 (BSC: block columns + 1).
+
+        Example::
+
+            >>> sf.sparse_csc_tensor([0, 1, 1], [1], [7.], (2, 2)).ccol_indices()
+            tensor([0, 1, 1])
+        """
+        self._require((torch.sparse_csc, torch.sparse_bsc), "ccol_indices")
+        return self._sf_crow
+
+    def row_indices(self) -> torch.Tensor:
+        """CSC row index of every stored element (BSC: of every block)."""
+        self._require((torch.sparse_csc, torch.sparse_bsc), "row_indices")
         return self._sf_col
 
     def is_coalesced(self) -> bool:
@@ -256,7 +290,12 @@ class SparseFillTensor(torch.Tensor):
         if masked_grad:
             raise NotImplementedError(
                 "to_dense(masked_grad=True): masked gradients contradict fill semantics")
-        src = self._coalesced()
+        if self._sf_blocksize:
+            out = _compressed.dense_from_blocks(self._sf_layout, self._sf_crow, self._sf_col,
+                                                self._sf_values, self._sf_fill,
+                                                self._sf_blocksize, self._sf_size)
+            return out if dtype is None else out.to(dtype)
+        src = self._to_csr() if self._sf_layout in EXTRA else self._coalesced()
         out = _ops.to_dense(src._coo_indices(), src._sf_values, src._sf_fill, list(self._sf_size))
         return out if dtype is None else out.to(dtype)
 
@@ -271,6 +310,9 @@ class SparseFillTensor(torch.Tensor):
             >>> sf.sparse_coo_tensor([[0, 1]], [5., 2.], (3,), fill_value=5.).eliminate_fill().nse()
             1
         """
+        if self._sf_layout in EXTRA:  # a block goes when all its elements equal the fill
+            return self._to_csr().eliminate_fill()._to_layout(self._sf_layout,
+                                                              self._sf_blocksize)
         src = self._coalesced()
         indices, values = _ops.eliminate_fill(src._coo_indices(), src._sf_values, src._sf_fill)
         return build(self.layout, self._sf_size, values, src._sf_fill, indices=indices)
@@ -279,8 +321,121 @@ class SparseFillTensor(torch.Tensor):
         """This tensor in COO layout (coalesced), same fill."""
         if self.layout == torch.sparse_coo:
             return self
+        if self.layout in EXTRA:
+            return self._to_csr().to_sparse_coo()
         return build(torch.sparse_coo, self._sf_size, self._sf_values, self._sf_fill,
                      crow=self._sf_crow, col=self._sf_col)
+
+    # ---- the other compressed layouts (RFC.md section 15) --------------------
+
+    def _to_csr(self) -> "SparseFillTensor":
+        """This CSR, CSC, BSR or BSC tensor as CSR, every element kept."""
+        layout, size = self._sf_layout, self._sf_size
+        crow, col, values, fill = self._sf_crow, self._sf_col, self._sf_values, self._sf_fill
+        if layout == torch.sparse_csr:
+            return self
+        if layout == torch.sparse_csc:
+            crow, col, values = _compressed.transpose_pattern(crow, col, values, size[0])
+        elif layout == torch.sparse_bsr:
+            crow, col, values = _compressed.csr_from_bsr(crow, col, values, self._sf_blocksize,
+                                                         size[0])
+        elif layout == torch.sparse_bsc:  # the BSR of the transpose, then CSR <-> CSC
+            r, c = self._sf_blocksize
+            crow, col, values = _compressed.csr_from_bsr(crow, col, values.transpose(1, 2),
+                                                         (c, r), size[1])
+            crow, col, values = _compressed.transpose_pattern(crow, col, values, size[0])
+        else:
+            raise RuntimeError(f"internal: _to_csr of layout {layout}")
+        return build(torch.sparse_csr, size, values, fill, crow=crow, col=col)
+
+    def _to_layout(self, layout, blocksize=None) -> "SparseFillTensor":
+        """This tensor (two sparse dims) in `layout`, every element kept: the
+        one conversion all the to_sparse_* methods share (RFC.md 15.2)."""
+        what = "to_sparse(layout=" + str(layout).split(".")[-1] + ")"
+        if layout in BLOCK:
+            if blocksize is None:
+                raise TypeError(f"{what}: a block layout needs a blocksize")
+            blocksize = _compressed.check_blocksize(blocksize, self._sf_size, what)
+        elif blocksize is not None:
+            raise ValueError(f"{what}: blocksize is only for sparse_bsr and sparse_bsc")
+        if layout == self._sf_layout and blocksize == self._sf_blocksize:
+            return self
+        if layout == torch.sparse_coo:
+            return self.to_sparse_coo()
+        if self.sparse_dim() != 2:
+            raise RuntimeError(f"{what}: a compressed layout needs 2 sparse dimensions, this "
+                               f"tensor has {self.sparse_dim()} (batched compressed tensors "
+                               f"are not supported yet)")
+        src = self._to_csr() if self._sf_layout != torch.sparse_coo else self.to_sparse_csr()
+        size, fill, dense_dim = self._sf_size, src._sf_fill, self.dense_dim()
+        crow, col, values = src._sf_crow, src._sf_col, src._sf_values
+        if layout == torch.sparse_csr:
+            return src
+        if layout == torch.sparse_csc:
+            crow, col, values = _compressed.transpose_pattern(crow, col, values, size[1])
+        elif layout == torch.sparse_bsr:
+            crow, col, values = _compressed.bsr_from_csr(crow, col, values, fill, blocksize, size)
+        elif layout == torch.sparse_bsc:  # the BSR of the transpose, blocks transposed back
+            r, c = blocksize
+            tsize = (size[1], size[0]) + tuple(size[2:])
+            crow, col, values = _compressed.transpose_pattern(crow, col, values, size[1])
+            crow, col, values = _compressed.bsr_from_csr(
+                crow, col, values, _compressed.transpose_fill(fill, dense_dim), (c, r), tsize)
+            values = values.transpose(1, 2)
+        else:
+            raise ValueError(f"to_sparse(layout={layout}): not a sparse layout")
+        return build(layout, size, values, fill, crow=crow, col=col, blocksize=blocksize)
+
+    def _swapped(self) -> "SparseFillTensor":
+        """The transpose of a compressed tensor in O(1): CSR <-> CSC, BSR <->
+        BSC, sharing the indices and values (RFC.md section 15.1)."""
+        size = (self._sf_size[1], self._sf_size[0]) + tuple(self._sf_size[2:])
+        values, blocksize = self._sf_values, self._sf_blocksize
+        if blocksize:
+            values, blocksize = values.transpose(1, 2), (blocksize[1], blocksize[0])
+        return build(_compressed.SWAPPED[self._sf_layout], size, values,
+                     _compressed.transpose_fill(self._sf_fill, self.dense_dim()),
+                     crow=self._sf_crow, col=self._sf_col, blocksize=blocksize)
+
+    def to_sparse_csc(self, dense_dim=None) -> "SparseFillTensor":
+        """This tensor in CSC layout, same fill. Needs exactly 2 sparse dims.
+
+        Example::
+
+            >>> sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 2), fill_value=3.).to_sparse_csc().row_indices()
+            tensor([1, 0])
+        """
+        self._check_dense_dim(dense_dim, "to_sparse_csc")
+        return self._to_layout(torch.sparse_csc)
+
+    def to_sparse_bsr(self, blocksize, dense_dim=None) -> "SparseFillTensor":
+        """This tensor in BSR layout with `blocksize` (an int or ``(r, c)``),
+        same fill: a block is stored when it holds a stored element, its other
+        elements holding the fill (RFC.md section 15.2).
+
+        Example::
+
+            >>> sf.sparse_coo_tensor([[0], [3]], [1.], (2, 4), fill_value=3.).to_sparse_bsr(2).values()
+            tensor([[[3., 1.],
+                     [3., 3.]]])
+        """
+        self._check_dense_dim(dense_dim, "to_sparse_bsr")
+        return self._to_layout(torch.sparse_bsr, blocksize)
+
+    def to_sparse_bsc(self, blocksize, dense_dim=None) -> "SparseFillTensor":
+        """This tensor in BSC layout with `blocksize`, same fill (see
+        :meth:`to_sparse_bsr`).
+
+        Example: ``A.to_sparse_bsc((2, 1)).to_dense()`` equals ``A.to_dense()``.
+        """
+        self._check_dense_dim(dense_dim, "to_sparse_bsc")
+        return self._to_layout(torch.sparse_bsc, blocksize)
+
+    def _check_dense_dim(self, dense_dim, what):
+        if dense_dim is not None and dense_dim != self.dense_dim():
+            raise NotImplementedError(
+                f"{what}(dense_dim={dense_dim}): changing dense_dim is not supported; "
+                f"this tensor has dense_dim {self.dense_dim()}")
 
     def to_sparse_csr(self, dense_dim=None) -> "SparseFillTensor":
         """This tensor in CSR layout, same fill. Needs exactly 2 sparse dims.
@@ -292,10 +447,9 @@ class SparseFillTensor(torch.Tensor):
         """
         if self.layout == torch.sparse_csr:
             return self
-        if dense_dim is not None and dense_dim != self.dense_dim():
-            raise NotImplementedError(
-                f"to_sparse_csr(dense_dim={dense_dim}): changing dense_dim is not supported; "
-                f"this tensor has dense_dim {self.dense_dim()}")
+        self._check_dense_dim(dense_dim, "to_sparse_csr")
+        if self.layout in EXTRA:
+            return self._to_csr()
         if self.sparse_dim() != 2:
             raise RuntimeError(f"to_sparse_csr(): a CSR tensor needs 2 sparse dimensions, this "
                                f"tensor has {self.sparse_dim()} (batched CSR is not supported yet)")
@@ -304,19 +458,19 @@ class SparseFillTensor(torch.Tensor):
                      indices=src._sf_indices)
 
     def to_sparse(self, *args, layout=None, blocksize=None, dense_dim=None):
-        """Convert between sparse layouts (``layout=torch.sparse_coo`` or
-        ``torch.sparse_csr``); the fill travels along."""
+        """Convert between sparse layouts (COO, CSR, CSC, and BSR or BSC with
+        `blocksize`); the fill travels along.
+
+        Example: ``A.to_sparse(layout=torch.sparse_bsr, blocksize=(2, 2))``.
+        """
         if args:
             raise NotImplementedError("to_sparse(sparse_dim): changing sparse_dim of a "
                                       "SparseFillTensor is not supported; pass layout=")
-        if blocksize is not None:
-            raise NotImplementedError("to_sparse(blocksize=...): BSR/BSC are not supported")
         layout = layout or torch.sparse_coo
-        if layout == torch.sparse_coo:
-            return self.to_sparse_coo()
-        if layout == torch.sparse_csr:
+        self._check_dense_dim(dense_dim, "to_sparse")
+        if layout == torch.sparse_csr and blocksize is None:
             return self.to_sparse_csr(dense_dim)
-        raise NotImplementedError(f"to_sparse(layout={layout}): only sparse_coo and sparse_csr")
+        return self._to_layout(layout, blocksize)
 
     def clone(self, *, memory_format=None) -> "SparseFillTensor":
         """A copy of every component (differentiable)."""
@@ -452,13 +606,14 @@ class SparseFillTensor(torch.Tensor):
             # out's whole tensor.
             out = build(out._sf_layout, out._sf_size, out._sf_values, out._sf_fill,
                         indices=out._sf_indices, crow=out._sf_crow, col=out._sf_col,
-                        coalesced=out._sf_coalesced, coalesced_flag=out._sf_coalesced_flag)
+                        coalesced=out._sf_coalesced, coalesced_flag=out._sf_coalesced_flag,
+                        blocksize=out._sf_blocksize)
             torch.utils.swap_tensors(self, out)
             for _ in range(version):  # the new TensorImpl counts from 0
                 torch.autograd.graph.increment_version(self)
         else:
-            for key in ("_sf_indices", "_sf_crow", "_sf_col", "_sf_values",
-                        "_sf_fill", "_sf_coalesced", "_sf_coalesced_flag"):
+            for key in ("_sf_indices", "_sf_crow", "_sf_col", "_sf_values", "_sf_fill",
+                        "_sf_coalesced", "_sf_coalesced_flag", "_sf_blocksize"):
                 setattr(self, key, getattr(out, key))
         if bump:
             torch.autograd.graph.increment_version(self)
@@ -467,9 +622,11 @@ class SparseFillTensor(torch.Tensor):
 
     # ---- helpers --------------------------------------------------------------
 
-    def _require(self, layout, what):
-        if self.layout != layout:
-            raise RuntimeError(f"{what}(): expected a SparseFillTensor of layout {layout}, "
+    def _require(self, layouts, what):
+        layouts = layouts if isinstance(layouts, tuple) else (layouts,)
+        if self.layout not in layouts:
+            names = " or ".join(str(x) for x in layouts)
+            raise RuntimeError(f"{what}(): expected a SparseFillTensor of layout {names}, "
                                f"got {self.layout}")
 
     def _map_components(self, fn, *, with_kind=False, copy_indices=False):
@@ -486,7 +643,7 @@ class SparseFillTensor(torch.Tensor):
         return build(self.layout, self._sf_size, val(self._sf_values), val(self._sf_fill),
                      indices=idx(self._sf_indices), crow=idx(self._sf_crow),
                      col=idx(self._sf_col), coalesced=self._sf_coalesced,
-                     coalesced_flag=self._sf_coalesced_flag)
+                     coalesced_flag=self._sf_coalesced_flag, blocksize=self._sf_blocksize)
 
     # ---- printing (pickling and copying: _factories.py) -------------------------
 
@@ -495,8 +652,10 @@ class SparseFillTensor(torch.Tensor):
             text = repr(t.detach())
             return f"{name}=" + text.replace("\n", "\n" + " " * (len(name) + 1))
 
-        if self.layout == torch.sparse_csr:
+        if self.layout in (torch.sparse_csr, torch.sparse_bsr):
             parts = [field("crow_indices", self._sf_crow), field("col_indices", self._sf_col)]
+        elif self.layout in (torch.sparse_csc, torch.sparse_bsc):
+            parts = [field("ccol_indices", self._sf_crow), field("row_indices", self._sf_col)]
         else:
             parts = [field("indices", self._sf_indices)]
         parts.append(field("values", self._sf_values))
@@ -513,7 +672,7 @@ class SparseFillTensor(torch.Tensor):
 
 
 def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
-          coalesced=True, coalesced_flag=None) -> SparseFillTensor:
+          coalesced=True, coalesced_flag=None, blocksize=None) -> SparseFillTensor:
     """The one way to make a SparseFillTensor from trusted components: the
     public constructors call it after validating, every op on its results.
 
@@ -521,7 +680,9 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
     converted to `layout` when it is in the other form: CSR when `layout`
     is CSR and the pattern has two sparse dims (COO indices must then be
     coalesced), COO otherwise. `coalesced` describes COO `indices` (CSR is
-    always coalesced). The fill is stored in its canonical form
+    always coalesced). CSC, BSR and BSC take their compressed and plain
+    indices as `crow` and `col` (and BSR/BSC a `blocksize`), never converted
+    here (RFC.md section 15.1). The fill is stored in its canonical form
     (_fill.canonical, RFC.md section 1.5).
 
     Example::
@@ -532,6 +693,11 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
         tensor([0, 0, 1])
     """
     size = tuple(size)
+    if layout in EXTRA:
+        assert indices is None and crow is not None, "internal: give CSC/BSR/BSC components"
+        assert (blocksize is not None) == (layout in BLOCK), "internal: blocksize vs layout"
+    else:
+        blocksize = None
     if indices is not None:
         if layout == torch.sparse_csr and indices.shape[0] == 2:
             assert coalesced, "internal: a CSR pattern needs coalesced COO indices"
@@ -542,9 +708,10 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
     elif layout == torch.sparse_coo:
         indices, coalesced = torch.stack([_ops.rows_from_crow(crow), col]), True
         crow = col = None
-    fill = _fill.canonical(fill, len(size) - values.dim() + 1, values.dim() - 1)
+    dense_dim = values.dim() - (3 if blocksize else 1)
+    fill = _fill.canonical(fill, len(size) - dense_dim, dense_dim)
     # __new__ alone: calling the class would also run __init__ (a microsecond
     # per result, for nothing).
     return SparseFillTensor.__new__(SparseFillTensor, layout, size, values, fill, indices=indices,
                                     crow=crow, col=col, coalesced=coalesced,
-                                    coalesced_flag=coalesced_flag)
+                                    coalesced_flag=coalesced_flag, blocksize=blocksize)

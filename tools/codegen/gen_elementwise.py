@@ -291,8 +291,7 @@ def gen_tests(ops) -> str:
 SPEC_{n.upper()} = {call}
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
-@pytest.mark.parametrize("case", T.CASES, ids=T.case_id)
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
 def test_{n}_dense_equivalence(case, layout):
     T.check_op(SPEC_{n.upper()}, case, layout)
 
@@ -302,7 +301,7 @@ def test_{n}_routes(func):
     T.check_route(SPEC_{n.upper()}, func)
 
 
-@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
 def test_{n}_gradients(layout):
     T.check_gradients(SPEC_{n.upper()}, layout)
 

@@ -1,0 +1,157 @@
+"""Every op family on the CSC, BSR and BSC layouts, through CSR (RFC.md
+section 15.3): the routing calls `call` for any routed torch function whose
+arguments hold such a tensor (and for the transposes of a CSR tensor).
+
+- The transposes of the two sparse dims are the O(1) swap CSR <-> CSC,
+  BSR <-> BSC (`SparseFillTensor._swapped`).
+- BSR @ strided without autograd is torch's own BSR product on the blocks
+  minus the fill, plus the fill's correction (RFC.md 5.2).
+- Everything else: each CSC/BSR/BSC operand becomes CSR, the CSR op runs,
+  and a CSR result goes back to the first such operand's layout (in place:
+  written back into its components).
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _fill
+from ._compressed import EXTRA
+from ._tensor import SparseFillTensor
+
+T = torch.Tensor
+
+__all__ = ["needs", "call"]
+
+_TRANSPOSES = {T.transpose, torch.transpose, T.swapaxes, torch.swapaxes, T.swapdims,
+               torch.swapdims}
+_SWAPS = _TRANSPOSES | {T.t, torch.t, T.T.__get__, T.mT.__get__, T.permute, torch.permute}
+_MATMULS = {torch.matmul, T.matmul, T.__matmul__, torch.mm, T.mm}
+
+
+def _extra(x) -> bool:
+    return type(x) is SparseFillTensor and x._sf_layout in EXTRA
+
+
+def _first_extra(args, kwargs):
+    for a in list(args) + list(kwargs.values()):
+        if _extra(a):
+            return a
+        if isinstance(a, (list, tuple)):
+            for b in a:
+                if _extra(b):
+                    return b
+    return None
+
+
+def needs(func, args, kwargs) -> bool:
+    """Whether `call` must handle this call: a CSC/BSR/BSC argument, or a
+    transpose of a CSR tensor (which gives CSC in O(1)).
+
+    Example: ``needs(torch.t, (csr_tensor,), {})`` is True.
+    """
+    if func in _SWAPS and args and type(args[0]) is SparseFillTensor and \
+            args[0]._sf_layout == torch.sparse_csr:
+        return True
+    return _first_extra(args, kwargs) is not None
+
+
+def _swaps_sparse_dims(func, A, args, kwargs) -> bool:
+    """Whether this transpose-like call exchanges exactly the two sparse dims."""
+    ndim, dense = A.dim(), A.dense_dim()
+    if func in (T.t, torch.t):
+        return True
+    if func == T.T.__get__ or func == T.mT.__get__:  # a new method-wrapper per access
+        return dense == 0
+    if func in _TRANSPOSES:
+        dims = list(args[1:3]) + [kwargs[k] for k in ("dim0", "dim1", "axis0", "axis1")
+                                  if k in kwargs]
+        if len(dims) != 2 or not all(isinstance(d, int) for d in dims):
+            return False
+        return sorted(d % ndim if -ndim <= d < ndim else -1 for d in dims) == [0, 1]
+    dims = args[1:] if len(args) > 2 or (len(args) == 2 and isinstance(args[1], int)) else (
+        args[1] if len(args) > 1 else kwargs.get("dims", ()))
+    try:
+        dims = [int(d) % ndim for d in dims]
+    except (TypeError, ValueError, ZeroDivisionError):
+        return False
+    return dims == [1, 0] + list(range(2, ndim))
+
+
+def _bsr_matmul(A: SparseFillTensor, X) -> "torch.Tensor | None":
+    """BSR @ strided through torch's BSR product: ``(A - f) @ X + f * 1 X``,
+    where ``A - f`` is zero outside the stored blocks (RFC.md 5.2), or None
+    when that shortcut does not apply (autograd, a hybrid or per-slice fill,
+    non-finite values, mixed dtypes); the CSR path then computes."""
+    if not (type(X) is torch.Tensor and X.layout == torch.strided and X.dim() == 2
+            and A.dense_dim() == 0 and X.dtype == A.dtype and X.device == A.device
+            and A.dtype in (torch.float32, torch.float64) and X.shape[0] == A.shape[1]
+            and A._sf_blocksize[0] == A._sf_blocksize[1]  # MKL's and cuSPARSE's rule
+            and not A.requires_grad and not X.requires_grad):
+        return None
+    if _fill.is_per_slice(A._sf_fill, 0):
+        return None
+    f = A._sf_fill
+    colsum = X.sum(0, keepdim=True)
+    # inf - inf and 0 * inf would differ from the dense product: leave a
+    # non-finite fill or operand (a column of X holding one sums to inf or
+    # nan) to the CSR path (RFC.md 5.2).
+    if not bool(torch.isfinite(f)) or not bool(torch.isfinite(colsum).all()):
+        return None
+    native = torch.sparse_bsr_tensor(A._sf_crow, A._sf_col, A._sf_values - f, A.shape,
+                                     check_invariants=False)
+    return torch.addmm(f * colsum, native, X)
+
+
+def _in_place(func) -> bool:
+    """add_, mul_, __iadd__, ...: the ops that write into their first argument."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or (
+        name.startswith("__i") and name.endswith("__"))
+
+
+def _to_csr(x):
+    if _extra(x):
+        return x._to_csr()
+    if isinstance(x, (list, tuple)) and any(_extra(b) for b in x):
+        return type(x)(_to_csr(b) for b in x)
+    return x
+
+
+def _back(out, like: SparseFillTensor):
+    """A CSR result in the layout of `like` where its shape allows."""
+    if type(out) is SparseFillTensor and out._sf_layout == torch.sparse_csr:
+        bs = like._sf_blocksize
+        if bs and (out.shape[0] % bs[0] or out.shape[1] % bs[1]):
+            return out
+        return out._to_layout(like._sf_layout, bs)
+    if type(out) in (list, tuple):
+        return type(out)(_back(o, like) for o in out)
+    return out
+
+
+def call(func, handler, args, kwargs):
+    """`handler` (the routed CSR/COO implementation of `func`) applied with
+    the rules of RFC.md section 15.3."""
+    A = args[0] if args else None
+    if func in _SWAPS and type(A) is SparseFillTensor and _swaps_sparse_dims(func, A, args,
+                                                                              kwargs):
+        return A._swapped()
+    if func in _MATMULS and len(args) == 2 and not kwargs and _extra(A) and \
+            A._sf_layout == torch.sparse_bsr:
+        out = _bsr_matmul(A, args[1])
+        if out is not None:
+            return out
+    like = _first_extra(args, kwargs)
+    if like is None:  # a CSR transpose of dense dims: nothing to convert
+        return handler(*args, **kwargs)
+    new_args = [_to_csr(a) for a in args]
+    new_kwargs = {k: _to_csr(v) for k, v in kwargs.items()}
+    out = handler(*new_args, **new_kwargs)
+    if args and _extra(A) and out is new_args[0]:
+        if not _in_place(func):  # the op returned its input (contiguous, ...)
+            return A
+        back = out._to_layout(A._sf_layout, A._sf_blocksize)  # write into A's components
+        A._sf_values.copy_(back._sf_values)
+        A._sf_fill.copy_(back._sf_fill)
+        return A
+    return _back(out, like)
