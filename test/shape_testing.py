@@ -11,7 +11,7 @@ import torch
 import torch_sparsefill as sf
 from sf_testing import random_tensor, rng
 
-COO, CSR = torch.sparse_coo, torch.sparse_csr
+COO, CSR, CSC = torch.sparse_coo, torch.sparse_csr, torch.sparse_csc
 
 
 def dense_of(A) -> torch.Tensor:
@@ -21,6 +21,8 @@ def dense_of(A) -> torch.Tensor:
         return A
     size = tuple(A.shape)
     s = A.sparse_dim()
+    if A.layout == CSC:  # the CSR of the transpose (RFC.md 15.1), read as such
+        return dense_of(A._to_csr())
     values, fill = A._values(), A._fill_value()
     if A.layout == CSR:
         rows = torch.repeat_interleave(torch.arange(size[0]), A.crow_indices().diff())
@@ -76,6 +78,10 @@ TENSORS = tensors()
 def assert_canonical(out):
     """COO flagged coalesced really is (strictly increasing linear indices);
     CSR passes the constructor's validation."""
+    if out.layout == CSC:  # a transpose of CSR: the CSR pattern of its own transpose
+        torch.ops.sparsefill.csr_check(out.ccol_indices(), out.row_indices(),
+                                       [out.shape[1], out.shape[0]])
+        return
     if out.layout == CSR:
         torch.ops.sparsefill.csr_check(out.crow_indices(), out.col_indices(), list(out.shape))
     elif out.is_coalesced() and out.sparse_dim() > 0:

@@ -13,7 +13,7 @@ import torch
 
 import torch_sparsefill as sf
 from sf_testing import random_tensor
-from shape_testing import COO, CSR, TENSORS, assert_canonical, dense_of
+from shape_testing import COO, CSC, CSR, TENSORS, assert_canonical, dense_of
 
 ERRORS = (RuntimeError, IndexError, NotImplementedError, TypeError, ValueError)
 
