@@ -18,6 +18,7 @@ from . import _fake  # noqa: F401  -- fake kernels of the ops
 from . import _factories, _interop, _routing
 from ._factories import (eliminate_fill, fill_value, full, ones, sparse_coo_tensor,
                          sparse_csr_tensor, to_sparse, zeros)
+from ._attention import sampled_matmul, sparse_mask
 from ._interop import from_pydata, from_scipy
 from . import _tensor
 from ._tensor import SparseFillTensor
@@ -42,5 +43,6 @@ torch.serialization.add_safe_globals([
     (_factories._rebuild_sparsefill, "torch_sparsefill._tensor._rebuild_sparsefill")])
 
 __all__ = ["SparseFillTensor", "sparse_coo_tensor", "sparse_csr_tensor", "to_sparse", "full",
-           "zeros", "ones", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]
+           "zeros", "ones", "fill_value", "from_scipy", "from_pydata", "eliminate_fill",
+           "sampled_matmul", "sparse_mask"]
 __version__ = "0.1.0"

@@ -8,7 +8,7 @@ __init__.py). It looks the callable up in TABLE, whose entries come from
     itself (shape, dtype, device, dim, ...), declared here;
   - each family module's ROUTES: _elementwise (the generated ops and their
     in-place forms), _shape, _indexing, _concat, _products, _reductions,
-    _softmax.
+    _softmax, _attention.
 A callable claimed twice is an error at import. Anything not in TABLE raises
 NotImplementedError naming the function: no torch function ever computes on
 a SparseFillTensor as if its fill were 0 (RFC.md section 8).
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from . import (_args, _concat, _elementwise, _factories, _indexing, _products, _reductions,
-               _shape, _softmax)
+from . import (_args, _attention, _concat, _elementwise, _factories, _indexing, _products,
+               _reductions, _shape, _softmax)
 from ._tensor import SparseFillTensor
 
 T = torch.Tensor
@@ -110,6 +110,7 @@ TABLE = _assemble(
     ("_products", _products.ROUTES),
     ("_reductions", _reductions.ROUTES),
     ("_softmax", _softmax.ROUTES),
+    ("_attention", _attention.ROUTES),
 )
 
 
