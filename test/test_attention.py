@@ -253,3 +253,27 @@ def test_sdpa_never_makes_the_mask_dense(monkeypatch):
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=A.to_dense())
     monkeypatch.setattr(sf.SparseFillTensor, "to_dense", refuse)
     assert_dense_equal(F.scaled_dot_product_attention(q, k, v, attn_mask=A), expected)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multihead_attention(monkeypatch, need_weights):
+    # nn.MultiheadAttention asks torch.is_floating_point(mask): that function
+    # form is issue 20's to route; until it is, this test answers it.
+    from torch_sparsefill import _routing
+    if torch.is_floating_point not in _routing.TABLE:
+        monkeypatch.setitem(_routing.TABLE, torch.is_floating_point,
+                            lambda x: x.dtype.is_floating_point)
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).double()
+    x = randn(3, 5, 8, seed=47, grad=True)
+    A = attention_mask((5, 5), 48, density=0.6)
+    assert bool((A.to_dense() == 0).any(-1).all()), "every row attends somewhere"
+    out, w = mha(x, x, x, attn_mask=A, need_weights=need_weights)
+    x2 = x.detach().clone().requires_grad_()
+    out2, w2 = mha(x2, x2, x2, attn_mask=A.to_dense(), need_weights=need_weights)
+    assert_dense_equal(out, out2)
+    if need_weights:
+        assert_dense_equal(w, w2)
+    out.sum().backward()
+    out2.sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)

@@ -137,7 +137,7 @@ def _mm(a, b, func=torch.mm):
     if sb:
         crow, col, values = _csr(b)
         return _ops.dense_spmm(a, crow, col, values, _fill2d(b, func), b.shape[1])
-    return func(a, b)
+    return torch.mm(a, b)  # only a bias (addmm's input) was sparse
 
 
 def _mv(a, x, func=torch.mv):
@@ -192,6 +192,8 @@ def _batched(a, b, func):
     against a batched strided one is one product (the batch folded into the
     strided operand's rows or columns); otherwise one product per batch."""
     sa, sb = isinstance(a, SparseFillTensor), isinstance(b, SparseFillTensor)
+    if not (sa or sb):  # only a bias (baddbmm's input) is sparse
+        return torch.matmul(a, b)
     _check_dtypes(a, b, func)
     _check_shapes(a, b, func)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
@@ -293,6 +295,10 @@ def _add_scaled(input, out, beta, alpha, func):
             raise RuntimeError(f"{_args.name(func)}: input of shape {tuple(input.shape)} does not "
                                f"broadcast to the product's shape {tuple(out.shape)}")
         return out
+    if tuple(input.shape) != tuple(out.shape) and isinstance(input, SparseFillTensor) and \
+            not isinstance(out, SparseFillTensor):
+        # a bias broadcast over a strided product (attention's mask): the sum is dense
+        input = input.to_dense()
     if tuple(input.shape) != tuple(out.shape) and isinstance(input, SparseFillTensor):
         raise RuntimeError(f"{_args.name(func)}: a sparse input must have the product's shape "
                            f"{tuple(out.shape)}, got {tuple(input.shape)}")
