@@ -6,10 +6,12 @@
 - routes: ``torch.sparse.sampled_addmm``, ``Tensor.sparse_mask``,
   ``F.scaled_dot_product_attention(attn_mask=A)`` and ``F.dropout``.
 
-Everything here is composed of differentiable ATen ops on the stored
-elements (gathers, ``index_add``, ``scatter_reduce``), so gradients of every
-order, torch.func and torch.compile come for free; time and memory are
-O(nse * d), never O(L * S).
+The sampled products and SDPA run on the stored elements only, with the
+library's product ops: ``sddmm`` (X Y^T sampled on a pattern; its autograd is
+registered below, a backward made of ``spmm``, itself differentiable) and
+``spmm`` (the weights times V); softmax is ``index_add``/``scatter_reduce``
+over the rows. Time O(nse * d), memory O(nse + (L + S) * d): no gathered
+(nse, d) operand, never an L x S tensor.
 
 Example::
 
@@ -29,6 +31,7 @@ from . import _args, _fill
 from ._factories import to_sparse
 from ._tensor import SparseFillTensor, build
 
+_ops = torch.ops.sparsefill
 T = torch.Tensor
 
 __all__ = ["sampled_matmul", "sparse_mask"]
@@ -82,14 +85,46 @@ def _batched_operand(x, batch, what, fname):
     return x.expand(batch + tuple(x.shape[-2:])).reshape((-1,) + tuple(x.shape[-2:]))
 
 
-def _sampled_values(x, y, nb_rows, b, r, c):
-    """(X Y)[b, r, c] for flattened X (nb, m, k) and Y (nb, k, n): one dot
-    product per position, O(nse * k)."""
+# ---- sddmm's autograd ------------------------------------------------------------
+
+def _sddmm_setup(ctx, inputs, output):
+    crow, col, ncols, x, y = inputs
+    ctx.save_for_backward(crow, col, x, y)
+    ctx.ncols = ncols
+
+
+def _sddmm_backward(ctx, grad):
+    """d/dx (X Y^T)[pattern] . g = G Y and d/dy = G^T X, G the pattern with
+    values g: two spmm products (differentiable, so double backward is too)."""
+    crow, col, x, y = ctx.saved_tensors
+    zero = torch.zeros((), dtype=grad.dtype, device=grad.device)
+    gx = gy = None
+    if ctx.needs_input_grad[3]:
+        gx = _ops.spmm(crow, col, grad, zero, y, ctx.ncols)
+    if ctx.needs_input_grad[4]:
+        crow_t, col_t, perm = _ops.csr_transpose(crow, col, ctx.ncols)
+        gy = _ops.spmm(crow_t, col_t, grad.index_select(0, perm), zero, x, x.shape[0])
+    return None, None, None, gx, gy
+
+
+torch.library.register_autograd("sparsefill::sddmm", _sddmm_backward, setup_context=_sddmm_setup)
+
+
+def _block_csr(b, r, c, nb, m, n):
+    """CSR (crow, col) of the block-diagonal (nb*m, nb*n) matrix whose block
+    i holds batch i's positions; b, r, c in coalesced (row-major) order."""
+    rows = b * m + r
+    return _ops.crow_from_rows(rows.contiguous(), nb * m), (b * n + c).contiguous(), rows
+
+
+def _sampled_values(x, y, b, r, c):
+    """(X Y)[b, r, c] for flattened X (nb, m, k) and Y (nb, k, n): sddmm on
+    the block-diagonal pattern, O(nse * k) time, O(nse) memory."""
     nb, m, k = x.shape
     n = y.shape[-1]
-    xs = x.reshape(nb * m, k).index_select(0, b * m + r)
-    ys = y.transpose(-2, -1).reshape(nb * n, k).index_select(0, b * n + c)
-    return (xs * ys).sum(-1)
+    crow, col, _ = _block_csr(b, r, c, nb, m, n)
+    return _ops.sddmm(crow, col, nb * n, x.reshape(nb * m, k),
+                      y.transpose(-2, -1).reshape(nb * n, k))
 
 
 def sampled_matmul(mat1, mat2, pattern, *, fill_value) -> SparseFillTensor:
@@ -119,7 +154,7 @@ def sampled_matmul(mat1, mat2, pattern, *, fill_value) -> SparseFillTensor:
         raise RuntimeError(f"{fname}: expected mat1 and mat2 of one dtype, got {x.dtype} and "
                            f"{y.dtype}")
     b, r, c = _positions(P)
-    values = _sampled_values(x, y, len(batch), b, r, c)
+    values = _sampled_values(x, y, b, r, c)
     fill = torch.as_tensor(fill_value, dtype=values.dtype, device=values.device)
     return _on_pattern(P, values, fill, fname)
 
@@ -286,14 +321,14 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
     q = query.expand(batch + (L, E)).reshape(nb * L, E)
     k = key.expand(batch + (S, E)).reshape(nb * S, E)
     v = value.expand(batch + tuple(value.shape[-2:])).reshape(nb * S, value.shape[-1])
-    rows, cols = b * L + r, b * S + c
+    crow, col, rows = _block_csr(b, r, c, nb, L, S)
     s = 1.0 / math.sqrt(E) if scale is None else scale
-    scores = (q.index_select(0, rows) * k.index_select(0, cols)).sum(-1) * s + bias
+    scores = _ops.sddmm(crow, col, nb * S, q, k) * s + bias
     weights = _row_softmax(scores, rows, nb * L)
     if dropout_p > 0:
         weights = F.dropout(weights, dropout_p, True)
-    out = torch.zeros((nb * L, v.shape[-1]), dtype=v.dtype, device=v.device)
-    out = out.index_add(0, rows, weights.unsqueeze(-1) * v.index_select(0, cols))
+    zero = torch.zeros((), dtype=weights.dtype, device=weights.device)
+    out = _ops.spmm(crow, col, weights, zero, v, nb * S)
     return out.reshape(batch + (L, v.shape[-1]))
 
 
