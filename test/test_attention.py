@@ -241,6 +241,8 @@ def test_sdpa_refusals():
     A = attention_mask((4, 4), 41)
     with pytest.raises(RuntimeError, match="is_causal"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=A, is_causal=True)
+    with pytest.raises(RuntimeError, match="query's dtype"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=A.to(torch.float32))
     with pytest.raises(RuntimeError, match=r"\(L, S\)"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=attention_mask((4, 5), 42))
 
