@@ -140,7 +140,8 @@ def sampled_matmul(mat1, mat2, pattern, *, fill_value) -> SparseFillTensor:
         >>> P = sf.sparse_coo_tensor([[0], [1]], [1.], (2, 2), fill_value=0.)
         >>> sf.sampled_matmul(torch.ones(2, 3), torch.ones(3, 2), P,
         ...                   fill_value=float('-inf')).to_dense()
-        tensor([[-inf, 3.], [-inf, -inf]])
+        tensor([[-inf, 3.],
+                [-inf, -inf]])
     """
     fname = "sampled_matmul()"
     P = _pattern(pattern, fname)
