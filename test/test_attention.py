@@ -279,3 +279,33 @@ def test_multihead_attention(monkeypatch, need_weights):
     out.sum().backward()
     out2.sum().backward()
     torch.testing.assert_close(x.grad, x2.grad)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("fill", [0.0, 1.5, -math.inf, math.nan])
+@pytest.mark.parametrize("diagonal", [-6, -1, 0, 2, 7])
+@pytest.mark.parametrize("upper", [False, True])
+def test_tril_triu(upper, diagonal, fill, layout):
+    A = pattern((5, 7), 50, density=0.5, layout=layout, fill=fill)
+    fn = torch.triu if upper else torch.tril
+    out = fn(A, diagonal)
+    expected = fn(A.to_dense(), diagonal)
+    whole = (upper and diagonal <= -4) or (not upper and diagonal >= 6)
+    if fill == 0.0 or whole:
+        assert isinstance(out, sf.SparseFillTensor) and out.layout == layout
+        out = out.to_dense()
+    assert_dense_equal(out, expected)
+    method = A.triu(diagonal) if upper else A.tril(diagonal)
+    assert_dense_equal(method.to_dense() if isinstance(method, sf.SparseFillTensor) else method,
+                       expected)
+
+
+def test_tril_batched_and_gradients():
+    A = pattern((2, 4, 4), 51, density=0.6)
+    v = A.values().detach().clone().requires_grad_()
+    S = sf.sparse_coo_tensor(A.indices(), v, A.shape, fill_value=0.0)
+    out = torch.tril(S, -1)
+    assert_dense_equal(out.to_dense(), torch.tril(A.to_dense(), -1))
+    out.to_dense().sum().backward()
+    idx = A.indices()
+    assert_dense_equal(v.grad, (idx[2] - idx[1] <= -1).to(torch.float64))

@@ -252,6 +252,40 @@ def _dropout(input, p=0.5, training=True, inplace=False):
     return A._with(F.dropout(A._sf_values, p, True), f)
 
 
+# ---- triangles ----------------------------------------------------------------------
+
+def _triangle(upper: bool):
+    name = "triu()" if upper else "tril()"
+
+    def tri(input, diagonal=0, *, out=None):
+        """torch.tril / torch.triu over the last two dims. Sparse when the
+        fill is 0 (the stored elements outside the triangle go) or when the
+        triangle holds the whole matrix; otherwise the zeros it writes make a
+        fill that varies by position, so the result is the dense one."""
+        A = _args.sparse(input, name)
+        if out is not None:
+            raise NotImplementedError(f"torch_sparsefill: {name}: out= is not supported")
+        d = _args.integer(diagonal, name)
+        if A.dim() < 2:
+            raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+        m, n = A.shape[-2:]
+        if (upper and d <= -(m - 1)) or (not upper and d >= n - 1):
+            return A  # the triangle is the whole matrix
+        f = A._sf_fill
+        if A.dense_dim() > 0 or A.sparse_dim() != A.dim() or f.requires_grad or \
+                bool((f != 0).any()):
+            dense = A.to_dense()
+            return torch.triu(dense, d) if upper else torch.tril(dense, d)
+        A = A._coalesced()
+        idx = A._coo_indices()
+        offset = idx[-1] - idx[-2]
+        keep = torch.nonzero(offset >= d if upper else offset <= d).view(-1)
+        return build(A.layout, A.shape, A._sf_values.index_select(0, keep), f,
+                     indices=idx.index_select(1, keep))
+    tri.__name__ = name[:-2]
+    return tri
+
+
 # ---- attention ----------------------------------------------------------------------
 
 def _additive_mask(A: SparseFillTensor, dtype):
@@ -383,4 +417,6 @@ ROUTES = {
     T.sparse_mask: _tensor_sparse_mask,
     F.scaled_dot_product_attention: _sdpa,
     F.dropout: _dropout,
+    torch.tril: _triangle(False), T.tril: _triangle(False),
+    torch.triu: _triangle(True), T.triu: _triangle(True),
 }
