@@ -1,7 +1,7 @@
 # torch_sparsefill developer commands. Each works from a fresh clone: it makes
 # the virtual environment, installs pinned dependencies, builds, then runs.
 #   make demo    the RFC's membrane-potential application
-#   make test    codegen check, C core GoogleTest (ctest), pytest
+#   make test    codegen check, C core GoogleTest (ctest), pytest, the examples (parity with dense)
 #   make test-slow  the tests marked slow (compile-heavy: every program under inductor)
 #   make bench   benchmark table (ratios against torch in the same run)
 #   make wheel   build a wheel (--no-build-isolation, against .venv's torch) and import it
@@ -31,7 +31,7 @@ SOURCES := setup.py $(shell find aten_ext -type f \( -name '*.c' -o -name '*.h' 
 
 FUZZ_RUNS ?= 10000000
 
-.PHONY: all demo test test-slow bench build wheel gen docs ctest pytest system-deps clean fuzz cuda-build cuda-ci cuda-bench
+.PHONY: all demo test test-slow examples bench build wheel gen docs ctest pytest system-deps clean fuzz cuda-build cuda-ci cuda-bench
 
 all: build
 
@@ -119,6 +119,12 @@ test: system-deps build
 	$(PY) tools/codegen/gen_elementwise.py --check
 	$(MAKE) --no-print-directory ctest
 	$(MAKE) --no-print-directory pytest
+	$(MAKE) --no-print-directory examples
+
+# The examples at small sizes: each prints its parity with dense and fails when it is lost.
+examples: build
+	$(PY) examples/sparse_attention.py --seq 128 --steps 3
+	$(PY) examples/gnn_karate.py --steps 3
 
 # ---- the CUDA build --------------------------------------------------------
 # torch's CUDA build (torch 2.14.1+cu130: CUDA 13.0, as nvcc here) in its own

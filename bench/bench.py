@@ -415,12 +415,89 @@ def layout_rows(quick: bool):
            "torch BSR to_dense().to_sparse_csr()", lambda: nbsr.to_dense().to_sparse_csr())
 
 
+def peak_bytes(spec: str) -> int:
+    """Peak resident memory that one forward+backward of an attention case
+    adds, in bytes: a fresh process (`--peak spec`) builds the case, resets
+    its high-water mark (VmHWM) and runs it once; torch's CPU allocations are
+    not visible to tracemalloc, and forking a process that has started
+    torch's threads can hang."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, __file__, "--peak", spec], capture_output=True,
+                         text=True, timeout=600)
+    return int(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else -1
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    return -1
+
+
+def _attention_case(S, density, H, d):
+    """(ours, dense) forward+backward closures of one attention row."""
+    g = torch.Generator().manual_seed(S)
+    nse = int(S * S * density)
+    linear = torch.randperm(S * S, generator=g)[:nse].sort().values
+    idx = torch.stack(torch.unravel_index(linear, (S, S)))
+    A = sf.sparse_coo_tensor(idx, torch.zeros(nse), (S, S), fill_value=float("-inf")).coalesce()
+    q, k, v = (torch.randn(1, H, S, d, generator=g).requires_grad_() for _ in range(3))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def ours():
+        sdpa(q, k, v, attn_mask=A).sum().backward()
+
+    def dense(M=[]):
+        if not M:  # built at the first call, outside the timed runs
+            M.append(A.to_dense())
+        sdpa(q, k, v, attn_mask=M[0]).sum().backward()
+    return ours, dense
+
+
+def _peak_main(spec: str) -> None:
+    S, density, H, d, which = spec.split(",")
+    ours, dense = _attention_case(int(S), float(density), int(H), int(d))
+    fn = ours if which == "ours" else dense  # dense's first call also builds its mask
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := VmRSS
+    before = _status("VmRSS")
+    fn()
+    print(_status("VmHWM") - before)
+
+
+def attention_rows(quick: bool):
+    """Sparse attention (issue 17): F.scaled_dot_product_attention forward +
+    backward with a SparseFillTensor mask of fill -inf (stored biases 0) on a
+    random pattern, against torch's SDPA with the same mask as a dense float
+    tensor (-inf off the pattern). One batch, H heads, head dim d. S = 16384
+    runs one head with d = 32 at 1% so the dense anchor fits this machine's
+    memory (its mask, scores and weights are 1 GiB each) and its timing ends
+    in seconds."""
+    sizes = [(1024, 0.05, 4, 64), (4096, 0.01, 4, 64), (4096, 0.05, 1, 64)]
+    if not quick:
+        sizes.append((16384, 0.01, 1, 32))
+    for S, density, H, d in sizes:
+        ours, dense = _attention_case(S, density, H, d)
+        label = f"SDPA fwd+bwd S={S} {density:.0%} H={H} d={d}"
+        spec = f"{S},{density},{H},{d}"
+        peaks = (peak_bytes(spec + ",ours"), peak_bytes(spec + ",dense"))
+
+        def note(t_ours, t_anchor, label=label, peaks=peaks):
+            return (f"{label}: peak memory of one fwd+bwd, ours {peaks[0] / 2**20:.0f} MiB, "
+                    f"dense SDPA {peaks[1] / 2**20:.0f} MiB (its mask included)")
+        yield (label, ours, "dense SDPA, float mask", dense, note)
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for smoke tests")
     parser.add_argument("--rows", default="", help="only rows whose name contains this")
+    parser.add_argument("--peak", default="", help=argparse.SUPPRESS)  # see peak_bytes
     args = parser.parse_args()
+    if args.peak:
+        return _peak_main(args.peak)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     header = f"{'operation':<44} {'ours':>11}   {'anchor':<26} {'anchor time':>11}  {'ratio':>6}"
     print(header)
@@ -430,6 +507,7 @@ def main() -> None:
                                                                       products_rows(args.quick),
                                                                       reduction_rows(args.quick),
                                                                       layout_rows(args.quick),
+                                                                      attention_rows(args.quick),
                                                                       gpu_rows(args.quick)):
         if args.rows not in name:
             continue

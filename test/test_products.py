@@ -405,8 +405,8 @@ def test_errors():
         H @ _randn(3, 2)
     with pytest.raises(RuntimeError):  # torch refuses hybrid sparse in mm too
         torch.sparse_coo_tensor([[0], [1]], [[1., 2.]], (4, 3, 2)) @ torch.randn(3, 2)
-    with pytest.raises(NotImplementedError, match="4-D"):
-        A @ _randn(2, 2, 3, 2)
+    B4 = _randn(2, 2, 3, 2)  # batched: broadcast as torch.matmul does (test_batched_products.py)
+    torch.testing.assert_close(A @ B4, A.to_dense() @ B4)
     with pytest.raises(RuntimeError, match="same number of batches"):
         torch.bmm(_batched(3, 5, 4, 0.5), _randn(2, 4, 6))
     with pytest.raises(RuntimeError, match="mat1 must be a matrix"):

@@ -22,6 +22,7 @@ from ._data import collate
 from ._factories import (eliminate_fill, empty, fill_value, full, ones, sparse_bsc_tensor,
                          sparse_bsr_tensor, sparse_compressed_tensor, sparse_coo_tensor,
                          sparse_csc_tensor, sparse_csr_tensor, to_sparse, zeros)
+from ._attention import sampled_matmul, sparse_mask
 from ._interop import from_pydata, from_scipy
 from ._library import get_include, get_library
 from . import _tensor
@@ -57,5 +58,6 @@ _compile.hide_from_dynamo([m for name, m in sys.modules.items()
 __all__ = ["SparseFillTensor", "collate", "get_include", "get_library", "sparse_coo_tensor",
            "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor",
            "sparse_compressed_tensor", "to_sparse", "full",
-           "zeros", "ones", "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill"]
+           "zeros", "ones", "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill",
+           "sampled_matmul", "sparse_mask"]
 __version__ = "0.1.0"

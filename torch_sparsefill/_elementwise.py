@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from . import _args, _generated_ops
+from ._fill import full_rank
 from ._tensor import SparseFillTensor, build
 
 __all__: list = []
@@ -93,6 +94,29 @@ def _over_dense_part(a: SparseFillTensor, other: torch.Tensor) -> bool:
     return all(o in (1, d) for o, d in zip(other.shape, dense[len(dense) - other.dim():]))
 
 
+def _broadcasts_into(small, big) -> bool:
+    """Does `small`'s shape broadcast to `big`'s (same rank or less)?"""
+    if small.dim() > big.dim():
+        return False
+    return all(s in (1, b) for s, b in zip(small.shape, big.shape[big.dim() - small.dim():]))
+
+
+def _per_slice_fill(a: SparseFillTensor, other: torch.Tensor):
+    """`other` (strided) as a full-rank per-slice fill of `a` (RFC.md 1.5)
+    when it broadcasts to a's shape and the fill it makes with a's own leaves
+    at least one sparse dim of size > 1 unvaried (so it stays smaller than
+    the dense tensor: a row (m, 1) or column (1, n) vector); else None."""
+    if not _broadcasts_into(other, a):
+        return None
+    full = other.reshape((1,) * (a.dim() - other.dim()) + tuple(other.shape))
+    own = full_rank(a._sf_fill, a.dim())
+    sd = a.sparse_dim()
+    combined = torch.broadcast_shapes(tuple(full.shape[:sd]), tuple(own.shape[:sd]))
+    if not any(c == 1 and n > 1 for c, n in zip(combined, a.shape[:sd])):
+        return None
+    return full.to(a.device)
+
+
 def _unary(op: _Op, func, args, kwargs, reflected, inplace):
     if not args or not isinstance(args[0], SparseFillTensor):
         return NotImplemented
@@ -116,6 +140,14 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
     sx, sy = isinstance(x, SparseFillTensor), isinstance(y, SparseFillTensor)
     if sx and sy:
         a, b = x._coalesced(), y._coalesced()
+        if a._sf_size != b._sf_size and _broadcasts_into(b, a) != _broadcasts_into(a, b):
+            # A vector of one row/column per slice (A.sum(1, keepdim=True)):
+            # its dense form is as small as a per-slice fill.
+            small = 1 if _broadcasts_into(b, a) else 0
+            dense_args = list(args)
+            pos = small if not reflected else 1 - small
+            dense_args[pos] = dense_args[pos].to_dense()
+            return _binary(op, func, tuple(dense_args), kwargs, reflected, inplace)
         if a._sf_size != b._sf_size:
             raise RuntimeError(f"torch_sparsefill: {_args.name(func)}: operands must have the "
                                f"same size (no broadcasting between sparse operands), got "
@@ -138,6 +170,19 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
                                 f"{type(other).__name__}")
             values, fill = op.scalar(a._sf_values, a._sf_fill, other, reverse, *extra)
         elif isinstance(other, torch.Tensor) and other.layout == torch.strided:
+            if not _over_dense_part(a, other) and _per_slice_fill(a, other) is not None:
+                # Broadcasts along some sparse dims: an operand with nothing
+                # stored whose fill is `other` (a per-slice fill), merged.
+                full = _per_slice_fill(a, other)
+                nothing = [torch.zeros(a.sparse_dim(), 0, dtype=torch.int64, device=a.device),
+                           full.new_zeros((0,) + tuple(a._sf_values.shape[1:])), full]
+                mine = [a._coo_indices(), a._sf_values, a._sf_fill]
+                first, second = (nothing, mine) if reverse else (mine, nothing)
+                values, fill, indices = op.main(*first, *second, list(a._sf_size), *extra)
+                out = build(a.layout, a._sf_size, values, fill, indices=indices)
+                if inplace:
+                    return _assign(x, out, func)
+                return out
             if not _over_dense_part(a, other):
                 if inplace:
                     raise RuntimeError(f"torch_sparsefill: in-place {_args.name(func)} with a "

@@ -17,9 +17,11 @@ Example::
 """
 from __future__ import annotations
 
+import itertools
+
 import torch
 
-from . import _args
+from . import _args, _fill
 from ._factories import to_sparse
 from ._tensor import SparseFillTensor, build
 
@@ -135,7 +137,7 @@ def _mm(a, b, func=torch.mm):
     if sb:
         crow, col, values = _csr(b)
         return _ops.dense_spmm(a, crow, col, values, _fill2d(b, func), b.shape[1])
-    return func(a, b)
+    return torch.mm(a, b)  # only a bias (addmm's input) was sparse
 
 
 def _mv(a, x, func=torch.mv):
@@ -151,25 +153,89 @@ def _mv(a, x, func=torch.mv):
     return _mm(a, x.unsqueeze(1), func).squeeze(1)
 
 
-def _batch_slices(A: SparseFillTensor, func):
-    """2-D SparseFillTensors, one per batch, of a 3-D COO A (views of its values)."""
-    if A.layout != torch.sparse_coo or A.sparse_dim() != 3:
+def _batch_slices(A: SparseFillTensor, func) -> list:
+    """2-D SparseFillTensors, one per batch in row-major order, of a COO A
+    whose leading sparse dims are batch dims (views of its values; each
+    slice's fill is A's fill at that batch, so fills may vary per batch)."""
+    if A.layout != torch.sparse_coo or A.sparse_dim() != A.dim():
         raise NotImplementedError(
-            f"torch_sparsefill: {_args.name(func)}: a batched sparse operand must be a 3-D COO tensor "
-            f"with 3 sparse dims, got layout {A.layout} with sparse_dim {A.sparse_dim()}")
+            f"torch_sparsefill: {_args.name(func)}: a batched sparse operand must be a COO tensor "
+            f"whose dims are all sparse (batch dims, rows, columns), got layout {A.layout} with "
+            f"sparse_dim {A.sparse_dim()} of {A.dim()} dims")
     A = A.coalesce()
-    nb, m, k = A.shape
+    batch, (m, k) = tuple(A.shape[:-2]), tuple(A.shape[-2:])
     idx = A._sf_indices
-    batch_starts = torch.arange(nb + 1, dtype=idx.dtype, device=idx.device)
-    bounds = torch.searchsorted(idx[0].contiguous(), batch_starts).tolist()
-    f = A._sf_fill
+    nb = _fill.prod(batch)
+    linear = torch.zeros(idx.shape[1], dtype=idx.dtype, device=idx.device)
+    for d, size in enumerate(batch):  # coalesced order: the batch number is sorted
+        linear = linear * size + idx[d]
+    starts = torch.arange(nb + 1, dtype=idx.dtype, device=idx.device)
+    bounds = torch.searchsorted(linear.contiguous(), starts).tolist()
+    f = _fill.full_rank(A._sf_fill, A.dim())
     out = []
     for i in range(nb):
         lo, hi = bounds[i], bounds[i + 1]
-        fi = f[i if f.shape[0] > 1 else 0] if f.dim() == 3 else f
+        at, rest = [], i
+        for size in reversed(batch):
+            at.append(rest % size)
+            rest //= size
+        at = tuple(reversed(at))
+        fi = f[tuple(a if fs > 1 else 0 for a, fs in zip(at, f.shape))]
         out.append(build(torch.sparse_coo, (m, k), A._sf_values[lo:hi], fi,
-                         indices=idx[1:, lo:hi]))
+                         indices=idx[-2:, lo:hi]))
     return out
+
+
+def _batched(a, b, func):
+    """a @ b with batch dims (a: (..., m, k), b: (..., k, n), both at least
+    2-D, one of them more) broadcast as torch.matmul does. A 2-D operand
+    against a batched strided one is one product (the batch folded into the
+    strided operand's rows or columns); otherwise one product per batch."""
+    sa, sb = isinstance(a, SparseFillTensor), isinstance(b, SparseFillTensor)
+    if not (sa or sb):  # only a bias (baddbmm's input) is sparse
+        return torch.matmul(a, b)
+    _check_dtypes(a, b, func)
+    _check_shapes(a, b, func)
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = torch.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+    if sa and not sb and a.dim() == 2:  # (m, k) @ (..., k, n): columns (k, ... n)
+        cols = b.expand(batch + (k, n)).movedim(-2, 0).reshape(k, -1)
+        return _mm(a, cols, func).reshape((m,) + batch + (n,)).movedim(0, -2)
+    if sb and not sa and b.dim() == 2:  # (..., m, k) @ (k, n): rows (... m, k)
+        return _mm(a.expand(batch + (m, k)).reshape(-1, k), b, func).reshape(batch + (m, n))
+
+    def slices(x):
+        own = tuple(x.shape[:-2])
+        if isinstance(x, SparseFillTensor):
+            if x.dim() == 2:
+                return lambda at: x
+            parts = _batch_slices(x, func)
+        else:
+            flat = x.reshape((-1,) + tuple(x.shape[-2:])) if own else x.unsqueeze(0)
+            parts = list(flat.unbind(0))
+        strides, acc = [], 1
+        for size in reversed(own):
+            strides.append(acc)
+            acc *= size
+        strides = list(reversed(strides))
+        lead = len(batch) - len(own)
+
+        def pick(at):
+            j = sum((at[lead + d] if size > 1 else 0) * st
+                    for d, (size, st) in enumerate(zip(own, strides)))
+            return parts[j]
+        return pick
+
+    pick_a, pick_b = slices(a), slices(b)
+    results = []
+    for at in itertools.product(*(range(s) for s in batch)):
+        results.append(_mm(pick_a(at), pick_b(at), func))
+    if not results:
+        return torch.empty(batch + (m, n), dtype=a.dtype, device=a.device)
+    if all(isinstance(r, SparseFillTensor) for r in results):
+        return torch.stack(results).reshape(batch + (m, n))
+    dense = [r.to_dense() if isinstance(r, SparseFillTensor) else r for r in results]
+    return torch.stack(dense).reshape(batch + (m, n))
 
 
 def _bmm(a, b, func=torch.bmm):
@@ -180,19 +246,13 @@ def _bmm(a, b, func=torch.bmm):
     if a.shape[0] != b.shape[0]:
         raise RuntimeError(f"{_args.name(func)}: batch1 and batch2 must have the same number of "
                            f"batches, got {a.shape[0]} and {b.shape[0]}")
-    _check_dtypes(a, b, func)
-    _check_shapes(a, b, func)
-    sa, sb = isinstance(a, SparseFillTensor), isinstance(b, SparseFillTensor)
-    if sa and sb:
-        raise NotImplementedError(f"torch_sparsefill: {_args.name(func)}: batched sparse @ sparse "
-                                  f"is not supported yet")
-    if sa:
-        parts = [_mm(ai, b[i], func) for i, ai in enumerate(_batch_slices(a, func))]
-    else:
-        parts = [_mm(a[i], bi, func) for i, bi in enumerate(_batch_slices(b, func))]
-    if not parts:
-        return torch.empty((0, a.shape[1], b.shape[2]), dtype=a.dtype, device=a.device)
-    return torch.stack(parts)
+    return _batched(a, b, func)
+
+
+def _baddbmm(input, batch1, batch2, *, beta=1, alpha=1, func=torch.baddbmm):
+    """beta * input + alpha * (batch1 @ batch2) for 3-D batches; input is
+    ignored when beta == 0."""
+    return _add_scaled(input, _bmm(batch1, batch2, func), beta, alpha, func)
 
 
 def _matmul(a, b, func=torch.matmul):
@@ -207,19 +267,26 @@ def _matmul(a, b, func=torch.matmul):
             raise RuntimeError(f"{_args.name(func)}: size mismatch, got vec ({a.shape[0]}) and "
                                f"matrix ({b.shape[0]}x{b.shape[1]})")
         return _mm(a.unsqueeze(0), b, func).squeeze(0)
-    if da == 3 and db == 3:
-        return _bmm(a, b, func)
-    raise NotImplementedError(
-        f"torch_sparsefill: {_args.name(func)} of a {da}-D and a {db}-D tensor is not supported with a "
-        f"SparseFillTensor operand (supported: 2-D @ 2-D, 2-D @ 1-D, 1-D strided @ 2-D, "
-        f"3-D @ 3-D)")
+    if da == 0 or db == 0:
+        raise RuntimeError(f"{_args.name(func)}: both arguments need at least 1 dimension, got "
+                           f"{da}-D and {db}-D tensors")
+    for x, d in ((a, da), (b, db)):
+        if d == 1 and isinstance(x, SparseFillTensor):
+            raise NotImplementedError(
+                f"torch_sparsefill: {_args.name(func)} of a 1-D SparseFillTensor with a batched "
+                f"operand is not supported; unsqueeze it to a matrix first")
+    if db == 1:  # (..., m, k) @ (k,): a column that is dropped after
+        return _batched(a, b.unsqueeze(1), func).squeeze(-1)
+    if da == 1:
+        return _batched(a.unsqueeze(0), b, func).squeeze(-2)
+    return _batched(a, b, func)
 
 
-def _addmm(input, mat1, mat2, *, beta=1, alpha=1, func=torch.addmm):
-    """beta * input + alpha * (mat1 @ mat2); input is ignored when beta == 0."""
+def _add_scaled(input, out, beta, alpha, func):
+    """beta * input + alpha * out; input is ignored when beta == 0 (but must
+    broadcast to out's shape)."""
     if not (_args.is_number(beta) and _args.is_number(alpha)):
         raise TypeError(f"{_args.name(func)}(): beta and alpha must be numbers")
-    out = _mm(mat1, mat2, func)
     if alpha != 1:
         out = out * alpha
     if beta == 0:
@@ -228,11 +295,20 @@ def _addmm(input, mat1, mat2, *, beta=1, alpha=1, func=torch.addmm):
             raise RuntimeError(f"{_args.name(func)}: input of shape {tuple(input.shape)} does not "
                                f"broadcast to the product's shape {tuple(out.shape)}")
         return out
+    if tuple(input.shape) != tuple(out.shape) and isinstance(input, SparseFillTensor) and \
+            not isinstance(out, SparseFillTensor):
+        # a bias broadcast over a strided product (attention's mask): the sum is dense
+        input = input.to_dense()
     if tuple(input.shape) != tuple(out.shape) and isinstance(input, SparseFillTensor):
         raise RuntimeError(f"{_args.name(func)}: a sparse input must have the product's shape "
                            f"{tuple(out.shape)}, got {tuple(input.shape)}")
     scaled = input if beta == 1 else input * beta
     return out + scaled
+
+
+def _addmm(input, mat1, mat2, *, beta=1, alpha=1, func=torch.addmm):
+    """beta * input + alpha * (mat1 @ mat2); input is ignored when beta == 0."""
+    return _add_scaled(input, _mm(mat1, mat2, func), beta, alpha, func)
 
 
 def _sparse_mm(mat1, mat2, reduce="sum"):
@@ -257,6 +333,8 @@ ROUTES = {
     T.mv: _with_func(_mv, T.mv),
     torch.bmm: _with_func(_bmm, torch.bmm),
     T.bmm: _with_func(_bmm, T.bmm),
+    torch.baddbmm: _with_func(_baddbmm, torch.baddbmm),
+    T.baddbmm: _with_func(_baddbmm, T.baddbmm),
     torch.addmm: _with_func(_addmm, torch.addmm),
     T.addmm: _with_func(_addmm, T.addmm),
     torch.sparse.mm: _sparse_mm,

@@ -45,6 +45,20 @@ def sum_(input, dim=None, keepdim=False, *, dtype=None):
     return reduce(A, dims, keepdim, sum_core(), "sum", linear=True)
 
 
+def sparse_sum_(input, dim=None, dtype=None):
+    """``torch.sparse.sum`` (which calls ``torch._sparse_sum``): :func:`sum_`
+    over `dim` (every dim when None), the fill counted as in
+    ``torch.sum(A.to_dense(), dim)``.
+
+    Example::
+
+        >>> A = sf.sparse_coo_tensor([[0, 1], [1, 0]], [3., 4.], (2, 3), fill_value=1.)
+        >>> torch.sparse.sum(A, 0).to_dense()
+        tensor([5., 4., 2.])
+    """
+    return sum_(input, dim, dtype=dtype)
+
+
 def _sum_all(A, keepdim: bool) -> torch.Tensor:
     """The sum of every element: the stored values' sum plus the fill's sum
     times the number of unspecified elements each fill element stands for
@@ -336,7 +350,7 @@ def any_(input, dim=None, keepdim=False):
 
 
 ROUTES = {
-    torch.sum: sum_, T.sum: sum_, torch.mean: mean_, T.mean: mean_,
+    torch.sum: sum_, T.sum: sum_, torch._sparse_sum: sparse_sum_, torch.mean: mean_, T.mean: mean_,
     torch.prod: prod_, T.prod: prod_, torch.amax: amax_, T.amax: amax_,
     torch.amin: amin_, T.amin: amin_, torch.max: max_, T.max: max_, torch.min: min_, T.min: min_,
     torch.logsumexp: logsumexp_, T.logsumexp: logsumexp_, torch.norm: norm_, T.norm: norm_,
