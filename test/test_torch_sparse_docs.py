@@ -43,8 +43,6 @@ DOCUMENTED = sorted(set(LINEAR_ALGEBRA + ["Tensor." + m for m in SPARSE_METHODS 
 
 # Refused for now (NotImplementedError), each with its owner:
 REFUSED = {
-    "Tensor.sparse_mask": "issue 17 (sampled products, sparse_mask)",
-    "torch.sparse.sum": "issue 17's helper",
     "Tensor.addmm_": "a sparse self cannot hold the dense sum; torch 2.13 refuses it too "
                      "(addmm_sparse_dense: expected strided result tensor)",
 }
@@ -131,7 +129,7 @@ CALLS = {
     "Tensor.dense_dim": (lambda x: x.dense_dim(), "torch"),
     "Tensor.sparse_dim": (lambda x: x.sparse_dim(), "torch"),
     "Tensor.sparse_mask": (lambda x: x.to_dense().sparse_mask(x) if x.is_sparse
-                           else x.sparse_mask(x), "refused"),
+                           else x.sparse_mask(x), "torch"),
     "Tensor.sparse_resize_": (lambda x: _resize_like(x, (N + 1, N + 2)), "torch"),
     "Tensor.sparse_resize_and_clear_": (
         lambda x: x.clone().sparse_resize_and_clear_((2, 3), 2, 0), "torch"),
@@ -196,7 +194,7 @@ CALLS = {
     "Tensor.transpose_": (lambda x: x.clone().transpose_(0, 1), "elements"),
     "Tensor.zero_": (lambda x: x.clone().zero_(), "elements"),
     "torch.sparse_coo_tensor": (lambda x: x, "elements"),  # every x is built with it
-    "torch.sparse.sum": (lambda x: torch.sparse.sum(x, dim=0), "refused"),
+    "torch.sparse.sum": (lambda x: torch.sparse.sum(x, dim=0), "elements"),
     "torch.sparse.softmax": (lambda x: torch.sparse.softmax(x, 1), "softmax"),
     "torch.sparse.log_softmax": (lambda x: torch.sparse.log_softmax(x, 1), "softmax"),
     "torch.cat": (lambda x: torch.cat([x, other(x)], 1), "elements"),
@@ -232,6 +230,7 @@ DENSE = {
     "torch.sparse.softmax": lambda d: torch.softmax(d, 1),
     "torch.sparse.log_softmax": lambda d: torch.log_softmax(d, 1),
     "torch.native_norm": lambda d: torch.linalg.vector_norm(d),  # sparse-only in torch
+    "torch.sparse.sum": lambda d: d.sum(0),  # sparse-only in torch
     "torch.smm": lambda d: d @ mat(),
     "torch.hspmm": lambda d: d @ mat(),
     "Tensor.smm": lambda d: d @ mat(),
@@ -239,7 +238,8 @@ DENSE = {
     "Tensor.sspaddmm": lambda d: other(d) + d @ EYE,
 }
 # Structural calls whose sparse result has fill 0 whatever the input's fill.
-FILL_ZERO = {"torch.empty", "torch.zeros"}
+# (sparse_mask keeps torch's meaning: the mask's pattern, x's values, fill 0.)
+FILL_ZERO = {"torch.empty", "torch.zeros", "Tensor.sparse_mask"}
 
 
 def _plain(out):
