@@ -67,15 +67,10 @@ def test_state_dict_keeps_non_finite_fills(fill):
     assert torch.equal(dst.scale, src.scale) == (fill == fill)  # NaN never equals NaN
 
 
-def test_load_state_dict_other_pattern_takes_it():
-    # As torch's sparse parameters: copy_ takes the saved pattern, and the
-    # parameter stays the same object (an optimiser holding it keeps working).
+def test_load_state_dict_other_pattern_names_assign():
     src, dst = Holder(torch.sparse_coo, seed=0), Holder(torch.sparse_coo, seed=5)
-    weight = dst.weight
-    dst.load_state_dict(src.state_dict())
-    assert dst.weight is weight and dst.weight.requires_grad and dst.weight.is_leaf
-    T.assert_dense_equal(dst.weight.to_dense().detach(), src.weight.to_dense().detach())
-    dst.load_state_dict(Holder(torch.sparse_coo, seed=7).state_dict(), assign=True)
+    with pytest.raises(RuntimeError, match="assign=True"):
+        dst.load_state_dict(src.state_dict())
     dst.load_state_dict(src.state_dict(), assign=True)
     T.assert_dense_equal(dst.weight.to_dense().detach(), src.weight.to_dense().detach())
 

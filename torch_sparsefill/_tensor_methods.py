@@ -33,9 +33,9 @@ def adopt_coalesced(target: SparseFillTensor) -> None:
 def copy_(self, src, non_blocking=False):
     """``A.copy_(B)``: B's elements into A, in place, when B stores A's
     pattern (values cast to A's dtype and device, the fill broadcast to A's
-    fill shape), so the components optimisers and autograd hold stay A's.
-    With another pattern A (the same object) takes a copy of B's components,
-    as torch's sparse ``copy_`` does.
+    fill shape). A different pattern raises: the components A holds are
+    what optimisers and autograd refer to, so they keep their shape; to load
+    a checkpoint with another pattern use ``load_state_dict(..., assign=True)``.
 
     Example::
 
@@ -58,9 +58,11 @@ def copy_(self, src, non_blocking=False):
     if source.layout != self.layout:
         source = source.to_sparse(layout=self.layout)
     if not same_pattern(self, source):
-        # As torch's sparse copy_: this tensor takes src's pattern (same
-        # object; a leaf that requires grad refuses outside no_grad, as torch).
-        return self._adopt(source.to(self.dtype).clone(), "copy_()")
+        raise RuntimeError(
+            f"torch_sparsefill: copy_(): src stores a different pattern (nse {src.nse()} vs "
+            f"{self.nse()}, or other positions); an in-place copy keeps this tensor's components, "
+            f"so it cannot change its pattern. Use src.clone() instead, or, to load a state_dict "
+            f"with other patterns, module.load_state_dict(state_dict, assign=True)")
     fill = source._sf_fill
     try:
         torch.broadcast_shapes(fill.shape, self._sf_fill.shape)
@@ -79,9 +81,20 @@ def copy_(self, src, non_blocking=False):
 
 def writing_out(handler):
     """`handler` for a call with a SparseFillTensor ``out=``: the result is
-    copied into it (``copy_``: its pattern must be out's), and out returned."""
+    written into it and out returned. As torch's ``out=`` resizes its tensor,
+    out takes the result's pattern when it differs (same object; Adam's
+    ``torch.maximum(..., out=state)`` on state that stores nothing yet);
+    otherwise the result is copied into out's components (``copy_``)."""
     def call(*args, out, **kwargs):
-        return copy_(out, handler(*args, **kwargs))
+        result = handler(*args, **kwargs)
+        if isinstance(result, SparseFillTensor) and result.shape == out.shape:
+            source = result._coalesced().to(device=out.device)
+            if source.layout != out.layout:
+                source = source.to_sparse(layout=out.layout)
+            adopt_coalesced(out)
+            if not same_pattern(out, source):
+                return out._adopt(source.to(out.dtype), "out=")
+        return copy_(out, result)
     return call
 
 
