@@ -60,7 +60,7 @@ def test_matmul_broadcasts_like_dense(shapes, which, fill):
 
 def test_batched_fill_varies_per_batch_and_row():
     # A per-slice fill along the batch dim and the rows (e.g. after a concatenation).
-    a = sparse((3, 4, 5), 0.0, 3)
+    a = sparse((3, 4, 5), 0.0, 3).coalesce()  # indices() needs the coalesced flag (as torch)
     fill = torch.arange(12, dtype=torch.float64).reshape(3, 4, 1)
     a = sf.sparse_coo_tensor(a.indices(), a.values(), a.shape, fill_value=fill)
     b = strided((1, 5, 2), 4)
