@@ -107,3 +107,28 @@ def at(fill: torch.Tensor, indices: torch.Tensor, dense_shape) -> torch.Tensor:
     rows = fill.reshape((-1,) + tuple(fill.shape[sparse_dim:])).index_select(
         0, slots(fill, indices))
     return rows.expand((rows.shape[0],) + tuple(dense_shape))
+
+
+
+def live(fill: torch.Tensor, size, sparse_dim: int, nse: int, indices=None) -> torch.Tensor:
+    """`fill` with autograd cut at every element that covers no unspecified
+    element of a coalesced tensor of `size` with `nse` stored elements (a
+    per-slice fill also needs their COO `indices`, (sparse_dim, nse)). Such
+    a fill element is in no element of the dense tensor, so its gradient is
+    0, which the chain rule through it could turn into nan (0 * inf, as in
+    log's backward at a fill of 0). The values are unchanged.
+
+    Example (both elements of a 1 x 2 tensor stored)::
+
+        >>> live(torch.tensor(0., requires_grad=True), (1, 2), 2, 2).requires_grad
+        False
+    """
+    if not fill.requires_grad:
+        return fill
+    if not is_per_slice(fill, len(size) - sparse_dim):
+        covered = unspecified_per_dense_part_element(fill, size, sparse_dim, nse) > 0
+        return fill if covered else fill.detach()
+    per = unspecified_per_element(fill, size, indices).to(fill.device)
+    if bool((per > 0).all()):
+        return fill
+    return torch.where(per > 0, fill, fill.detach())

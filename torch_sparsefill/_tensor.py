@@ -127,6 +127,16 @@ class SparseFillTensor(torch.Tensor):
         """This tensor with coalesced COO indices (CSR is always coalesced)."""
         return self.coalesce() if self.layout == torch.sparse_coo else self
 
+    def _live_fill(self) -> torch.Tensor:
+        """The fill as an op's input (coalesced tensors): autograd cut where a
+        fill element covers no unspecified element (_fill.live)."""
+        f = self._sf_fill
+        if not f.requires_grad:
+            return f
+        per_slice = _fill.is_per_slice(f, self._sf_values.dim() - 1)
+        return _fill.live(f, self._sf_size, self.sparse_dim(), self._sf_values.shape[0],
+                          self._coo_indices() if per_slice else None)
+
     def _has_per_slice_fill(self) -> bool:
         """Whether the fill varies over the sparse dims (RFC.md section 1.5)."""
         return _fill.is_per_slice(self._sf_fill, self._sf_values.dim() - 1)
@@ -306,10 +316,7 @@ class SparseFillTensor(torch.Tensor):
         device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
         if kwargs.get("copy"):
             return self.clone().to(device=device, dtype=dtype)
-        if dtype is not None and dtype != self.dtype and self.requires_grad and \
-                not (dtype.is_floating_point or dtype.is_complex):
-            raise RuntimeError(f"to({dtype}): cannot cast a tensor that requires grad "
-                               "to a non-differentiable dtype")
+        # A cast to an integral dtype leaves the graph, as torch's does.
 
         def move(t, is_index):
             return t.to(device=device, dtype=None if is_index else dtype,

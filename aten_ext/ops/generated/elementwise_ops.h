@@ -249,7 +249,7 @@ struct Round {
   static constexpr const char* name = "round";
   static constexpr bool reads_inputs = false, reads_result = false;
   static Tensor f(const Tensor& self, int64_t decimals) {
-    return at::round(self, decimals);
+    return decimals == 0 ? at::round(self) : at::round(self, decimals);
   }
   static Tensor d_self(
       const Tensor& grad,
@@ -1783,19 +1783,11 @@ struct ClampTensor {
   static Tensor d_a(const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) {
     return grad * ((a >= b) & (a <= c));
   }
-  static Tensor d_b(
-      const Tensor& grad,
-      const Tensor& a,
-      const Tensor& b,
-      [[maybe_unused]] const Tensor& c) {
-    return grad * (a < b);
+  static Tensor d_b(const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) {
+    return grad * ((a < b) & (b < c));
   }
-  static Tensor d_c(
-      const Tensor& grad,
-      const Tensor& a,
-      [[maybe_unused]] const Tensor& b,
-      const Tensor& c) {
-    return grad * (a > c);
+  static Tensor d_c(const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) {
+    return grad * at::logical_or(a > c, c < b);
   }
 };
 
