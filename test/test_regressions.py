@@ -136,7 +136,8 @@ def _nonfinite_cases():
         vals = torch.randn(idx.shape[1], dtype=D, generator=gg)
         B = torch.randn(k, n, dtype=D, generator=gg)
         if seed % 2:  # non-finite entries in B
-            B.view(-1)[torch.randint(0, k * n, (3,), generator=gg)] = torch.tensor([INF, -INF, NAN], dtype=D)
+            where = torch.randint(0, k * n, (3,), generator=gg)
+            B.view(-1)[where] = torch.tensor([INF, -INF, NAN], dtype=D)
         if seed % 3 == 0 and idx.shape[1]:
             vals[0] = specials[seed % len(specials)]
         kind = seed % 3  # scalar, per-row, per-column fill
@@ -246,7 +247,8 @@ def test_addmm_with_a_sparse_bias_and_strided_matrices():
     m2 = torch.randn(3, 2, dtype=D)
     out = torch.addmm(A, m1, m2, beta=0.5, alpha=2.0)
     want = torch.addmm(A.to_dense(), m1, m2, beta=0.5, alpha=2.0)
-    torch.testing.assert_close(out.to_dense() if isinstance(out, sf.SparseFillTensor) else out, want)
+    out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+    torch.testing.assert_close(out, want)
 
 
 def test_cat_skips_an_empty_1d_operand():
@@ -336,3 +338,87 @@ def test_per_slice_fill_gradient_is_zero_for_a_fully_stored_row():
     torch.log(dense).sum().backward()
     torch.testing.assert_close(fill.grad, fd.grad)
     torch.testing.assert_close(values.grad, vd.grad)
+
+
+def test_cast_of_an_uncoalesced_tensor_sums_duplicates_first():
+    """.long() of an uncoalesced float COO cast each duplicate, then summed
+    (1 + 1 for 0.75 + 0.75 = 1.5 -> 1 in dense)."""
+    A = sf.sparse_coo_tensor(torch.tensor([[0, 0], [1, 1]]), torch.tensor([0.75, 0.75]), (1, 2),
+                             fill_value=1.5)
+    for dtype in (torch.int64, torch.bool, torch.float16):
+        assert torch.equal(A.to(dtype).to_dense(), A.to_dense().to(dtype))
+
+
+def test_norm_has_the_dense_second_derivative_at_a_zero_fill():
+    """norm's |x| ** 2 had second derivative 0 at x = 0; dense x ** 2 has 2."""
+    values = torch.tensor([2.0], dtype=D, requires_grad=True)
+    fill = torch.tensor(0.0, dtype=D, requires_grad=True)
+    A = sf.sparse_coo_tensor(torch.tensor([[0], [0]]), values, (3, 4), fill_value=fill)
+    g, = torch.autograd.grad(torch.norm(A), fill, create_graph=True)
+    h, = torch.autograd.grad(g, fill)
+    fd = fill.detach().clone().requires_grad_()
+    dense = torch.full((3, 4), 0.0, dtype=D) + fd
+    dense = dense.index_put((torch.tensor([0]), torch.tensor([0])), values.detach())
+    gd, = torch.autograd.grad(torch.norm(dense), fd, create_graph=True)
+    hd, = torch.autograd.grad(gd, fd)
+    torch.testing.assert_close(h, hd)
+
+
+def test_reflected_pow_gradient_is_float64_exact():
+    """3 ** x took log(3) in float32 (the number kept as an int64 tensor)."""
+    values = torch.tensor([0.5, 1.25], dtype=D, requires_grad=True)
+    A = sf.sparse_coo_tensor(torch.tensor([[0, 1], [0, 1]]), values, (2, 2), fill_value=1.5)
+    (3 ** A).to_dense().sum().backward()
+    torch.testing.assert_close(values.grad, 3 ** values.detach() * math.log(3), rtol=1e-14,
+                               atol=0)
+
+
+@pytest.mark.parametrize("exponent", [0.0, 2.0])
+def test_pow_double_backward_at_a_zero_fill_is_not_nan(exponent):
+    """x ** 0 at x = 0: the masked branch of pow's derivative met 0 * inf in
+    double backward (Hessian nan; dense 0)."""
+    fill = torch.tensor(0.0, dtype=D, requires_grad=True)
+    A = sf.sparse_coo_tensor(torch.tensor([[0], [1]]), torch.tensor([0.5], dtype=D), (2, 2),
+                             fill_value=fill)
+    g, = torch.autograd.grad((A ** exponent).to_dense().sum(), fill, create_graph=True)
+    h = torch.autograd.grad(g, fill)[0] if g.requires_grad else torch.zeros((), dtype=D)
+    fd = fill.detach().clone().requires_grad_()
+    dense = (torch.zeros(2, 2, dtype=D) + fd).index_put((torch.tensor([0]), torch.tensor([1])),
+                                                        torch.tensor(0.5, dtype=D))
+    gd, = torch.autograd.grad((dense ** exponent).sum(), fd, create_graph=True)
+    hd = torch.autograd.grad(gd, fd)[0] if gd.requires_grad else torch.zeros((), dtype=D)
+    torch.testing.assert_close(h, hd)
+
+
+@pytest.mark.parametrize("index", [[0, 0], [1, 1], [1, 0, 1], [0, 1]])
+def test_index_select_with_repeated_coordinates_on_an_inner_dim_stays_coalesced(index):
+    """index_select(A, 1, [0, 0]) on a 3-sparse-dim COO tensor returned
+    unsorted indices marked coalesced; a binary op then refused them."""
+    idx = torch.cartesian_prod(torch.arange(2), torch.arange(2), torch.arange(3)).t()
+    A = sf.sparse_coo_tensor(idx, torch.arange(12.), (2, 2, 3), fill_value=1.5)
+    B = torch.index_select(A, 1, torch.tensor(index))
+    i = B._indices()
+    lin = (i[0] * len(index) + i[1]) * 3 + i[2]
+    assert bool((lin[1:] > lin[:-1]).all())
+    want = A.to_dense().index_select(1, torch.tensor(index))
+    assert torch.equal(B.to_dense(), want)
+    assert torch.equal((B + B).to_dense(), want + want)
+
+
+# ---- refusal messages -----------------------------------------------------------------
+
+@pytest.mark.parametrize("read", [lambda A: A.tolist(), lambda A: A.numpy()],
+                         ids=["tolist", "numpy"])
+def test_refusal_of_data_reads_says_what_to_call_instead(read):
+    """tolist()/numpy() said 'has no fill-value semantics yet'; they now name
+    the dense call to make."""
+    A = _coo([[0], [1]], [2.0], (2, 2), 1.5)
+    with pytest.raises(NotImplementedError, match=r"A\.to_dense\(\)\.(tolist|numpy)\(\)"):
+        read(A)
+
+
+def test_refusal_names_the_function_and_the_dense_alternative():
+    A = _coo([[0], [1]], [2.0], (2, 2), 1.5)
+    with pytest.raises(NotImplementedError, match=r"torch\.kron is not implemented for "
+                                                  r"SparseFillTensor.*A\.to_dense\(\)"):
+        torch.kron(A, A)

@@ -110,25 +110,29 @@ def at(fill: torch.Tensor, indices: torch.Tensor, dense_shape) -> torch.Tensor:
 
 
 
-def live(fill: torch.Tensor, size, sparse_dim: int, nse: int, indices=None) -> torch.Tensor:
+def live(fill: torch.Tensor, size, sparse_dim: int, nse: int, indices=None,
+         zero: bool = False) -> torch.Tensor:
     """`fill` with autograd cut at every element that covers no unspecified
     element of a coalesced tensor of `size` with `nse` stored elements (a
     per-slice fill also needs their COO `indices`, (sparse_dim, nse)). Such
     a fill element is in no element of the dense tensor, so its gradient is
     0, which the chain rule through it could turn into nan (0 * inf, as in
-    log's backward at a fill of 0). The values are unchanged.
+    log's backward at a fill of 0). With `zero`, those elements also become
+    0 (for a reduction, whose arithmetic would otherwise meet an unseen inf
+    or nan); otherwise the values are unchanged.
 
     Example (both elements of a 1 x 2 tensor stored)::
 
         >>> live(torch.tensor(0., requires_grad=True), (1, 2), 2, 2).requires_grad
         False
     """
-    if not fill.requires_grad:
+    if not (fill.requires_grad or zero):
         return fill
     if not is_per_slice(fill, len(size) - sparse_dim):
-        covered = unspecified_per_dense_part_element(fill, size, sparse_dim, nse) > 0
-        return fill if covered else fill.detach()
+        if unspecified_per_dense_part_element(fill, size, sparse_dim, nse) > 0:
+            return fill
+        return torch.zeros_like(fill, requires_grad=False) if zero else fill.detach()
     per = unspecified_per_element(fill, size, indices).to(fill.device)
     if bool((per > 0).all()):
         return fill
-    return torch.where(per > 0, fill, fill.detach())
+    return torch.where(per > 0, fill, torch.zeros_like(fill) if zero else fill.detach())

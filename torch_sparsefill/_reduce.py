@@ -141,7 +141,7 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
     [r, *dense], seg_ptr, n, D) -> [nseg, *dense with D kept as 1]`, where D
     are the dense dims (of the dense part) also reduced. Returns a strided
     tensor or a SparseFillTensor (kept sparse dims)."""
-    A = A._coalesced()
+    A = A._for_reduction()
     sd = A.sparse_dim()
     size = A._sf_size
     R = [d for d in dims if d < sd]

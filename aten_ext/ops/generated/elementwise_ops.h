@@ -84,11 +84,11 @@
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/minimum.h>
 #include <ATen/ops/mish.h>
-#include <ATen/ops/mish_backward.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/nan_to_num.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/neg.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/rad2deg.h>
 #include <ATen/ops/real.h>
@@ -1020,7 +1020,7 @@ struct Mish {
       const Tensor& grad,
       const Tensor& self,
       [[maybe_unused]] const Tensor& result) {
-    return at::mish_backward(grad, self);
+    return grad * (at::tanh(at::softplus(self)) + self * at::sigmoid(self) * (1 - at::tanh(at::softplus(self)).square()));
   }
 };
 
@@ -1311,14 +1311,14 @@ struct Pow {
       const Tensor& self,
       const Tensor& other,
       [[maybe_unused]] const Tensor& result) {
-    return at::where(other == 0, at::zeros_like(grad), grad * other * at::pow(self, other - 1));
+    return at::where(other == 0, at::zeros_like(grad), grad * other * at::pow(at::where(other == 0, at::ones_like(self), self), other - 1));
   }
   static Tensor d_other(
       const Tensor& grad,
       const Tensor& self,
       const Tensor& other,
       const Tensor& result) {
-    return at::where((self == 0) & (other >= 0), at::zeros_like(grad), grad * result * at::log(self));
+    return at::where((self == 0) & (other >= 0), at::zeros_like(grad), grad * result * at::log(at::where((self == 0) & (other >= 0), at::ones_like(self), self)));
   }
 };
 
