@@ -422,3 +422,12 @@ def test_refusal_names_the_function_and_the_dense_alternative():
     with pytest.raises(NotImplementedError, match=r"torch\.kron is not implemented for "
                                                   r"SparseFillTensor.*A\.to_dense\(\)"):
         torch.kron(A, A)
+
+
+def test_sparse_operands_that_torch_would_broadcast_are_refused_cleanly():
+    """(3, 1) + (1, 3) SparseFillTensors: torch broadcasts, so this is an
+    unsupported case (NotImplementedError), not an invalid one."""
+    with pytest.raises(NotImplementedError, match="broadcasting"):
+        sf.full((3, 1), 1.) + sf.full((1, 3), 2.)
+    with pytest.raises(RuntimeError, match="do not broadcast"):
+        sf.full((3,), 1.) + sf.full((4,), 2.)

@@ -119,9 +119,7 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
     if sx and sy:
         a, b = x._coalesced(), y._coalesced()
         if a._sf_size != b._sf_size:
-            raise NotImplementedError(f"torch_sparsefill: {_args.name(func)}: operands must have "
-                                      f"the same size (no broadcasting between sparse "
-                                      f"operands), got {a._sf_size} and {b._sf_size}")
+            raise _size_mismatch(func, a._sf_size, b._sf_size)
         if same_pattern(a, b):
             values, fill = op.same(a._sf_values, a._live_fill(), b._sf_values, b._live_fill(),
                                    *extra)
@@ -201,9 +199,7 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
     for o in operands:
         if isinstance(o, SparseFillTensor):
             if o._sf_size != ref._sf_size:
-                raise NotImplementedError(f"torch_sparsefill: {_args.name(func)}: operands must "
-                                          f"have the same size, got {o._sf_size} and "
-                                          f"{ref._sf_size}")
+                raise _size_mismatch(func, o._sf_size, ref._sf_size)
             o = o._coalesced()
             parts += [o._coo_indices(), o._sf_values, o._live_fill()]
             continue
@@ -221,6 +217,20 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
                   empty_values, o]
     values, fill, indices = op.main(*parts, list(ref._sf_size))
     return build(ref.layout, ref._sf_size, values, fill, indices=indices)
+
+
+def _size_mismatch(func, a, b) -> Exception:
+    """Two SparseFillTensors of different sizes: NotImplementedError where
+    torch would broadcast them (not supported yet), torch's RuntimeError
+    where it could not."""
+    try:
+        torch.broadcast_shapes(a, b)
+    except RuntimeError:
+        return RuntimeError(f"torch_sparsefill: {_args.name(func)}: operands must have the "
+                            f"same size, got {tuple(a)} and {tuple(b)}, which do not broadcast")
+    return NotImplementedError(f"torch_sparsefill: {_args.name(func)}: operands must have the "
+                               f"same size (no broadcasting between sparse operands yet), got "
+                               f"{tuple(a)} and {tuple(b)}")
 
 
 def _floating(operands) -> bool:
