@@ -5,6 +5,7 @@ the case against the dense computation.
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -431,3 +432,21 @@ def test_sparse_operands_that_torch_would_broadcast_are_refused_cleanly():
         sf.full((3, 1), 1.) + sf.full((1, 3), 2.)
     with pytest.raises(RuntimeError, match="do not broadcast"):
         sf.full((3,), 1.) + sf.full((4,), 2.)
+
+
+@pytest.mark.parametrize("fn", [torch.var, torch.std])
+def test_var_std_of_an_empty_tensor_give_the_fill_a_zero_gradient(fn):
+    """var/std of an empty tensor gave the fill gradient nan; dense gives 0
+    (and the result stays in the graph, as dense's does)."""
+    fill = torch.tensor(1.5, dtype=D, requires_grad=True)
+    A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, dtype=D),
+                             (0, 3), fill_value=fill)
+    fd = fill.detach().clone().requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: degrees of freedom <= 0
+        out = fn(A)
+        want = fn(fd.expand(0, 3))
+    out.backward()
+    want.backward()
+    torch.testing.assert_close(out, want, equal_nan=True)
+    torch.testing.assert_close(fill.grad, fd.grad)

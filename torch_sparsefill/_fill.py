@@ -121,18 +121,22 @@ def live(fill: torch.Tensor, size, sparse_dim: int, nse: int, indices=None,
     0 (for a reduction, whose arithmetic would otherwise meet an unseen inf
     or nan); otherwise the values are unchanged.
 
-    Example (both elements of a 1 x 2 tensor stored)::
+    Example (both elements of a 1 x 2 tensor stored: no gradient reaches the fill)::
 
-        >>> live(torch.tensor(0., requires_grad=True), (1, 2), 2, 2).requires_grad
-        False
+        >>> f = torch.tensor(0., requires_grad=True)
+        >>> torch.autograd.grad(torch.log(live(f, (1, 2), 2, 2)), f)
+        (tensor(0.),)
     """
     if not (fill.requires_grad or zero):
         return fill
     if not is_per_slice(fill, len(size) - sparse_dim):
         if unspecified_per_dense_part_element(fill, size, sparse_dim, nse) > 0:
             return fill
-        return torch.zeros_like(fill, requires_grad=False) if zero else fill.detach()
-    per = unspecified_per_element(fill, size, indices).to(fill.device)
-    if bool((per > 0).all()):
-        return fill
-    return torch.where(per > 0, fill, torch.zeros_like(fill) if zero else fill.detach())
+        covered = torch.zeros((), dtype=torch.bool, device=fill.device)
+    else:
+        covered = unspecified_per_element(fill, size, indices).to(fill.device) > 0
+        if bool(covered.all()):
+            return fill
+    # A where, not a detach: the result stays in the graph (as the dense
+    # tensor does) and its backward sends exactly 0 to the cut elements.
+    return torch.where(covered, fill, torch.zeros_like(fill) if zero else fill.detach())

@@ -143,7 +143,7 @@ class SparseFillTensor(torch.Tensor):
         to 0 (the same dense tensor; no unseen inf or nan in the arithmetic)."""
         A = self._coalesced()
         f = A._live_fill(zero=True)
-        return A if f is A._sf_fill else A._with(A._sf_values, f)
+        return A if f is A._sf_fill else A._with(A._sf_values, f.to(A._sf_fill.dtype))
 
     def _has_per_slice_fill(self) -> bool:
         """Whether the fill varies over the sparse dims (RFC.md section 1.5)."""
