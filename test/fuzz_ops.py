@@ -48,7 +48,7 @@ per-element products (0 * inf, inf - inf), whose class depends on them.
 Reproducible: program i of a run with seed S uses seed S + i; a failure
 prints the seed, the program and the command that replays it:
     .venv/bin/python test/fuzz_ops.py --seed <seed> -n 1 -v
-`make fuzz-ops N=...` runs many; `make test` runs a bounded budget
+`make fuzz-ops N=...` runs many; `make test` runs seeds 0-5999
 (test_fuzz_ops.py).
 """
 from __future__ import annotations
