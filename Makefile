@@ -8,6 +8,7 @@
 #   make gen     regenerate element-wise code from tools/codegen/elementwise.yaml
 #   make docs    regenerate docs/ops.md, the op reference, from the built extension
 #   make fuzz    libFuzzer on the C core (FUZZ_RUNS executions, default 10 million)
+#   make fuzz-ops  the op-chain differential fuzzer: N programs (default 5000) from SEED
 #   make cuda-build  the CUDA build, in its own environment, and its tests (no GPU needed)
 #   make cuda-ci     CI's CUDA step: cuda-build when the CUDA torch matches nvcc
 #   make cuda-bench  the benchmark table with the CUDA build (GPU rows need a GPU; ROWS=GPU: only them)
@@ -31,7 +32,7 @@ SOURCES := setup.py $(shell find aten_ext -type f \( -name '*.c' -o -name '*.h' 
 
 FUZZ_RUNS ?= 10000000
 
-.PHONY: all demo test test-slow examples bench build wheel gen docs ctest pytest system-deps clean fuzz cuda-build cuda-ci cuda-bench
+.PHONY: all demo test test-slow examples bench build wheel gen docs ctest pytest system-deps clean fuzz fuzz-ops cuda-build cuda-ci cuda-bench
 
 all: build
 
@@ -108,6 +109,13 @@ fuzz:
 	mkdir -p $(BUILD)-fuzz/corpus
 	$(BUILD)-fuzz/fuzz_core -runs=$(FUZZ_RUNS) -print_final_stats=1 \
 	  -artifact_prefix=$(BUILD)-fuzz/ $(BUILD)-fuzz/corpus test/fuzz/corpus
+
+# Random op chains on SparseFillTensors against dense torch (test/fuzz_ops.py);
+# `make test` runs a bounded budget of them.
+N ?= 5000
+SEED ?= 0
+fuzz-ops: build
+	$(PY) test/fuzz_ops.py --seed $(SEED) -n $(N)
 
 pytest: build
 	$(PY) -m pytest -q test

@@ -4,6 +4,8 @@ _parts.py.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from . import _args, _fill
@@ -88,6 +90,12 @@ def cat(tensors, dim=0):
         raise RuntimeError("cat(): expected a non-empty list of tensors")
     for k, x in enumerate(tensors):
         _args.sparse(x, "cat()", f"tensors[{k}]")
+    # As torch: 1-D empty tensors are skipped (they still take part in the
+    # result's dtype), unless every tensor is one.
+    dtype = functools.reduce(torch.promote_types, [x.dtype for x in tensors])
+    kept = [x for x in tensors if x.shape != (0,)]
+    if kept and len(kept) < len(tensors):
+        return cat([x.to(dtype) for x in kept], dim)
     a = tensors[0]
     nd, s = a.dim(), a.sparse_dim()
     if nd == 0:
@@ -102,9 +110,6 @@ def cat(tensors, dim=0):
                 raise RuntimeError(f"cat(): sizes of tensors must match except in dimension "
                                    f"{d}; tensor {k} has size {x.shape[i]} at dim {i}, "
                                    f"tensor 0 has {a.shape[i]}")
-    dtype = a.dtype
-    for x in tensors[1:]:
-        dtype = torch.promote_types(dtype, x.dtype)
     if len(tensors) == 1:
         return a.to(dtype)
     ps = [parts(x.to(dtype)) for x in tensors]

@@ -12,6 +12,8 @@ union of three patterns. In-place forms compute out of place and write back
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from . import _args, _generated_ops
@@ -124,7 +126,7 @@ def _unary(op: _Op, func, args, kwargs, reflected, inplace):
     if any(isinstance(x, torch.Tensor) for x in extra):
         return NotImplemented  # tensor options: a ternary op's form (clamp(x, t_min, t_max))
     a = args[0]._coalesced()
-    values, fill = op.main(a._sf_values, a._sf_fill, *extra)
+    values, fill = op.main(a._sf_values, a._live_fill(), *extra)
     out = a._with(values, fill)
     return _assign(args[0], out, func) if inplace or inplace_kw else out
 
@@ -149,15 +151,14 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
             dense_args[pos] = dense_args[pos].to_dense()
             return _binary(op, func, tuple(dense_args), kwargs, reflected, inplace)
         if a._sf_size != b._sf_size:
-            raise RuntimeError(f"torch_sparsefill: {_args.name(func)}: operands must have the "
-                               f"same size (no broadcasting between sparse operands), got "
-                               f"{a._sf_size} and {b._sf_size}")
+            raise _size_mismatch(func, a._sf_size, b._sf_size)
         if same_pattern(a, b):
-            values, fill = op.same(a._sf_values, a._sf_fill, b._sf_values, b._sf_fill, *extra)
+            values, fill = op.same(a._sf_values, a._live_fill(), b._sf_values, b._live_fill(),
+                                   *extra)
             out = a._with(values, fill)
         else:
-            values, fill, indices = op.main(a._coo_indices(), a._sf_values, a._sf_fill,
-                                            b._coo_indices(), b._sf_values, b._sf_fill,
+            values, fill, indices = op.main(a._coo_indices(), a._sf_values, a._live_fill(),
+                                            b._coo_indices(), b._sf_values, b._live_fill(),
                                             list(a._sf_size), *extra)
             out = build(a.layout, a._sf_size, values, fill, indices=indices)
     elif sx or sy:
@@ -168,7 +169,7 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
                 raise TypeError(f"{_args.name(func)}(): a Python number is not accepted as an "
                                 f"operand (torch takes a tensor here), got "
                                 f"{type(other).__name__}")
-            values, fill = op.scalar(a._sf_values, a._sf_fill, other, reverse, *extra)
+            values, fill = op.scalar(a._sf_values, a._live_fill(), other, reverse, *extra)
         elif isinstance(other, torch.Tensor) and other.layout == torch.strided:
             if not _over_dense_part(a, other) and _per_slice_fill(a, other) is not None:
                 # Broadcasts along some sparse dims: an operand with nothing
@@ -185,13 +186,13 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
                 return out
             if not _over_dense_part(a, other):
                 if inplace:
-                    raise RuntimeError(f"torch_sparsefill: in-place {_args.name(func)} with a "
-                                       f"strided operand that covers the sparse dims would "
-                                       f"densify")
+                    raise NotImplementedError(f"torch_sparsefill: in-place {_args.name(func)} "
+                                              f"with a strided operand that covers the sparse "
+                                              f"dims would densify; use the out-of-place form")
                 # Broadcasts over the sparse dims too: the result is dense.
                 dense_args = [t.to_dense() if isinstance(t, SparseFillTensor) else t for t in args]
                 return func(*dense_args, **kwargs)
-            values, fill = op.dense(a._sf_values, a._sf_fill, other.to(a.device), reverse,
+            values, fill = op.dense(a._sf_values, a._live_fill(), other.to(a.device), reverse,
                                     *extra)
         else:
             return NotImplemented
@@ -200,8 +201,8 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
         return NotImplemented
     if inplace:
         if reflected or not sx:
-            raise RuntimeError(f"torch_sparsefill: in-place {_args.name(func)} needs the "
-                               f"SparseFillTensor first")
+            raise NotImplementedError(f"torch_sparsefill: in-place {_args.name(func)} needs the "
+                                      f"SparseFillTensor first")
         return _assign(x, out, func)
     return out
 
@@ -221,39 +222,79 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
         bound[key] = value
     if not spec["number"] and any(_args.is_number(v) for v in bound.values()):
         return NotImplemented  # torch takes tensors here, or all-number options (unary form)
+    given = {n: v for n, v in bound.items() if v is not None}
+    ref = next((given[n] for n in names if isinstance(given.get(n), SparseFillTensor)), None)
+    if ref is None:
+        return NotImplemented
+    if op.name == "clamp_tensor" and "max" not in given and "input" in given and \
+            "min" in given and _floating(given.values()):
+        # clamp(x, min) = -clamp(-x, max=-min): the stand-in +inf for the
+        # missing max would take min's gradient where min is +inf (torch's
+        # rule with no max: the gradient goes to min wherever x < min).
+        return -_ternary(op, func, (-given["input"], None, -given["min"]), {}, reflected, inplace)
     for name in names:
         if bound.get(name) is None:
             if name not in spec["missing"]:
                 return NotImplemented
-            bound[name] = spec["missing"][name]
+            bound[name] = _stand_in(spec["missing"][name], given.values(), ref.device)
     operands = [bound[n] for n in names]
-    ref = next((o for o in operands if isinstance(o, SparseFillTensor)), None)
-    if ref is None:
-        return NotImplemented
     dense_shape = tuple(ref._sf_values.shape[1:])
     sparse_dim = ref.sparse_dim()
     parts = []
     for o in operands:
         if isinstance(o, SparseFillTensor):
             if o._sf_size != ref._sf_size:
-                raise RuntimeError(f"torch_sparsefill: {_args.name(func)}: operands must have "
-                                   f"the same size, got {o._sf_size} and {ref._sf_size}")
+                raise _size_mismatch(func, o._sf_size, ref._sf_size)
             o = o._coalesced()
-            parts += [o._coo_indices(), o._sf_values, o._sf_fill]
+            parts += [o._coo_indices(), o._sf_values, o._live_fill()]
             continue
         if _args.is_number(o):
             o = torch.tensor(o, device=ref.device)
         if not isinstance(o, torch.Tensor) or o.layout != torch.strided:
             return NotImplemented
         if not _over_dense_part(ref, o):
-            dense = {n: (v.to_dense() if isinstance(v, SparseFillTensor) else v)
-                     for n, v in bound.items()}
-            return func(*[dense[n] for n in names])
+            # Broadcasts over the sparse dims too: the result is dense, torch's
+            # call on the dense operands (omitted ones omitted again).
+            return func(*[v.to_dense() if isinstance(v, SparseFillTensor) else v
+                          for v in (given.get(n) for n in names)])
         empty_values = o.new_zeros((0,) + dense_shape)
         parts += [torch.zeros(sparse_dim, 0, dtype=torch.int64, device=ref.device),
                   empty_values, o]
     values, fill, indices = op.main(*parts, list(ref._sf_size))
     return build(ref.layout, ref._sf_size, values, fill, indices=indices)
+
+
+def _size_mismatch(func, a, b) -> Exception:
+    """Two SparseFillTensors of different sizes: NotImplementedError where
+    torch would broadcast them (not supported yet), torch's RuntimeError
+    where it could not."""
+    try:
+        torch.broadcast_shapes(a, b)
+    except RuntimeError:
+        return RuntimeError(f"torch_sparsefill: {_args.name(func)}: operands must have the "
+                            f"same size, got {tuple(a)} and {tuple(b)}, which do not broadcast")
+    return NotImplementedError(f"torch_sparsefill: {_args.name(func)}: operands must have the "
+                               f"same size (no broadcasting between sparse operands yet), got "
+                               f"{tuple(a)} and {tuple(b)}")
+
+
+def _floating(operands) -> bool:
+    """Whether torch would compute on these operands in a floating dtype."""
+    tensors = [o for o in operands if isinstance(o, torch.Tensor)]
+    return any(t.dtype.is_floating_point or t.dtype.is_complex for t in tensors) or \
+        any(isinstance(o, float) for o in operands)
+
+
+def _stand_in(missing: float, operands, device):
+    """The value of an omitted operand (an infinity from the YAML's
+    `missing`), in the dtype torch computes in: for integral operands the
+    dtype's own bound, so that the stand-in does not promote them to float."""
+    if _floating(operands) or abs(missing) != float("inf"):
+        return missing
+    dtype = functools.reduce(torch.promote_types, [o.dtype for o in operands])
+    info = torch.iinfo(dtype) if dtype != torch.bool else None
+    value = (missing > 0) if info is None else (info.max if missing > 0 else info.min)
+    return torch.tensor(value, dtype=dtype, device=device)
 
 
 def _assign(target: SparseFillTensor, out: SparseFillTensor, func):

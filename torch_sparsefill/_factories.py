@@ -141,7 +141,9 @@ def _leafify(values, fill, requires_grad):
     if not (values.dtype.is_floating_point or values.dtype.is_complex):
         raise RuntimeError(f"requires_grad=True needs a floating point or complex dtype, got "
                            f"{values.dtype}")
-    return values.detach().requires_grad_(), fill.detach().requires_grad_()
+    # As torch.sparse_coo_tensor: a component that already takes part in
+    # autograd keeps its graph; any other becomes a leaf that requires grad.
+    return tuple(t if t.requires_grad else t.detach().requires_grad_() for t in (values, fill))
 
 
 def sparse_coo_tensor(indices=None, values=None, size=None, *, fill_value=None, dtype=None,

@@ -107,3 +107,36 @@ def at(fill: torch.Tensor, indices: torch.Tensor, dense_shape) -> torch.Tensor:
     rows = fill.reshape((-1,) + tuple(fill.shape[sparse_dim:])).index_select(
         0, slots(fill, indices))
     return rows.expand((rows.shape[0],) + tuple(dense_shape))
+
+
+
+def live(fill: torch.Tensor, size, sparse_dim: int, nse: int, indices=None,
+         zero: bool = False) -> torch.Tensor:
+    """`fill` with autograd cut at every element that covers no unspecified
+    element of a coalesced tensor of `size` with `nse` stored elements (a
+    per-slice fill also needs their COO `indices`, (sparse_dim, nse)). Such
+    a fill element is in no element of the dense tensor, so its gradient is
+    0, which the chain rule through it could turn into nan (0 * inf, as in
+    log's backward at a fill of 0). With `zero`, those elements also become
+    0 (for a reduction, whose arithmetic would otherwise meet an unseen inf
+    or nan); otherwise the values are unchanged.
+
+    Example (both elements of a 1 x 2 tensor stored: no gradient reaches the fill)::
+
+        >>> f = torch.tensor(0., requires_grad=True)
+        >>> torch.autograd.grad(torch.log(live(f, (1, 2), 2, 2)), f)
+        (tensor(0.),)
+    """
+    if not (fill.requires_grad or zero):
+        return fill
+    if not is_per_slice(fill, len(size) - sparse_dim):
+        if unspecified_per_dense_part_element(fill, size, sparse_dim, nse) > 0:
+            return fill
+        covered = torch.zeros((), dtype=torch.bool, device=fill.device)
+    else:
+        covered = unspecified_per_element(fill, size, indices).to(fill.device) > 0
+        if bool(covered.all()):
+            return fill
+    # A where, not a detach: the result stays in the graph (as the dense
+    # tensor does) and its backward sends exactly 0 to the cut elements.
+    return torch.where(covered, fill, torch.zeros_like(fill) if zero else fill.detach())

@@ -261,10 +261,15 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
     indices = p.indices.index_select(1, src)
     indices[d] = j
     values = p.values.index_select(0, src)
-    # A non-decreasing index maps coordinates monotonically (copies of one
-    # element come out in increasing j), so the result is already sorted.
-    if d > 0 and not bool((index[1:] >= index[:-1]).all()):
-        indices, values = sort(indices, values, size)
+    # An increasing index maps coordinates monotonically, so the result is
+    # already sorted; so does a non-decreasing one on the last sparse dim.
+    # A repeated coordinate on an earlier dim is not: the copies of one
+    # element come out together, before the next element's lower coordinates
+    # (index [0, 0]: (0, 1, 0) before (0, 0, 1)).
+    if d > 0:
+        steps = index[1:] - index[:-1]
+        if not bool((steps > 0).all() if d < s - 1 else (steps >= 0).all()):
+            indices, values = sort(indices, values, size)
     return finish(Parts(indices, values, F, size, p.layout), a)
 
 

@@ -137,7 +137,9 @@ def _mm(a, b, func=torch.mm):
     if sb:
         crow, col, values = _csr(b)
         return _ops.dense_spmm(a, crow, col, values, _fill2d(b, func), b.shape[1])
-    return torch.mm(a, b)  # only a bias (addmm's input) was sparse
+    # Two strided matrices (e.g. addmm's with a SparseFillTensor bias): not
+    # `func`, which may take other arguments (addmm's input).
+    return torch.mm(a, b)
 
 
 def _mv(a, x, func=torch.mv):

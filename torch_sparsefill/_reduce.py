@@ -141,7 +141,7 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
     [r, *dense], seg_ptr, n, D) -> [nseg, *dense with D kept as 1]`, where D
     are the dense dims (of the dense part) also reduced. Returns a strided
     tensor or a SparseFillTensor (kept sparse dims)."""
-    A = A._coalesced()
+    A = A._for_reduction()
     sd = A.sparse_dim()
     size = A._sf_size
     R = [d for d in dims if d < sd]
@@ -288,8 +288,12 @@ def logsumexp_core():
     def seg(v, f, p, n):
         # the max is a shift for stability only (detached, 0 where infinite,
         # as torch does); the sum of exponentials carries the gradient
-        m = _ops.seg_max(v.detach(), f.detach(), p, None, n, False, True)[0]
-        m = torch.where(m.isinf(), torch.zeros_like(m), m)
+        if n == 0:  # empty slices: no max to shift by; the sum is 0, the result -inf
+            m = torch.zeros((p.shape[0] - 1,) + tuple(v.shape[1:]), dtype=v.dtype,
+                            device=v.device)
+        else:
+            m = _ops.seg_max(v.detach(), f.detach(), p, None, n, False, True)[0]
+            m = torch.where(m.isinf(), torch.zeros_like(m), m)
         counts = p[1:] - p[:-1]
         rows = torch.repeat_interleave(torch.arange(p.shape[0] - 1, device=p.device), counts,
                                        output_size=v.shape[0])  # sized: no device sync

@@ -65,7 +65,7 @@ def _sum_all(A, keepdim: bool) -> torch.Tensor:
     (the term is left out when there are none, so an infinite or NaN fill
     that covers nothing does not leak in). One pass over the values, at ATen's speed;
     differentiable with respect to values and fill."""
-    A = A._coalesced()
+    A = A._for_reduction()
     total = A._sf_values.sum()
     count = _fill.unspecified_per_dense_part_element(A._sf_fill, A._sf_size, A.sparse_dim(),
                                                      A._nnz())
@@ -154,7 +154,7 @@ def _max_min(is_min, input, dim=None, keepdim=False, *, out=None):
         if keepdim:
             raise TypeError(f"{name}() got keepdim without dim")
         return _amax(input, (), False, is_min=is_min)
-    A = input._coalesced()
+    A = input._for_reduction()
     d = _args.dim(dim, A.dim(), f"{name}()")
     sd = A.sparse_dim()
     result_type = torch.return_types.min if is_min else torch.return_types.max
@@ -256,7 +256,10 @@ def norm_(input, p="fro", dim=None, keepdim=False, dtype=None, out=None):
         return _amax(A.abs(), dim if dim is not None else (), keepdim, is_min=True)
     if p == 0:
         return sum_(A != 0, dim, keepdim, dtype=A.dtype)
-    powered = A.abs() ** p if p != 1 else A.abs()
+    # An even power needs no abs: |x| ** 2 has second derivative 0 at x = 0,
+    # x ** 2 has 2, as dense norm's double backward.
+    even = float(p).is_integer() and int(p) % 2 == 0
+    powered = A ** p if even else (A.abs() ** p if p != 1 else A.abs())
     s = sum_(powered, dim, keepdim)
     return s if p == 1 else safe_root(s, p)
 

@@ -151,8 +151,16 @@ TABLE = _assemble(
 _FAMILY_FUNCS = frozenset(func for _, routes in _FAMILIES for func in routes)
 
 
+# Callables that read a tensor's elements out as plain data: what to call instead.
+_AS_DATA = {T.tolist: "A.to_dense().tolist()", T.numpy: "A.to_dense().numpy()",
+            T.item: "A.to_dense().item()", T.__array__: "np.asarray(A.to_dense())",
+            T.__bool__: "bool(A.to_dense())", T.__float__: "float(A.to_dense())",
+            T.__int__: "int(A.to_dense())", T.__index__: "operator.index(A.to_dense())"}
+
+
 def torch_function(func, types, args, kwargs):
-    """SparseFillTensor.__torch_function__: the routed handler, or a refusal."""
+    """SparseFillTensor.__torch_function__: the routed handler, or a refusal
+    that says what is unsupported and what to call instead."""
     handler = TABLE.get(func)
     if handler is not None:
         if kwargs and isinstance(kwargs.get("out"), SparseFillTensor):
@@ -165,10 +173,15 @@ def torch_function(func, types, args, kwargs):
         if _autocast.enabled():
             return _autocast.call(func, handler, args, kwargs)
         return handler(*args, **kwargs)
+    if func in _AS_DATA:
+        raise NotImplementedError(
+            f"torch_sparsefill: {_args.name(func)} is not supported on a SparseFillTensor "
+            f"(it would read the stored components, not the elements); call it on the dense "
+            f"tensor: {_AS_DATA[func]}")
     raise NotImplementedError(
-        f"torch_sparsefill: {_args.name(func)} has no fill-value semantics yet, so it is refused "
-        f"rather than computed as if the fill were 0; convert with .to_dense() if a dense "
-        f"result is what you want")
+        f"torch_sparsefill: {_args.name(func)} is not implemented for SparseFillTensor: it has "
+        f"no fill-value semantics yet, so it is refused rather than computed as if the fill "
+        f"were 0; call it on A.to_dense() if a dense result is what you want")
 
 
 def torch_dispatch(func, types, args, kwargs):

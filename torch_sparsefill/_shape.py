@@ -45,7 +45,7 @@ def permute(input, *dims):
         return a
     s = a.sparse_dim()
     if sorted(dims[:s]) != list(range(s)):
-        raise RuntimeError(f"permute(): a SparseFillTensor cannot move dims between its "
+        raise NotImplementedError(f"permute(): a SparseFillTensor cannot move dims between its "
                            f"{s} sparse and {nd - s} dense dims, got dims {tuple(dims)}")
     p = parts(a)
     indices, values = p.indices, p.values
@@ -75,7 +75,7 @@ def transpose(input, dim0, dim1):
     dims[d0], dims[d1] = dims[d1], dims[d0]
     s = a.sparse_dim()
     if (d0 < s) != (d1 < s):
-        raise RuntimeError(f"transpose(): cannot swap sparse dim {min(d0, d1)} with dense "
+        raise NotImplementedError(f"transpose(): cannot swap sparse dim {min(d0, d1)} with dense "
                            f"dim {max(d0, d1)} of a SparseFillTensor ({s} sparse dims)")
     return permute(a, dims)
 

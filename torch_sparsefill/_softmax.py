@@ -25,7 +25,7 @@ def _softmax(log, input, dim=None, dtype=None, what="softmax"):
     if dim is None:
         raise TypeError(f"{what}() needs dim for a SparseFillTensor (torch's implicit choice "
                         f"of dim is deprecated)")
-    A = (input if dtype is None else input.to(dtype))._coalesced()
+    A = (input if dtype is None else input.to(dtype))._for_reduction()
     if not A.dtype.is_floating_point:
         raise RuntimeError(f"{what}(): expected a floating point tensor, got {A.dtype}")
     d = _args.dim(dim, A.dim(), f"{what}()")

@@ -156,6 +156,24 @@ class SparseFillTensor(torch.Tensor):
             return self
         return self.coalesce()
 
+    def _live_fill(self, zero: bool = False) -> torch.Tensor:
+        """The fill as an op's input (coalesced tensors): autograd cut where a
+        fill element covers no unspecified element, and with `zero` its value
+        0 there (_fill.live)."""
+        f = self._sf_fill
+        if not (f.requires_grad or zero):
+            return f
+        per_slice = _fill.is_per_slice(f, self._sf_values.dim() - 1)
+        return _fill.live(f, self._sf_size, self.sparse_dim(), self._sf_values.shape[0],
+                          self._coo_indices() if per_slice else None, zero)
+
+    def _for_reduction(self) -> "SparseFillTensor":
+        """This tensor coalesced, with fill elements that cover no element set
+        to 0 (the same dense tensor; no unseen inf or nan in the arithmetic)."""
+        A = self._coalesced()
+        f = A._live_fill(zero=True)
+        return A if f is A._sf_fill else A._with(A._sf_values, f.to(A._sf_fill.dtype))
+
     def _has_per_slice_fill(self) -> bool:
         """Whether the fill varies over the sparse dims (RFC.md section 1.5)."""
         return _fill.is_per_slice(self._sf_fill, self.dense_dim())
@@ -486,10 +504,12 @@ class SparseFillTensor(torch.Tensor):
         device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
         if kwargs.get("copy"):
             return self.clone().to(device=device, dtype=dtype)
-        if dtype is not None and dtype != self.dtype and self.requires_grad and \
-                not (dtype.is_floating_point or dtype.is_complex):
-            raise RuntimeError(f"to({dtype}): cannot cast a tensor that requires grad "
-                               "to a non-differentiable dtype")
+        # A cast to an integral dtype leaves the graph, as torch's does.
+        if dtype is not None and dtype != self.dtype and self.layout == torch.sparse_coo and \
+                not self._sf_coalesced:
+            # Duplicates sum before the cast (rounding after, as the dense
+            # tensor's element is the sum).
+            return self.coalesce().to(*args, **kwargs)
 
         def move(t, is_index):
             return t.to(device=device, dtype=None if is_index else dtype,

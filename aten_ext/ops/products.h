@@ -129,6 +129,22 @@ inline int64_t csr_operand_shape(const Tensor& crow, const Tensor& col, const Te
   return crow.numel() - 1;
 }
 
+// ---- the non-finite path (composite/products.cpp) ----------------------------
+
+// Whether spmm's fast path is exact: the fill and the correction vector
+// (1^T B, or B^T c for a per-column fill) are finite, hence so is every
+// entry of B. Otherwise `values - fill` or the correction could hold
+// inf - inf where the dense sum does not.
+bool spmm_fast_path_exact(const Tensor& fill, const Tensor& correction);
+
+// A @ B for a CSR A with any fill and a strided B holding anything (inf,
+// -inf, nan anywhere), without inf - inf: the stored terms as the dense sum
+// has them, and the unspecified terms of each output element from counts of
+// the classes of their products (RFC.md section 5). O(nse n + k n + m n);
+// every device (ATen). Called by the spmm kernels below autograd.
+Tensor spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& values,
+                      const Tensor& fill, const Tensor& b, int64_t ncols);
+
 // ---- C++ API of the CPU kernels that are not ops ---------------------------
 
 // out[p] = sum_t X[i, t] S[j, t] for the element p at (i, j) of the pattern

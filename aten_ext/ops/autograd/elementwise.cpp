@@ -366,8 +366,13 @@ struct BinaryScalarFunction : public torch::autograd::Function<BinaryScalarFunct
     const Tensor& values = s[0];
     // A plain 0-d tensor here (not a wrapped number): traced backward graphs
     // would turn a wrapped number into a Python scalar that ops like log reject.
+    // An integral number with floating values takes their dtype: as an int64
+    // tensor, log(other) (pow's derivative) would be computed in float32.
     const at::Scalar number = ctx->saved_data["number"].toScalar();
-    const Tensor other = at::scalar_tensor(number, values.options().dtype(number.type()));
+    const bool widen = at::isFloatingType(values.scalar_type()) &&
+                       (number.isIntegral(/*includeBool=*/true));
+    const Tensor other = at::scalar_tensor(
+        number, values.options().dtype(widen ? values.scalar_type() : number.type()));
     variable_list out(5 + sizeof...(A));
     std::tie(out[1], out[2], std::ignore) =
         dense_grads(kept_op<BinaryOp<A...>>(ctx), grads, values, s[1], other, s[2], s[3],

@@ -1,10 +1,13 @@
-// ops/autograd/products.cpp -- the backward formulas of spmm and spgemm
-// (ops/products.h). The forward calls the op below autograd; the backward
-// calls ops through the dispatcher (and ATen), so it serves every device and
-// can be traced; spgemm's backward on the CPU uses the CPU's sparse-sparse
-// SDDMM directly (sddmm_sparse_cpu, not an op).
+// ops/autograd/products.cpp -- the backward formulas of spmm, sddmm and
+// spgemm (ops/products.h). The forward calls the op below autograd; the
+// backward calls ops through the dispatcher (and ATen), so it serves every
+// device, can be traced and, where create_graph asks, be differentiated
+// again; spgemm's first-order backward on the CPU uses the CPU's
+// sparse-sparse SDDMM directly (sddmm_sparse_cpu, not an op).
 #include <torch/library.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include <ATen/core/grad_mode.h>
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/clamp_max.h>
@@ -13,6 +16,8 @@
 #include <ATen/ops/searchsorted.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+
+#include <optional>
 
 #include "ops/products.h"
 #include "ops/structure.h"
@@ -87,6 +92,45 @@ Tensor spmm_autograd(const Tensor& crow, const Tensor& col, const Tensor& values
   return SpmmFunction::apply(crow, col, values, fill, b, ncols);
 }
 
+// out = (X Y^T) sampled on the pattern (crow, col): with S the fill-0 CSR
+// matrix of gradient gs on that pattern,
+//   g_x = S Y,   g_y = S^T X,
+// both fill-aware SpMMs (differentiable themselves), so spmm's backward,
+// which calls sddmm, has an exact double backward.
+class SddmmFunction : public torch::autograd::Function<SddmmFunction> {
+ public:
+  static Tensor forward(AutogradContext* ctx, const Tensor& crow, const Tensor& col, int64_t ncols,
+                        const Tensor& x, const Tensor& y) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({crow, col, x, y});
+    ctx->saved_data["ncols"] = ncols;
+    return call::sddmm(crow, col, ncols, x, y);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const Tensor &crow = saved[0], &col = saved[1], &x = saved[2], &y = saved[3];
+    const int64_t ncols = ctx->saved_data["ncols"].toInt();
+    const Tensor& gs = grads[0];
+    Tensor g_x, g_y;
+    if (!gs.defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    Tensor zero = at::zeros({}, gs.options());
+    // needs_input_grad counts tensor inputs only: crow, col, x, y.
+    if (ctx->needs_input_grad(2)) g_x = call::spmm(crow, col, gs, zero, y.contiguous(), ncols);
+    if (ctx->needs_input_grad(3)) {
+      auto [crow_t, col_t, perm] = call::csr_transpose(crow, col, ncols);
+      g_y = call::spmm(crow_t, col_t, gs.index_select(0, perm), zero, x.contiguous(),
+                       rows_of_crow(crow));
+    }
+    return {Tensor(), Tensor(), Tensor(), g_x, g_y};
+  }
+};
+
+Tensor sddmm_autograd(const Tensor& crow, const Tensor& col, int64_t ncols, const Tensor& x,
+                      const Tensor& y) {
+  return SddmmFunction::apply(crow, col, ncols, x, y);
+}
+
 // The values of the CSR matrix P (crow_p, col_p, vals_p; ncols columns) at
 // the positions of the pattern (crow, col): P's value where P stores one, else
 // 0. Both patterns have sorted columns within rows, so their linear indices
@@ -133,13 +177,17 @@ class SpgemmFunction : public torch::autograd::Function<SpgemmFunction> {
     Tensor g_a, g_b;
     if (!g.defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
     g = g.contiguous();
-    if (!crow_a.is_cpu()) {
+    // A backward that is itself differentiated (create_graph) takes the
+    // path through ops with autograd; the CPU's scratch-row kernel is not one.
+    const bool differentiable = at::GradMode::is_enabled();
+    if (!crow_a.is_cpu() || differentiable) {
       // Other devices: the sampled products through ops with a kernel there
       // (sddmm_sparse_cpu reads host memory). Each is a fill-0 SpGEMM read
       // at the operand's pattern: gC B^T for A, A^T gC for B. Costlier than
       // the CPU's scratch-row kernel (the product's pattern may be larger
       // than the operand's) but device-agnostic.
-      at::AutoDispatchBelowADInplaceOrView guard;
+      std::optional<at::AutoDispatchBelowADInplaceOrView> guard;
+      if (!differentiable) guard.emplace();
       if (ctx->needs_input_grad(2)) {
         auto [crow_bt, col_bt, perm_b] = call::csr_transpose(crow_b, col_b, n);
         auto [crow_p, col_p, vp] =
@@ -181,4 +229,5 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_autograd(const Tensor& crow_a, const T
 TORCH_LIBRARY_IMPL(sparsefill, Autograd, m) {
   m.impl("spmm", &sparsefill::spmm_autograd);
   m.impl("spgemm", &sparsefill::spgemm_autograd);
+  m.impl("sddmm", &sparsefill::sddmm_autograd);
 }

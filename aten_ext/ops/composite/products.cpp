@@ -4,12 +4,20 @@
 // their parts (spmm, spgemm and ATen).
 #include <torch/library.h>
 
+#include <ATen/TensorIndexing.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/any.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/index_put.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
 
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -73,6 +81,15 @@ Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const Tensor& 
   const int64_t m = crow_a.numel() - 1;
   TORCH_CHECK(crow_b.numel() == k + 1, "sparsefill: sparse_mm_dense: the second operand has ",
               crow_b.numel() - 1, " rows but the first has ", k, " columns");
+  if (!(at::isfinite(fa).all().item<bool>() && at::isfinite(fb).all().item<bool>() &&
+        at::isfinite(va).all().item<bool>() && at::isfinite(vb).all().item<bool>())) {
+    // Shifting values by a fill (or a correction over B0) could compute
+    // inf - inf: A @ B with B dense (k x n, the result's order of size),
+    // through spmm's non-finite path.
+    Tensor b_dense = fb.expand({k, n}).clone();
+    b_dense.index_put_({call::rows_from_crow(crow_b), col_b.to(at::kLong)}, vb);
+    return call::spmm(crow_a, col_a, va, fa, b_dense, k);
+  }
   auto [ra, ca] = fill_parts(fa, m, k);
   auto [rb, cb] = fill_parts(fb, k, n);
   const bool a_zero = is_zero_constant(ra) && is_zero_constant(ca);
@@ -128,6 +145,83 @@ Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const Tensor& 
 }
 
 }  // namespace
+
+// ---- non-finite fills and operands -------------------------------------------------
+
+bool spmm_fast_path_exact(const Tensor& fill, const Tensor& correction) {
+  return at::isfinite(fill).all().item<bool>() && at::isfinite(correction).all().item<bool>();
+}
+
+namespace {
+
+// For a k x n tensor x: per output element (i, t), the sum of x[j, t] over
+// the positions j that row i of the pattern leaves unspecified (all rows of
+// x minus the stored ones). Counts come as int64, sums in x's dtype.
+Tensor over_unspecified(const Tensor& x, const Tensor& rows, const Tensor& col, int64_t m) {
+  Tensor total = x.sum(0, /*keepdim=*/true);
+  Tensor stored = at::zeros({m, x.size(1)}, total.options()).index_add_(0, rows, x.index_select(0, col));
+  return total - stored;
+}
+
+Tensor count_over_unspecified(const Tensor& mask, const Tensor& rows, const Tensor& col,
+                              int64_t m) {
+  return over_unspecified(mask.to(at::kLong), rows, col, m);
+}
+
+}  // namespace
+
+// Output element (i, t) is S[i, t] + U[i, t]: S the stored terms (their
+// products summed as dense sums them, so inf, -inf and nan there behave as
+// in the dense sum), U the unspecified terms f * B[j, t]. U never subtracts:
+// from the counts over the unspecified positions of the products' classes
+// (+inf, -inf, nan; one count per class, O(nse n + k n)), U is nan if a
+// product is nan or +inf and -inf both occur, else +-inf if one occurs, else
+// the sum of the finite products (the finite entries' sum times f).
+Tensor spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& values,
+                      const Tensor& fill, const Tensor& b, int64_t ncols) {
+  const int64_t m = crow.numel() - 1, n = b.size(1);
+  Tensor rows = call::rows_from_crow(crow);
+  Tensor col_l = col.to(at::kLong);
+  Tensor stored = at::zeros({m, n}, b.options())
+                      .index_add_(0, rows, values.unsqueeze(1) * b.index_select(0, col_l));
+  const double inf = std::numeric_limits<double>::infinity();
+  auto count = [&](const Tensor& mask) { return count_over_unspecified(mask, rows, col_l, m); };
+  Tensor finite_sum, has_pinf, has_ninf, has_nan;
+  if (fill_kind(fill, m, ncols) == FillKind::Col) {
+    // The products c_j B[j, t] themselves, k x n.
+    Tensor p = fill.reshape({ncols, 1}) * b;
+    finite_sum = over_unspecified(at::where(at::isfinite(p), p, at::zeros({}, p.options())), rows,
+                                  col_l, m);
+    has_pinf = count(p == inf) > 0;
+    has_ninf = count(p == -inf) > 0;
+    has_nan = count(at::isnan(p)) > 0;
+  } else {
+    // f_i B[j, t] from the classes of B's entries and of f_i.
+    Tensor f = fill.reshape({-1, 1});  // (1, 1) or (m, 1)
+    Tensor b_finite = at::isfinite(b);
+    finite_sum = over_unspecified(at::where(b_finite, b, at::zeros({}, b.options())), rows, col_l,
+                                  m);
+    Tensor pos = count((b > 0)) > 0, neg = count((b < 0)) > 0;  // infinities included
+    Tensor pinf = count(b == inf) > 0, ninf = count(b == -inf) > 0;
+    Tensor zero = count(b == 0) > 0, nan_b = count(at::isnan(b)) > 0;
+    Tensor any = at::full({m, 1}, ncols, rows.options()) -
+                     at::zeros({m}, rows.options()).index_add_(0, rows, at::ones_like(rows))
+                         .unsqueeze(1) > 0;
+    Tensor f_pinf = f == inf, f_ninf = f == -inf, f_nan = at::isnan(f);
+    Tensor f_finite = at::isfinite(f), f_pos = f_finite & (f > 0), f_neg = f_finite & (f < 0);
+    has_pinf = (f_pinf & pos) | (f_ninf & neg) | (f_pos & pinf) | (f_neg & ninf);
+    has_ninf = (f_pinf & neg) | (f_ninf & pos) | (f_pos & ninf) | (f_neg & pinf);
+    has_nan = nan_b | (f_nan & any) | ((f_pinf | f_ninf) & zero) | ((f == 0) & (pinf | ninf));
+    finite_sum = at::where(f_finite, f * finite_sum, at::zeros({}, b.options()));
+  }
+  Tensor nan_t = at::full({}, std::numeric_limits<double>::quiet_NaN(), b.options());
+  Tensor unspecified = at::where(
+      has_nan | (has_pinf & has_ninf), nan_t,
+      at::where(has_pinf, at::full({}, inf, b.options()),
+                at::where(has_ninf, at::full({}, -inf, b.options()), finite_sum)));
+  return stored + unspecified;
+}
+
 }  // namespace sparsefill
 
 TORCH_LIBRARY_IMPL(sparsefill, CompositeImplicitAutograd, m) {

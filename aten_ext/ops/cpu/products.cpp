@@ -61,6 +61,10 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
   // per-column fill (a GEMV over B, O(k n)).
   Tensor colsum = kind == FillKind::Col ? Tensor() : b.sum(0).contiguous();
   Tensor corr = kind == FillKind::Col ? at::mv(b.t(), fill.view({-1})).contiguous() : Tensor();
+  // Non-finite fill or B: the path that never computes inf - inf.
+  if (!spmm_fast_path_exact(fill, kind == FillKind::Col ? corr : colsum)) {
+    return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
+  }
   const int64_t nse = values.numel();
   with_compute_type(ct, [&](auto zero) {
     using T = decltype(zero);

@@ -110,6 +110,10 @@ Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& valu
   // fill, c^T B for a per-column fill.
   Tensor colsum = kind == FillKind::Col ? Tensor() : b.sum(0).contiguous();
   Tensor corr = kind == FillKind::Col ? at::mv(b.t(), fill.view({-1})).contiguous() : Tensor();
+  // Non-finite fill or B: the path that never computes inf - inf.
+  if (!spmm_fast_path_exact(fill, kind == FillKind::Col ? corr : colsum)) {
+    return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
+  }
   with_compute_type(ct, [&](auto zero) {
     using T = decltype(zero);
     const T* rf = kind == FillKind::Col ? nullptr : fill.data_ptr<T>();

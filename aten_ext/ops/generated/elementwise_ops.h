@@ -84,11 +84,11 @@
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/minimum.h>
 #include <ATen/ops/mish.h>
-#include <ATen/ops/mish_backward.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/nan_to_num.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/neg.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/rad2deg.h>
 #include <ATen/ops/real.h>
@@ -249,7 +249,7 @@ struct Round {
   static constexpr const char* name = "round";
   static constexpr bool reads_inputs = false, reads_result = false;
   static Tensor f(const Tensor& self, int64_t decimals) {
-    return at::round(self, decimals);
+    return decimals == 0 ? at::round(self) : at::round(self, decimals);
   }
   static Tensor d_self(
       const Tensor& grad,
@@ -1020,7 +1020,7 @@ struct Mish {
       const Tensor& grad,
       const Tensor& self,
       [[maybe_unused]] const Tensor& result) {
-    return at::mish_backward(grad, self);
+    return grad * (at::tanh(at::softplus(self)) + self * at::sigmoid(self) * (1 - at::tanh(at::softplus(self)).square()));
   }
 };
 
@@ -1311,14 +1311,14 @@ struct Pow {
       const Tensor& self,
       const Tensor& other,
       [[maybe_unused]] const Tensor& result) {
-    return at::where(other == 0, at::zeros_like(grad), grad * other * at::pow(self, other - 1));
+    return at::where(other == 0, at::zeros_like(grad), grad * other * at::pow(at::where(other == 0, at::ones_like(self), self), other - 1));
   }
   static Tensor d_other(
       const Tensor& grad,
       const Tensor& self,
       const Tensor& other,
       const Tensor& result) {
-    return at::where((self == 0) & (other >= 0), at::zeros_like(grad), grad * result * at::log(self));
+    return at::where((self == 0) & (other >= 0), at::zeros_like(grad), grad * result * at::log(at::where((self == 0) & (other >= 0), at::ones_like(self), self)));
   }
 };
 
@@ -1783,19 +1783,11 @@ struct ClampTensor {
   static Tensor d_a(const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) {
     return grad * ((a >= b) & (a <= c));
   }
-  static Tensor d_b(
-      const Tensor& grad,
-      const Tensor& a,
-      const Tensor& b,
-      [[maybe_unused]] const Tensor& c) {
-    return grad * (a < b);
+  static Tensor d_b(const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) {
+    return grad * ((a < b) & (b < c));
   }
-  static Tensor d_c(
-      const Tensor& grad,
-      const Tensor& a,
-      [[maybe_unused]] const Tensor& b,
-      const Tensor& c) {
-    return grad * (a > c);
+  static Tensor d_c(const Tensor& grad, const Tensor& a, const Tensor& b, const Tensor& c) {
+    return grad * at::logical_or(a > c, c < b);
   }
 };
 
