@@ -174,21 +174,16 @@ def _coo(v, f):
     return _csr(v, f).to_sparse_coo()
 
 
-# Products: sddmm (the backward of spmm) has no autograd formula yet, so the
-# second order is wrong today; issue 14 fixes it. The expected failure holds
-# while sddmm has no autograd kernel, and strictly: a pass then is reported.
-_SDDMM = pytest.mark.xfail(
-    not torch._C._dispatch_has_kernel_for_dispatch_key("sparsefill::sddmm", "Autograd"),
-    strict=True, raises=GradcheckError,
-    reason="spmm's backward calls sddmm, which has no derivative (issue 14 fixes it)")
-
 PROGRAMS = {
-    "spmm": (lambda v, f, x: _csr(v, f) @ x, (_V, _FILL, _X), _SDDMM),
-    "dense_spmm": (lambda v, f, y: y @ _csr(v, f), (_V, _FILL, _Y), _SDDMM),
+    "spmm": (lambda v, f, x: _csr(v, f) @ x, (_V, _FILL, _X), None),
+    "dense_spmm": (lambda v, f, y: y @ _csr(v, f), (_V, _FILL, _Y), None),
     "sparse_mm_sparse": (lambda v, f, w: (_csr(v, f) @ _csr(w, f * 2).t().to_sparse_csr())
-                         .to_dense(), (_V, _FILL, _V.flip(0)), _SDDMM),
+                         .to_dense(), (_V, _FILL, _V.flip(0)), None),
     "spgemm": (lambda v, w: (_csr(v, 0.0) @ _csr(w, 0.0).t().to_sparse_csr()).to_dense(),
-               (_V, _V.flip(0)), _SDDMM),
+               (_V, _V.flip(0)), None),
+    # X Y^T sampled on a pattern (sampled products, attention scores).
+    "sddmm": (lambda x, y: sf.sampled_matmul(x, y, _csr(_V, 0.0), fill_value=0.5).to_dense(),
+              (_X[:3].clone(), _Y[:, :1].expand(2, 4).clone() + _X[:2, :1]), None),
     # No element of x equals the fill: at one that does, a perturbation
     # changes the pattern and the fill's one gradient is shared by the
     # unspecified elements (RFC.md section 7.4), which gradcheck cannot see.

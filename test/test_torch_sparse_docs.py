@@ -286,22 +286,10 @@ def test_fill0_behaves_as_torch(name):
     _check_close(ours, theirs)
 
 
-# Known defect, owned by issue 14 ("products' correction without inf - inf"):
-# a product with an infinite fill gives NaN where the dense product is inf.
-# Strict: once issue 14 lands these pass, and the marks must go.
-INF_FILL_PRODUCTS = {"torch.mv", "torch.matmul", "torch.mm", "torch.sparse.mm", "torch.smm",
-                     "torch.hspmm", "torch.bmm", "torch.addmm", "torch.sparse.addmm",
-                     "Tensor.bmm", "Tensor.mm", "Tensor.mv", "Tensor.smm"}
-
-
 def _other_fill_cases():
     for name in DOCUMENTED:
         for fill in (f for f in T.FILLS if f != 0.0):
-            marks = ()
-            if name in INF_FILL_PRODUCTS and math.isinf(fill):
-                marks = pytest.mark.xfail(strict=True, reason="issue 14: inf - inf in the "
-                                          "product's fill correction")
-            yield pytest.param(name, fill, marks=marks, id=f"{name}-{fill}")
+            yield pytest.param(name, fill, id=f"{name}-{fill}")
 
 
 @pytest.mark.parametrize("name, fill", list(_other_fill_cases()))

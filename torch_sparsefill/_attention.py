@@ -7,8 +7,9 @@
   ``F.scaled_dot_product_attention(attn_mask=A)`` and ``F.dropout``.
 
 The sampled products and SDPA run on the stored elements only, with the
-library's product ops: ``sddmm`` (X Y^T sampled on a pattern; its autograd is
-registered below, a backward made of ``spmm``, itself differentiable) and
+library's product ops: ``sddmm`` (X Y^T sampled on a pattern; its autograd, in
+aten_ext/ops/autograd/products.cpp, is a backward made of ``spmm``, itself
+differentiable, so double backward is exact) and
 ``spmm`` (the weights times V); softmax is ``index_add``/``scatter_reduce``
 over the rows. Time O(nse * d), memory O(nse + (L + S) * d): no gathered
 (nse, d) operand, never an L x S tensor.
@@ -83,31 +84,6 @@ def _batched_operand(x, batch, what, fname):
         raise RuntimeError(f"{fname}: {what} of shape {tuple(x.shape)} does not broadcast to the "
                            f"pattern's batch dims {batch}")
     return x.expand(batch + tuple(x.shape[-2:])).reshape((-1,) + tuple(x.shape[-2:]))
-
-
-# ---- sddmm's autograd ------------------------------------------------------------
-
-def _sddmm_setup(ctx, inputs, output):
-    crow, col, ncols, x, y = inputs
-    ctx.save_for_backward(crow, col, x, y)
-    ctx.ncols = ncols
-
-
-def _sddmm_backward(ctx, grad):
-    """d/dx (X Y^T)[pattern] . g = G Y and d/dy = G^T X, G the pattern with
-    values g: two spmm products (differentiable, so double backward is too)."""
-    crow, col, x, y = ctx.saved_tensors
-    zero = torch.zeros((), dtype=grad.dtype, device=grad.device)
-    gx = gy = None
-    if ctx.needs_input_grad[3]:
-        gx = _ops.spmm(crow, col, grad, zero, y, ctx.ncols)
-    if ctx.needs_input_grad[4]:
-        crow_t, col_t, perm = _ops.csr_transpose(crow, col, ctx.ncols)
-        gy = _ops.spmm(crow_t, col_t, grad.index_select(0, perm), zero, x, x.shape[0])
-    return None, None, None, gx, gy
-
-
-torch.library.register_autograd("sparsefill::sddmm", _sddmm_backward, setup_context=_sddmm_setup)
 
 
 def _block_csr(b, r, c, nb, m, n):
