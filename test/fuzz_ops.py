@@ -68,7 +68,8 @@ import torch.nn.functional as F
 import yaml
 
 import torch_sparsefill as sf
-from torch_sparsefill import _args, _generated_ops, _routing
+from torch_sparsefill import (_args, _attention, _creation, _generated_ops, _inplace, _lowrank,
+                              _nn, _routing, _sparse_results, _tensor_methods)
 
 T = torch.Tensor
 ROOT = Path(__file__).resolve().parent.parent
@@ -562,6 +563,20 @@ NOT_FUZZED = {
                                        T.cdouble],
     "tell -0.0 from 0.0, which a max's tie order or a sum's order decides differently "
     "from dense": [torch.signbit, T.signbit],
+    # Routes that joined when issues 16, 17, 19 and 20 merged beside this fuzzer:
+    # each is checked against dense by its own family's tests (test_nn,
+    # test_tensor_methods, test_attention, test_batched_products, test_layouts,
+    # test_dropin, test_torch_sparse_docs). Giving them recipes is open work
+    # (issue 14); remove entries as recipes land.
+    "awaiting recipes (issue 14), tested by their families' dense-oracle tests":
+        [fn for routes in (_tensor_methods.ROUTES, _nn.ROUTES, _creation.ROUTES, _inplace.ROUTES,
+                           _sparse_results.ROUTES, _lowrank.ROUTES, _attention.ROUTES)
+         for fn in routes] +
+        [T.ccol_indices, T.row_indices, T.to_sparse_csc, T.to_sparse_bsr, T.to_sparse_bsc,
+         torch.is_nonzero, T.is_nonzero, torch.is_same_size, T.is_same_size, torch.select,
+         torch.index_select, torch.baddbmm, T.baddbmm, torch._sparse_sum, torch.native_norm,
+         torch.tril, T.tril, torch.triu, T.triu, torch._has_compatible_shallow_copy_type,
+         T.data.__set__],
 }
 
 
@@ -586,6 +601,9 @@ def unfuzzed_routes():
 # `make test` guards against everything else. Each entry says where it is
 # to be fixed; remove it with the fix.
 KNOWN = {
+    "gelu of +inf: torch's own kernels disagree (a contiguous float tensor gives nan, a 0-d or "
+    "expanded one inf), and the fill is computed as a 0-d tensor; torch's to settle":
+        lambda detail, text: "NaN positions differ" in detail and "gelu(" in text,
     "integer division by an integer zero fill that covers no element raises "
     "ZeroDivisionError (the fill's own arithmetic; dense has no such element); "
     "element-wise ops": lambda detail, text: "ZeroDivisionError" in detail,
