@@ -450,3 +450,15 @@ def test_var_std_of_an_empty_tensor_give_the_fill_a_zero_gradient(fn):
     want.backward()
     torch.testing.assert_close(out, want, equal_nan=True)
     torch.testing.assert_close(fill.grad, fd.grad)
+
+
+def test_sum_across_a_per_slice_fill_with_inf_refuses_instead_of_nan():
+    """Fuzzer seed 21302: summing across a per-column fill [.5, -inf, -inf]
+    gave nan (stored minus own fill: inf - inf) where dense gives -inf. It
+    refuses now; a reduction along which the fill does not vary still computes."""
+    A = sf.sparse_coo_tensor([[0, 1], [0, 1]], [1., 2.], (3, 2), fill_value=-math.inf)
+    B = torch.hstack([sf.full((3, 1), .5, dtype=A.dtype), A])
+    for call in (lambda: torch.sum(B), lambda: B.sum(1), lambda: B.mean(1)):
+        with pytest.raises(NotImplementedError, match="per-slice fill .* inf or nan"):
+            call()
+    torch.testing.assert_close(B.sum(0).to_dense(), B.to_dense().sum(0))

@@ -178,6 +178,13 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
         # sum/mean with a fill that varies inside a slice: subtract each
         # stored element's own fill, then add the fill summed over the slice.
         fill = A._sf_fill
+        if not bool(torch.isfinite(fill).all()):
+            # That identity would compute inf - inf (a silent nan where the
+            # dense sum is +-inf): refuse until it counts the inf and nan
+            # classes instead (RFC.md 5.5 does so for the products).
+            raise NotImplementedError(
+                f"torch_sparsefill: {what}: a per-slice fill that varies along the reduced "
+                f"dims and holds inf or nan is not supported yet; call .to_dense() first")
         own_fill = _fill.at(fill, A._coo_indices(), dense_shape)
         values = values - (own_fill if S.perm is None else own_fill.index_select(0, S.perm))
         full_sum = fill
