@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
 try:
     import torch  # noqa: F401
@@ -129,6 +130,20 @@ if WITH_CUDA:
 else:
     extension = cpp_extension.CppExtension(**ext_kwargs)
 
+
+
+class BuildPyWithHeader(build_py):
+    """Builds the package with the C core's header in torch_sparsefill/include,
+    where get_include() finds it in a wheel or a build folder (an editable
+    install finds it in the checkout's aten_ext)."""
+
+    def run(self):
+        super().run()
+        include = Path(self.build_lib) / "torch_sparsefill" / "include"
+        include.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(Path(__file__).parent / "aten_ext" / "sparsefill_core.h", include)
+
+
 setup(
     name="torch_sparsefill",
     version="0.1.0",
@@ -138,5 +153,6 @@ setup(
     install_requires=["torch>=2.11"],
     libraries=[core],
     ext_modules=[extension],
-    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True),
+              "build_py": BuildPyWithHeader},
 )

@@ -208,9 +208,20 @@ def test_clamp_of_int64_with_one_tensor_bound_stays_int64(bounds):
     assert torch.equal(out.to_dense(), dense)
 
 
+def _nan_bound_takes_gradient() -> bool:
+    """Whether this torch's dense clamp passes a gradient to a NaN min."""
+    x = torch.zeros((), dtype=D, requires_grad=True)
+    lo = torch.tensor(NAN, dtype=D, requires_grad=True)
+    torch.clamp(x, lo).backward()
+    return bool(lo.grad != 0)
+
+
 @pytest.mark.parametrize("fill_min", [1.0, INF, -INF, NAN])
 def test_clamp_with_only_a_min_tensor_of_plus_inf_passes_its_gradient(fill_min):
     """A missing max stood in as +inf, which took min's gradient where min is +inf."""
+    if math.isnan(fill_min) and _nan_bound_takes_gradient():
+        pytest.xfail("torch >= 2.14 sends the gradient at a NaN bound to both operands; "
+                     "ours follows torch 2.13's rule (none), which the CPU build pins")
     A = _coo([[0], [0]], [0.5], (2, 2), 0.0, requires_grad=True)
     L = _coo([[1], [1]], [0.25], (2, 2), fill_min, requires_grad=True)
     torch.clamp(A, L).to_dense().sum().backward()
