@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import torch
 
-from . import _args
 from ._elementwise import same_pattern
 from ._tensor import SparseFillTensor
 
@@ -28,6 +27,14 @@ def adopt_coalesced(target: SparseFillTensor) -> None:
         c = target.coalesce()
         target._sf_indices, target._sf_values, target._sf_coalesced = \
             c._sf_indices, c._sf_values, True
+
+
+def _aligned(target: SparseFillTensor, src: SparseFillTensor) -> SparseFillTensor:
+    """src coalesced, on target's device and in target's layout (target
+    coalesced in place too), so that their patterns compare directly."""
+    adopt_coalesced(target)
+    source = src._coalesced().to(device=target.device)
+    return source if source.layout == target.layout else source.to_sparse(layout=target.layout)
 
 
 def copy_(self, src, non_blocking=False):
@@ -53,10 +60,7 @@ def copy_(self, src, non_blocking=False):
     if tuple(src.shape) != tuple(self.shape):
         raise RuntimeError(f"copy_(): src has size {tuple(src.shape)}, this SparseFillTensor has "
                            f"{tuple(self.shape)}; a SparseFillTensor copy does not broadcast")
-    adopt_coalesced(self)
-    source = src._coalesced().to(device=self.device)
-    if source.layout != self.layout:
-        source = source.to_sparse(layout=self.layout)
+    source = _aligned(self, src)
     if not same_pattern(self, source):
         raise RuntimeError(
             f"torch_sparsefill: copy_(): src stores a different pattern (nse {src.nse()} vs "
@@ -65,7 +69,6 @@ def copy_(self, src, non_blocking=False):
             f"with other patterns, module.load_state_dict(state_dict, assign=True)")
     fill = source._sf_fill
     try:
-        torch.broadcast_shapes(fill.shape, self._sf_fill.shape)
         fits = torch.broadcast_shapes(fill.shape, self._sf_fill.shape) == self._sf_fill.shape
     except RuntimeError:
         fits = False
@@ -88,12 +91,10 @@ def writing_out(handler):
     def call(*args, out, **kwargs):
         result = handler(*args, **kwargs)
         if isinstance(result, SparseFillTensor) and result.shape == out.shape:
-            source = result._coalesced().to(device=out.device)
-            if source.layout != out.layout:
-                source = source.to_sparse(layout=out.layout)
-            adopt_coalesced(out)
+            source = _aligned(out, result)
             if not same_pattern(out, source):
                 return out._adopt(source.to(out.dtype), "out=")
+            result = source
         return copy_(out, result)
     return call
 
