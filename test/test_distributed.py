@@ -1,7 +1,8 @@
 """torch_sparsefill.distributed (RFC.md section 13.5) on 2 and 4 processes:
 gloo on 127.0.0.1, every collective against the same reduction of the dense
-tensors in one process, mismatches raising on every rank, and data-parallel
-training steps against the single-process step. Bounded: the process group
+tensors in one process, mismatches raising on every rank, data-parallel
+training steps (all_reduce_gradients; DistributedDataParallel) against the
+single-process step, and the row-sharded ops. Bounded: the process group
 times out after 60 s and the test kills its processes after 150 s, so a
 test never hangs."""
 import datetime
@@ -103,6 +104,20 @@ def _mismatches(rank, world):
                 assert "differ across ranks" in str(e) and what in str(e), str(e)
             else:
                 raise AssertionError(f"no error for a {what} mismatch")
+    # the sharded product: operands that disagree raise on every rank
+    A_local = sfd.shard_rows(T.random_tensor("random", 1.0, torch.sparse_csr, size=(6, 8)))
+    B = torch.randn(8 + (rank == 1), 3, dtype=torch.float64)
+    for B_local, what in [(sfd.shard_rows(B[:8]).float() if rank == 1 else sfd.shard_rows(B[:8]),
+                           "B_dtype"),
+                          (B[sfd.row_range(8)[0]:sfd.row_range(8)[1] + (rank == 1)],
+                           "shard_rows"),
+                          (sfd.shard_rows(B[:8, :2 + (rank == 1)]), "B_columns")]:
+        try:
+            sfd.matmul_row_sharded(A_local, B_local)
+        except RuntimeError as e:
+            assert what in str(e), str(e)
+        else:
+            raise AssertionError(f"no error for a {what} mismatch")
 
 
 class _Model(torch.nn.Module):
@@ -145,6 +160,50 @@ def _data_parallel(rank, world):
         torch.testing.assert_close(local.weight.to_dense().detach(),
                                    single.weight.to_dense().detach())
         torch.testing.assert_close(local.bias.detach(), single.bias.detach())
+
+
+def _ddp(rank, world):
+    """torch's DDP machinery (sfd.DistributedDataParallel) against one
+    process on the whole batch: rank 0's initial state (another pattern on
+    the other ranks), buffers re-broadcast before each forward, gradient
+    accumulation under no_sync, parameters and fills compared."""
+    for layout in T.LAYOUTS:
+        for optimiser in (torch.optim.SGD, torch.optim.Adam):
+            local, single = _Model(layout), _Model(layout)
+            if rank != 0:  # another pattern and values: rank 0's must win
+                local.weight = torch.nn.Parameter(
+                    T.random_tensor("random", -1.0, layout, seed=40 + rank, size=SIZE))
+                with torch.no_grad():
+                    local.scale.add_(1.0)
+            model = sfd.DistributedDataParallel(local)
+            assert local.weight.nse() == single.weight.nse()
+            opt_l = optimiser(model.parameters(), lr=0.05)
+            opt_s = optimiser(single.parameters(), lr=0.05)
+            for step, (x, y) in enumerate(_batches(world)):
+                if rank != 0 and step == 1:  # drifted: rank 0's buffer comes back
+                    with torch.no_grad():
+                        local.scale.mul_(3.0)
+                half = slice(rank * 4, rank * 4 + 2), slice(rank * 4 + 2, rank * 4 + 4)
+                opt_l.zero_grad()
+                with model.no_sync():  # accumulated locally, reduced with the next
+                    (F.mse_loss(model(x[half[0]]), y[half[0]]) / 2).backward()
+                (F.mse_loss(model(x[half[1]]), y[half[1]]) / 2).backward()
+                opt_l.step()
+                opt_s.zero_grad()
+                F.mse_loss(single(x), y).backward()
+                opt_s.step()
+            for got, want in ((local.weight, single.weight), (local.scale, single.scale)):
+                T.assert_dense_equal(got.to_dense().detach(), want.to_dense().detach())
+                torch.testing.assert_close(got._fill_value().detach(),
+                                           want._fill_value().detach())
+            torch.testing.assert_close(local.bias.detach(), single.bias.detach())
+    # torch's own class refuses such a module (RFC.md 13.5); ours names itself
+    try:
+        torch.nn.parallel.DistributedDataParallel(_Model(torch.sparse_coo))
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("torch's DistributedDataParallel took a SparseFillTensor")
 
 
 def _row_sharded(rank, world):
@@ -200,6 +259,20 @@ def _row_sharded(rank, world):
         stored = A.to_dense()[start:stop] != A.fill_value()
         T.assert_dense_equal(A_local.grad.to_dense(), torch.where(stored, block,
                                                                   block[~stored].mean()))
+        # row-wise softmax and element-wise ops act on the local rows alone
+        A = T.random_tensor("random", -0.5, layout, size=(7, 9))
+        A_local = sfd.shard_rows(A).requires_grad_()
+        out = torch.softmax(torch.exp(A_local) * 2.0, 1)
+        D = A.to_dense().requires_grad_()
+        want = torch.softmax(torch.exp(D) * 2.0, 1)
+        T.assert_dense_equal(out.to_dense(), want[start:stop])
+        w = torch.randn(7, 9, generator=T.rng(4), dtype=torch.float64)
+        (out.to_dense() * w[start:stop]).sum().backward()
+        (want * w).sum().backward()
+        block = D.grad[start:stop]
+        stored = A.to_dense()[start:stop] != A.fill_value()
+        T.assert_dense_equal(A_local.grad.to_dense(), torch.where(stored, block,
+                                                                  block[~stored].mean()))
         try:
             sfd.reduce_rows_sharded(A_local, "amax")
         except NotImplementedError:
@@ -210,7 +283,7 @@ def _row_sharded(rank, world):
 
 
 SCENARIOS = {"collectives": _collectives, "mismatches": _mismatches,
-             "data_parallel": _data_parallel, "row_sharded": _row_sharded}
+             "data_parallel": _data_parallel, "ddp": _ddp, "row_sharded": _row_sharded}
 
 
 def _worker(rank, world, port, scenario, out_dir):
@@ -255,9 +328,14 @@ def _spawn(world, scenario, tmp_path, timeout=150):
         assert text == "OK", f"rank {r}:\n{text}"
 
 
+# 2 processes in `make test`; 4 processes in `make test-slow` (mismatches in both:
+# what must never hang)
+CASES = [pytest.param(s, w, marks=[pytest.mark.slow] if w == 4 and s != "mismatches" else [])
+         for s in sorted(SCENARIOS) for w in (2, 4)]
+
+
 @pytest.mark.cpu_only(reason="gloo on the CPU")
-@pytest.mark.parametrize("world", [2, 4])
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("scenario, world", CASES)
 def test_distributed(scenario, world, tmp_path):
     _spawn(world, scenario, tmp_path)
 
