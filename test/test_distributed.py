@@ -206,6 +206,51 @@ def _ddp(rank, world):
         raise AssertionError("torch's DistributedDataParallel took a SparseFillTensor")
 
 
+class _Sharded(torch.nn.Module):
+    def __init__(self, layout):
+        super().__init__()
+        self.weight = torch.nn.Parameter(T.random_tensor("random", 0.3, layout, size=SIZE))
+        torch.manual_seed(0)
+        self.head = torch.nn.Linear(SIZE[0], SIZE[0], dtype=torch.float64)
+
+    def forward(self, x):
+        return self.head(F.linear(x, self.weight))
+
+
+def _fsdp(rank, world):
+    """FSDP2 (sfd.fully_shard) against one process on the whole batch:
+    the strided head sharded, the SparseFillTensor weight whole, gradients
+    accumulated over two backward passes."""
+    from torch.distributed.fsdp import fully_shard
+    for layout in T.LAYOUTS:
+        local, single = _Sharded(layout), _Sharded(layout)
+        sfd.fully_shard(local.head)
+        sfd.fully_shard(local)
+        assert isinstance(local.head.weight, torch.distributed.tensor.DTensor)
+        opt_l = torch.optim.SGD(local.parameters(), lr=0.1, momentum=0.5)
+        opt_s = torch.optim.SGD(single.parameters(), lr=0.1, momentum=0.5)
+        for x, y in _batches(world):
+            opt_l.zero_grad()
+            for part in (slice(rank * 4, rank * 4 + 2), slice(rank * 4 + 2, rank * 4 + 4)):
+                (F.mse_loss(local(x[part]), y[part]) / 2).backward()
+            opt_l.step()
+            opt_s.zero_grad()
+            F.mse_loss(single(x), y).backward()
+            opt_s.step()
+        T.assert_dense_equal(local.weight.to_dense().detach(), single.weight.to_dense().detach())
+        torch.testing.assert_close(local.weight._fill_value().detach(),
+                                   single.weight._fill_value().detach())
+        torch.testing.assert_close(local.head.weight.full_tensor().detach(),
+                                   single.head.weight.detach())
+    # torch's own refuses, and the message names the route
+    try:
+        fully_shard(_Sharded(torch.sparse_coo))
+    except NotImplementedError as e:
+        assert "torch_sparsefill.distributed.fully_shard" in str(e), str(e)
+    else:
+        raise AssertionError("torch's fully_shard took a SparseFillTensor")
+
+
 def _row_sharded(rank, world):
     g = T.rng(21)
     for layout in T.LAYOUTS:
@@ -283,7 +328,7 @@ def _row_sharded(rank, world):
 
 
 SCENARIOS = {"collectives": _collectives, "mismatches": _mismatches,
-             "data_parallel": _data_parallel, "ddp": _ddp, "row_sharded": _row_sharded}
+             "data_parallel": _data_parallel, "ddp": _ddp, "fsdp": _fsdp, "row_sharded": _row_sharded}
 
 
 def _worker(rank, world, port, scenario, out_dir):

@@ -25,6 +25,7 @@ Example (on every rank)::
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 
@@ -35,7 +36,7 @@ from . import _compile, _elementwise
 from ._tensor import SparseFillTensor, build
 
 __all__ = ["broadcast", "all_gather", "all_reduce", "reduce_scatter", "send", "recv",
-           "broadcast_module", "all_reduce_gradients", "DistributedDataParallel", "row_range", "shard_rows",
+           "broadcast_module", "all_reduce_gradients", "DistributedDataParallel", "fully_shard", "row_range", "shard_rows",
            "matmul_row_sharded", "reduce_rows_sharded"]
 
 
@@ -361,6 +362,50 @@ def _sync_initial_state(module, group, ignored, buffers):
     _verify_param_shape_across_processes(group, strided + components)
     skip = ignored | {n for n, t in named if isinstance(t, SparseFillTensor)}
     _sync_module_states(module, group, 250 * 1024 * 1024, 0, skip, broadcast_buffers=buffers)
+
+
+# ---- FSDP -------------------------------------------------------------------------------
+
+def fully_shard(module: torch.nn.Module, **kwargs):
+    """torch's FSDP2 ``fully_shard`` for a module holding SparseFillTensor
+    parameters: the strided parameters are sharded as torch does; the
+    SparseFillTensor ones stay whole on every rank (passed to torch as
+    ``ignored_params``) and their value and fill gradients are averaged over
+    the ranks as each finishes accumulating in backward, so they train as
+    under DistributedDataParallel. The other arguments are torch's; the mesh
+    must be one-dimensional. torch's ``fully_shard`` refuses such a module
+    (RFC.md 13.5 says why). Initialise the module identically on every rank
+    (FSDP does not broadcast); call it on submodules and then the root, as
+    with torch's.
+
+    Example (on every rank, after ``init_process_group``)::
+
+        >>> sfd.fully_shard(model)  # model.lin.weight: a DTensor; model.w: whole
+        >>> F.mse_loss(model(x), y).backward(); opt.step()
+    """
+    from torch.distributed.fsdp import fully_shard as torch_fully_shard
+    mesh = kwargs.get("mesh")
+    if mesh is not None and mesh.ndim != 1:
+        raise NotImplementedError(f"torch_sparsefill.distributed.fully_shard: a "
+                                  f"{mesh.ndim}-D mesh; only a 1-D mesh is supported")
+    group = mesh.get_group() if mesh is not None else None
+    sparse = {p for p in module.parameters() if isinstance(p, SparseFillTensor)}
+    kwargs["ignored_params"] = set(kwargs.get("ignored_params") or ()) | sparse
+    out = torch_fully_shard(module, **kwargs)
+    for p in sparse:
+        for t in _components(p):
+            if not getattr(t, "_sf_fsdp_hooked", False):  # a second call: hooked once
+                t.register_post_accumulate_grad_hook(functools.partial(_average, group=group))
+                t._sf_fsdp_hooked = True
+    return out
+
+
+def _average(leaf, group):
+    """The gradient, averaged over the ranks. After a second backward it
+    holds the averaged first plus this one's own: averaging that again is
+    the average of both, so accumulation over several backward passes is exact."""
+    dist.all_reduce(leaf.grad, group=group)
+    leaf.grad /= dist.get_world_size(group)
 
 
 # ---- row-sharded tensors ------------------------------------------------------------------
