@@ -286,6 +286,34 @@ def _row_sharded(rank, world):
                 [d for d in range(2) if fill_b.dim() == 0 or fill_b.shape[d] == 1],
                 keepdim=fill_b.dim() > 0)
             torch.testing.assert_close(fill_b.grad, summed)
+        # sparse @ sparse: B a row-sharded SparseFillTensor too
+        for fill_b in (0.0, 1.5, "per row"):
+            A = T.random_tensor("random", -1.5, layout, size=(7, 9)).detach()
+            if fill_b == "per row":
+                B = torch.softmax(T.random_tensor("random", 0.5, layout, seed=8, size=(9, 4)), 1)
+            else:
+                B = T.random_tensor("random", fill_b, layout, seed=8, size=(9, 4))
+            B = B.detach()
+            A_local = sfd.shard_rows(A).requires_grad_()
+            B_local = sfd.shard_rows(B).requires_grad_()
+            out = sfd.matmul_row_sharded(A_local, B_local)
+            start, stop = sfd.row_range(7)
+            Ad, Bd = A.to_dense().requires_grad_(), B.to_dense().requires_grad_()
+            want = Ad @ Bd
+            T.assert_dense_equal(out, want[start:stop])
+            w = torch.randn(7, 4, generator=g, dtype=torch.float64)
+            (out * w[start:stop]).sum().backward()
+            (want * w).sum().backward()
+            for local, dense_grad, rows in ((A_local, Ad.grad, (start, stop)),
+                                            (B_local, Bd.grad, sfd.row_range(9))):
+                block = dense_grad[rows[0]:rows[1]]  # the convention of RFC.md 13.1
+                fill_l = local._fill_value()
+                unspecified = local.to_dense().detach() == fill_l.detach().expand(block.shape)
+                T.assert_dense_equal(local._values().grad, block[~unspecified])
+                summed = (block * unspecified).sum(
+                    [d for d in range(2) if fill_l.dim() == 0 or fill_l.shape[d] == 1],
+                    keepdim=fill_l.dim() > 0)
+                torch.testing.assert_close(fill_l.grad, summed)
         # reductions over all rows, combined across ranks
         for fill in (0.5, -math.inf, math.nan):
             A = T.random_tensor("random", fill, layout, size=(7, 9))

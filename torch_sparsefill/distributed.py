@@ -524,9 +524,10 @@ def _check_operands(what, group, **operands):
 
 
 def matmul_row_sharded(A_local: SparseFillTensor, B_local: torch.Tensor, group=None):
-    """The row block of ``A @ B`` this rank holds, for A and B (k x n, strided)
-    both sharded by rows (``shard_rows``). Differentiable with respect to A's
-    values and fill and to B's blocks.
+    """The row block of ``A @ B`` this rank holds, for A and B (k x n, strided
+    or a SparseFillTensor) both sharded by rows (``shard_rows``); strided.
+    Differentiable with respect to A's values and fill and to B's blocks
+    (their values and fill).
 
     With a finite fill, one per block or one per row: ``A @ B = S @ B + fill x
     colsum(B)``, S being the stored values minus the fill. The column sums
@@ -542,12 +543,17 @@ def matmul_row_sharded(A_local: SparseFillTensor, B_local: torch.Tensor, group=N
     """
     if not isinstance(A_local, SparseFillTensor) or A_local.dim() != 2:
         raise TypeError("matmul_row_sharded: A_local must be a 2-D SparseFillTensor row block")
-    if not isinstance(B_local, torch.Tensor) or isinstance(B_local, SparseFillTensor) \
-            or B_local.dim() != 2:
-        raise TypeError("matmul_row_sharded: B_local must be a 2-D strided row block")
+    if not isinstance(B_local, torch.Tensor) or B_local.dim() != 2:
+        raise TypeError("matmul_row_sharded: B_local must be a 2-D row block (strided or a "
+                        "SparseFillTensor)")
     _check_operands("matmul_row_sharded", group, A_columns=A_local.shape[1],
                     A_dtype=str(A_local.dtype), A_layout=str(A_local.layout),
-                    B_columns=B_local.shape[1], B_dtype=str(B_local.dtype))
+                    B_columns=B_local.shape[1], B_dtype=str(B_local.dtype),
+                    B_layout=str(B_local.layout))
+    if isinstance(B_local, SparseFillTensor):
+        # the output block is dense (a fill reaches every element), and B's
+        # block is no larger for k ~ m: densified here, differentiably
+        B_local = B_local.to_dense()
     rows = torch.tensor([B_local.shape[0]], dtype=torch.int64)
     dist.all_reduce(rows, group=group)
     k = int(rows)
