@@ -574,13 +574,13 @@ def matmul_row_sharded(A_local: SparseFillTensor, B_local: torch.Tensor, group=N
     if not int(decided):
         return A_local @ _GatherRows.apply(B_local, k, group)
     crow, col = A._sf_crow, A._sf_col
-    wanted = torch.unique(col.to(torch.int64))
+    wanted, local_col = torch.unique(col.to(torch.int64), return_inverse=True)
     B_rows = _ExchangeRows.apply(B_local, wanted, k, group)
     colsum = _AllReduceSum.apply(B_local.sum(0), group)
     per_element = fill[torch.ops.sparsefill.rows_from_crow(crow), 0] if per_row else fill
     stored = build(torch.sparse_csr, (A.shape[0], wanted.numel()), A._sf_values - per_element,
                    torch.zeros((), dtype=A.dtype, device=A.device),
-                   crow=crow, col=torch.searchsorted(wanted, col.to(torch.int64)).to(col.dtype))
+                   crow=crow, col=local_col.to(col.dtype))
     return stored @ B_rows + fill * colsum
 
 
