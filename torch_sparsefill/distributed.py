@@ -1,4 +1,7 @@
-"""torch.distributed collectives on SparseFillTensors (RFC.md section 13.5).
+"""torch.distributed for SparseFillTensors (RFC.md section 13.5): the
+collectives, data-parallel training (DistributedDataParallel, fully_shard,
+or broadcast_module + all_reduce_gradients) and row-sharded matrices
+(shard_rows, matmul_row_sharded, reduce_rows_sharded).
 
 Each function is the torch.distributed collective of the same name applied
 to the dense tensors, computed on the components: the ranks first exchange
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import sys
 
 import torch
@@ -462,17 +466,20 @@ def _owner_bounds(rows: int, world: int) -> list:
     return [r * base + min(r, extra) for r in range(world + 1)]
 
 
-def _all_to_all(chunks: list, group) -> list:
+def _all_to_all(chunks: list, group, recv_sizes=None) -> list:
     """``chunks[r]`` (1-D, one dtype) to rank r; returns what each rank sent
-    here, in rank order (one all_to_all_single with split sizes)."""
-    world = len(chunks)
-    send_sizes = torch.tensor([c.numel() for c in chunks], dtype=torch.int64)
-    recv_sizes = torch.empty_like(send_sizes)
-    dist.all_to_all_single(recv_sizes, send_sizes, group=group)
-    send, recv_sizes = torch.cat(chunks), recv_sizes.tolist()
+    here, in rank order (one all_to_all_single with split sizes, after one
+    of the sizes unless `recv_sizes` says them)."""
+    send_sizes = [c.numel() for c in chunks]
+    if recv_sizes is None:
+        received = torch.empty(len(chunks), dtype=torch.int64)
+        dist.all_to_all_single(received, torch.tensor(send_sizes, dtype=torch.int64),
+                               group=group)
+        recv_sizes = received.tolist()
+    send = torch.cat(chunks)
     recv = send.new_empty(sum(recv_sizes))
-    dist.all_to_all_single(recv, send, recv_sizes, send_sizes.tolist(), group=group)
-    return list(recv.split(recv_sizes)) if world else []
+    dist.all_to_all_single(recv, send, recv_sizes, send_sizes, group=group)
+    return list(recv.split(recv_sizes))
 
 
 class _ExchangeRows(torch.autograd.Function):
@@ -491,17 +498,21 @@ class _ExchangeRows(torch.autograd.Function):
         asked = _all_to_all(list(torch.tensor_split(wanted, owner_split)), group)
         sent = [local[a - bounds[rank]] for a in asked]  # the rows each rank asked for
         width = local.shape[1:]
-        got = _all_to_all([t.reshape(-1) for t in sent], group)
+        row_numel = math.prod(width)
+        split = torch.diff(owner_split, prepend=torch.zeros(1, dtype=torch.int64),
+                           append=torch.tensor([wanted.numel()])).tolist()
+        got = _all_to_all([t.reshape(-1) for t in sent], group,
+                          [c * row_numel for c in split])  # known: what was asked of each
         ctx.group, ctx.asked, ctx.start, ctx.shape = group, asked, bounds[rank], local.shape
-        ctx.split = [int(n) for n in torch.diff(torch.cat(
-            [torch.zeros(1, dtype=torch.int64), owner_split, torch.tensor([wanted.numel()])]))]
+        ctx.split = split
         return torch.cat(got).reshape((wanted.numel(),) + width)
 
     @staticmethod
     def backward(ctx, grad):
         width = grad.shape[1:]
+        row_numel = math.prod(width)
         back = _all_to_all([g.reshape(-1) for g in grad.contiguous().split(ctx.split)],
-                           ctx.group)
+                           ctx.group, [a.numel() * row_numel for a in ctx.asked])
         out = grad.new_zeros(ctx.shape)
         for asked, g in zip(ctx.asked, back):
             out.index_add_(0, asked - ctx.start, g.reshape((asked.numel(),) + width))
