@@ -118,6 +118,23 @@ def _mismatches(rank, world):
             assert what in str(e), str(e)
         else:
             raise AssertionError(f"no error for a {what} mismatch")
+    # reductions over rows, and the data-parallel helpers over modules that differ
+    A_local = sfd.shard_rows(T.random_tensor("random", 1.0, torch.sparse_csr,
+                                             size=(6, 8 + (rank == 1))))
+    wide = _Model(torch.sparse_coo)
+    if rank == 1:
+        wide.bias = torch.nn.Parameter(torch.zeros(SIZE[0] + 1, dtype=torch.float64))
+    other = _Model(torch.sparse_csr if rank == 1 else torch.sparse_coo)
+    for call, what in [(lambda: sfd.reduce_rows_sharded(A_local, "sum"), "columns"),
+                       (lambda: sfd.all_reduce_gradients(wide), "bias"),
+                       (lambda: sfd.broadcast_module(wide), "bias"),
+                       (lambda: sfd.DistributedDataParallel(other), "layout")]:
+        try:
+            call()
+        except RuntimeError as e:
+            assert what in str(e) and "differ across ranks" in str(e), str(e)
+        else:
+            raise AssertionError(f"no error for a {what} mismatch")
 
 
 class _Model(torch.nn.Module):
@@ -175,7 +192,11 @@ def _ddp(rank, world):
                     T.random_tensor("random", -1.0, layout, seed=40 + rank, size=SIZE))
                 with torch.no_grad():
                     local.scale.add_(1.0)
-            model = sfd.DistributedDataParallel(local)
+            # torch's options reach torch's reducer: buckets as the gradients' storage,
+            # the search for unused parameters
+            other = dict(gradient_as_bucket_view=True, find_unused_parameters=True)
+            model = sfd.DistributedDataParallel(
+                local, **(other if optimiser is torch.optim.Adam else {}))
             assert local.weight.nse() == single.weight.nse()
             opt_l = optimiser(model.parameters(), lr=0.05)
             opt_s = optimiser(single.parameters(), lr=0.05)

@@ -114,6 +114,29 @@ def _in_place_if_same_pattern(A: SparseFillTensor, result: SparseFillTensor):
     return result
 
 
+def _check_operands(what, group, **operands):
+    """Every rank's description of the operands must agree (ranks' own
+    parts, such as row counts, aside): the same error on every rank, never
+    a collective of mismatched sizes."""
+    mine = tuple(sorted(operands.items()))
+    every = [None] * dist.get_world_size(group)
+    dist.all_gather_object(every, mine, group=group)
+    for rank, theirs in enumerate(every):
+        if theirs != every[0]:
+            name, a, b = next((n, a, b) for (n, a), (_, b) in zip(theirs, every[0]) if a != b)
+            if isinstance(a, tuple) and isinstance(b, tuple):  # a list of tensors: the first
+                a, b = next(((x, y) for x, y in zip(a, b) if x != y),
+                            (f"{len(a)} entries", f"{len(b)}"))
+            raise RuntimeError(f"torch_sparsefill.distributed.{what}: the operands differ "
+                               f"across ranks: {name} {a} on rank {_global(rank, group)} vs "
+                               f"{b} on rank {_global(0, group)}")
+
+
+def _kind(t) -> tuple:
+    """What must agree across ranks about a module's tensor."""
+    return (type(t).__name__, str(t.layout), tuple(t.shape), str(t.dtype))
+
+
 # ---- collectives ---------------------------------------------------------------------------
 
 def broadcast(A: SparseFillTensor, src: int, group=None) -> SparseFillTensor:
@@ -209,6 +232,9 @@ def recv(src: int, group=None, device=None) -> SparseFillTensor:
 def broadcast_module(module: torch.nn.Module, src: int = 0, group=None) -> None:
     """Give every rank rank `src`'s parameters and buffers, SparseFillTensors
     (in place) and strided tensors alike; call once before training."""
+    _check_operands("broadcast_module", group, tensors=tuple(
+        (name, _kind(t)) for name, t in list(module.named_parameters())
+        + list(module.named_buffers())))
     with torch.no_grad():
         for t in list(module.parameters()) + list(module.buffers()):
             if isinstance(t, SparseFillTensor):
@@ -227,6 +253,9 @@ def all_reduce_gradients(module: torch.nn.Module, group=None) -> None:
     parameters (their value and fill gradients are averaged as components,
     their patterns being the same on every rank)."""
     world = dist.get_world_size(group)
+    _check_operands("all_reduce_gradients", group, parameters=tuple(
+        (name, _kind(p), tuple(p._sf_values.shape) if isinstance(p, SparseFillTensor) else ())
+        for name, p in module.named_parameters()))
     grads = []
     for p in module.parameters():
         parts = [p._sf_values, p._sf_fill] if isinstance(p, SparseFillTensor) else [p]
@@ -519,21 +548,6 @@ class _ExchangeRows(torch.autograd.Function):
         return out, None, None, None
 
 
-def _check_operands(what, group, **operands):
-    """Every rank's description of the operands must agree (ranks' own
-    parts, such as row counts, aside): the same error on every rank, never
-    a collective of mismatched sizes."""
-    mine = tuple(sorted(operands.items()))
-    every = [None] * dist.get_world_size(group)
-    dist.all_gather_object(every, mine, group=group)
-    for rank, theirs in enumerate(every):
-        if theirs != every[0]:
-            name, a, b = next((n, a, b) for (n, a), (_, b) in zip(theirs, every[0]) if a != b)
-            raise RuntimeError(f"torch_sparsefill.distributed.{what}: the operands differ "
-                               f"across ranks: {name} {a} on rank {_global(rank, group)} vs "
-                               f"{b} on rank {_global(0, group)}")
-
-
 def matmul_row_sharded(A_local: SparseFillTensor, B_local: torch.Tensor, group=None):
     """The row block of ``A @ B`` this rank holds, for A and B (k x n, strided
     or a SparseFillTensor) both sharded by rows (``shard_rows``); strided.
@@ -624,6 +638,12 @@ def reduce_rows_sharded(A_local: SparseFillTensor, op: str = "sum", group=None) 
 
         >>> sfd.reduce_rows_sharded(sfd.shard_rows(A), "mean")  # == A.to_dense().mean(0)
     """
+    if op not in ("sum", "mean", "amax", "amin"):
+        raise ValueError(f"reduce_rows_sharded: op must be sum, mean, amax or amin, got {op!r}")
+    differentiable = A_local.requires_grad and torch.is_grad_enabled()
+    _check_operands("reduce_rows_sharded", group, op=op, columns=tuple(A_local.shape[1:]),
+                    dtype=str(A_local.dtype), layout=str(A_local.layout),
+                    requires_grad=differentiable)
     if op in ("sum", "mean"):
         part = A_local.sum(0)
         part = part.to_dense() if isinstance(part, SparseFillTensor) else part
@@ -634,7 +654,7 @@ def reduce_rows_sharded(A_local: SparseFillTensor, op: str = "sum", group=None) 
         dist.all_reduce(rows, group=group)
         return total / int(rows)
     if op in ("amax", "amin"):
-        if A_local.requires_grad and torch.is_grad_enabled():
+        if differentiable:
             raise NotImplementedError(f"reduce_rows_sharded({op!r}) is not differentiable yet; "
                                       f"call it under torch.no_grad() or on a detached tensor")
         part = getattr(torch, op)(A_local, 0)
@@ -643,7 +663,6 @@ def reduce_rows_sharded(A_local: SparseFillTensor, op: str = "sum", group=None) 
         parts = [torch.empty_like(part) for _ in range(dist.get_world_size(group))]
         dist.all_gather(parts, part, group=group)
         return getattr(torch, op)(torch.stack(parts), 0)
-    raise ValueError(f"reduce_rows_sharded: op must be sum, mean, amax or amin, got {op!r}")
 
 
 # Loaded on demand, after the package hid its modules from Dynamo: hide this
