@@ -128,7 +128,8 @@ def _mismatches(rank, world):
     for call, what in [(lambda: sfd.reduce_rows_sharded(A_local, "sum"), "columns"),
                        (lambda: sfd.all_reduce_gradients(wide), "bias"),
                        (lambda: sfd.broadcast_module(wide), "bias"),
-                       (lambda: sfd.DistributedDataParallel(other), "layout")]:
+                       (lambda: sfd.DistributedDataParallel(other), "layout"),
+                       (lambda: sfd.fully_shard(_Sharded(other.weight.layout)), "weight")]:
         try:
             call()
         except RuntimeError as e:

@@ -422,7 +422,10 @@ def fully_shard(module: torch.nn.Module, **kwargs):
         raise NotImplementedError(f"torch_sparsefill.distributed.fully_shard: a "
                                   f"{mesh.ndim}-D mesh; only a 1-D mesh is supported")
     group = mesh.get_group() if mesh is not None else None
-    sparse = {p for p in module.parameters() if isinstance(p, SparseFillTensor)}
+    named = [(n, p) for n, p in module.named_parameters() if isinstance(p, SparseFillTensor)]
+    _check_operands("fully_shard", group, parameters=tuple(  # their gradients are all_reduced
+        (n, _kind(p), tuple(p._sf_values.shape)) for n, p in named))
+    sparse = {p for _, p in named}
     kwargs["ignored_params"] = set(kwargs.get("ignored_params") or ()) | sparse
     out = torch_fully_shard(module, **kwargs)
     for p in sparse:
