@@ -133,6 +133,7 @@ test: system-deps build
 examples: build
 	$(PY) examples/sparse_attention.py --seq 128 --steps 3
 	$(PY) examples/gnn_karate.py --steps 3
+	$(PY) examples/distributed_training.py --steps 3
 
 # ---- the CUDA build --------------------------------------------------------
 # torch's CUDA build (torch 2.14.1+cu130: CUDA 13.0, as nvcc here) in its own

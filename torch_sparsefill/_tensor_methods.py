@@ -302,6 +302,16 @@ def numpy(self, *, force=False):
                     "matrix with its fill")
 
 
+def is_contiguous(self, memory_format=torch.contiguous_format):
+    """Refused, as for torch's sparse tensors: a SparseFillTensor has no strides."""
+    raise NotImplementedError(
+        "torch_sparsefill: is_contiguous is refused: a SparseFillTensor has no strides (as "
+        "torch's sparse tensors); A.to_dense().is_contiguous() asks the dense tensor. FSDP's "
+        "fully_shard asks it of every parameter because it shards strided ones only: use "
+        "torch_sparsefill.distributed.fully_shard, which keeps SparseFillTensor parameters "
+        "whole on every rank (RFC.md 13.5)")
+
+
 def data_get(self):
     """``A.data``: the same components, detached (like ``A.detach()``)."""
     return self.detach()
@@ -346,6 +356,7 @@ ROUTES = {
     T.nbytes.__get__: nbytes, T.type: type_,
     T.share_memory_: share_memory_, T.is_shared: is_shared,
     T.pin_memory: pin_memory, T.is_pinned: is_pinned, T.numpy: numpy,
+    T.is_contiguous: is_contiguous,
     T.data.__get__: data_get, T.data.__set__: data_set,
     torch._has_compatible_shallow_copy_type: has_compatible_shallow_copy_type,
 }
