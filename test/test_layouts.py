@@ -136,7 +136,7 @@ def test_gradients_reach_the_components(layout):
     (([0, 1, 2], [2, 0], [1., 2.], (2, 2)), {}, RuntimeError, "row_indices[0] = 2 is out of range for 2 rows"),
     (([0, 2, 2], [1, 0], [1., 2.], (2, 2)), {}, RuntimeError, "strictly increasing within each column"),
     (([0, 1], [0], [1.], (2, 2)), {}, RuntimeError, "ccol_indices must have length columns + 1"),
-    (([[0, 1]], [0], [1.], (1, 1)), {}, ValueError, "ccol_indices must be 1-D"),
+    (([[0, 1]], [0], [1.], (1, 1)), {}, ValueError, "ccol_indices and row_indices must have the same batch shape"),
     (([0, 1], [0], [1., 2.], (1, 1)), {}, ValueError, "values has 2 rows but row_indices has 1"),
 ])
 def test_csc_validation(args, kwargs, error, message):
