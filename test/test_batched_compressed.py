@@ -108,7 +108,7 @@ def test_named_constructors_and_size_inference():
     assert_dense_equal(C.to_dense(), torch.tensor([[[9., 9.], [5., 9.]]]))
 
 
-@pytest.mark.parametrize("fill", FILLS, ids=_fill_id)
+@pytest.mark.parametrize("fill", [0.0, math.inf, math.nan, [2.0, -math.inf]], ids=_fill_id)
 @pytest.mark.parametrize("target", COMPRESSED + [torch.sparse_coo, "strided"], ids=str)
 @pytest.mark.parametrize("source", COMPRESSED, ids=T.layout_id)
 def test_every_conversion(source, target, fill):
@@ -327,7 +327,7 @@ def test_shape_ops(layout):
 # ---- gradients ------------------------------------------------------------------------
 
 def _leaf(layout, fill, seed=7):
-    A, _ = _batched(layout, fill, size=(6, 6), seed=seed)
+    A, _ = _batched(layout, fill, size=(4, 3), seed=seed, density=0.4)
     v = A.values().detach().clone().requires_grad_()
     f = A._fill_value().detach().clone().requires_grad_()
     return A, v, f
@@ -337,7 +337,7 @@ def _leaf(layout, fill, seed=7):
 @pytest.mark.parametrize("layout", COMPRESSED, ids=T.layout_id)
 def test_gradients_first_and_second_order(layout, fill):
     A, v, f = _leaf(layout, fill)
-    X = torch.randn(2, 6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    X = torch.randn(2, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
 
     def run(v, f):
         B = sf.sparse_compressed_tensor(*_components(A), v, A.shape, layout=layout,
@@ -346,7 +346,8 @@ def test_gradients_first_and_second_order(layout, fill):
         return out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
 
     torch.autograd.gradcheck(run, (v, f))
-    torch.autograd.gradgradcheck(run, (v, f))
+    if layout in (torch.sparse_csr, torch.sparse_bsc):  # second order: the two extremes
+        torch.autograd.gradgradcheck(run, (v, f))
 
 
 @pytest.mark.parametrize("fill", [1.5, -math.inf, [0.5, math.nan]], ids=_fill_id)
