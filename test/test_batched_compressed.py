@@ -362,3 +362,16 @@ def test_gradients_equal_dense(layout, fill):
     g = A.grad
     assert g.layout == layout
     assert_dense_equal(g.to_dense(), D.grad)
+
+
+@pytest.mark.parametrize("layout", COMPRESSED, ids=T.layout_id)
+def test_interop(layout):
+    """pydata sparse gets the batched tensor as an N-d COO with the fill;
+    scipy (2-D only) refuses it by name."""
+    import sparse
+    A, x = _batched(layout, -1.5, size=(6, 6))
+    P = A.to_pydata()
+    assert isinstance(P, sparse.COO) and P.fill_value == -1.5
+    assert_dense_equal(torch.from_numpy(P.todense()), x)
+    with pytest.raises(NotImplementedError, match="scipy.sparse is 2-D"):
+        A.to_scipy()
