@@ -63,8 +63,29 @@ CASES = [Case(p, f) for p in ("empty", "one", "random", "full", "duplicates", "h
 EXTRA_CASES = [Case("random", f) for f in FILLS] + [
     Case("hybrid", 1.5), Case("hybrid", -math.inf), Case("empty", math.nan),
     Case("one", -2.0), Case("full", 0.0)]
+
+
+@dataclass(frozen=True)
+class Batched:
+    """A batched compressed layout in the test matrices (RFC.md 15.4):
+    random_tensor makes a tensor of `layout` with a leading batch dim of 2
+    whose batches have different patterns (so they are padded), with one fill
+    per batch when `per_batch` (the case's fill and 0.25)."""
+    layout: torch.layout
+    per_batch: bool = False
+
+
+BATCHED_LAYOUTS = [Batched(torch.sparse_csr), Batched(torch.sparse_csc, per_batch=True),
+                   Batched(torch.sparse_bsr, per_batch=True), Batched(torch.sparse_bsc)]
+# Each batched layout sees a finite and a non-finite fill; together they see
+# every non-finite fill, a hybrid tensor and per-batch fills.
+BATCHED_CASES = [
+    (Case("random", 1.5), BATCHED_LAYOUTS[0]), (Case("hybrid", math.nan), BATCHED_LAYOUTS[0]),
+    (Case("random", -math.inf), BATCHED_LAYOUTS[1]), (Case("random", -2.0), BATCHED_LAYOUTS[2]),
+    (Case("random", math.inf), BATCHED_LAYOUTS[2]), (Case("random", 0.0), BATCHED_LAYOUTS[3]),
+    (Case("hybrid", math.inf), BATCHED_LAYOUTS[3])]
 LAYOUT_CASES = [(c, lay) for lay in LAYOUTS for c in CASES] + \
-    [(c, lay) for lay in EXTRA_LAYOUTS for c in EXTRA_CASES]
+    [(c, lay) for lay in EXTRA_LAYOUTS for c in EXTRA_CASES] + BATCHED_CASES
 
 
 def case_id(case: Case) -> str:
@@ -72,11 +93,18 @@ def case_id(case: Case) -> str:
 
 
 def layout_id(layout) -> str:
+    if isinstance(layout, Batched):
+        return "batched-" + layout_id(layout.layout) + ("-per-batch" if layout.per_batch else "")
     return str(layout).split("_")[-1]
 
 
+def base_layout(layout) -> torch.layout:
+    """The torch layout of a test layout (a Batched one's own)."""
+    return layout.layout if isinstance(layout, Batched) else layout
+
+
 def layout_case_id(x) -> str:
-    return layout_id(x) if isinstance(x, torch.layout) else case_id(x)
+    return layout_id(x) if isinstance(x, (torch.layout, Batched)) else case_id(x)
 
 
 def size_for_layout(size, layout):
@@ -91,6 +119,9 @@ def random_tensor(pattern: str, fill, layout=torch.sparse_coo, *, dtype=torch.fl
                   requires_grad: bool = False) -> sf.SparseFillTensor:
     """A SparseFillTensor of a named pattern. Stored values never equal the
     fill, so the pattern survives round trips through dense."""
+    if isinstance(layout, Batched):
+        return _batched_random_tensor(pattern, fill, layout, dtype=dtype, seed=seed, size=size,
+                                      domain=domain, requires_grad=requires_grad)
     g = rng(seed)
     rows, cols = size_for_layout(size, layout)
     dense_shape = (3,) if pattern == "hybrid" else ()
@@ -124,6 +155,28 @@ def random_tensor(pattern: str, fill, layout=torch.sparse_coo, *, dtype=torch.fl
     A = sf.sparse_coo_tensor(idx, values, (rows, cols) + dense_shape, fill_value=fill_t,
                              requires_grad=requires_grad)
     return A.to_sparse(layout=layout, blocksize=BLOCKSIZE if layout in BLOCK_LAYOUTS else None)
+
+
+def _batched_random_tensor(pattern, fill, layout: Batched, *, dtype, seed, size, domain,
+                           requires_grad):
+    """Two batches of random_tensor's patterns (seeds `seed` and `seed` + 11)
+    as one batched tensor of `layout` (through strided: the padding of
+    RFC.md 15.4 makes the batches' nse equal)."""
+    parts = [random_tensor(pattern, fill, layout.layout, dtype=dtype, seed=seed + 11 * b,
+                           size=size, domain=domain) for b in range(2)]
+    x = torch.stack([p.to_dense() for p in parts])
+    f = parts[0]._fill_value()
+    dense_dim = parts[0].dense_dim()
+    if layout.per_batch:
+        f = torch.stack([f.expand(parts[0]._dense_shape()),
+                         torch.full(parts[0]._dense_shape(), 0.25, dtype=f.dtype)])
+        f = f.reshape((2, 1, 1) + tuple(f.shape[1:]))
+        v, f1 = parts[1]._values(), parts[1]._fill_value()
+        stored = parts[1]._with(torch.zeros_like(v), torch.ones_like(f1)).to_dense() == 0
+        x[1] = torch.where(stored, x[1], f[1])
+    A = sf.to_sparse(x, fill_value=f, layout=layout.layout, dense_dim=dense_dim,
+                     blocksize=BLOCKSIZE if layout.layout in BLOCK_LAYOUTS else None)
+    return A.detach().requires_grad_() if requires_grad else A
 
 
 def assert_dense_equal(actual: torch.Tensor, expected: torch.Tensor, **kw):
@@ -250,7 +303,7 @@ def check_op(spec: OpSpec, case: Case, layout):
         return
     if spec.kind == "unary":
         out = spec.func(A, *spec.test_args)
-        assert isinstance(out, sf.SparseFillTensor) and out.layout == layout
+        assert isinstance(out, sf.SparseFillTensor) and out.layout == base_layout(layout)
         _compare(out, spec.func(A.to_dense(), *spec.test_args))
         assert_dense_equal(out.fill_value(), spec.func(A.fill_value(), *spec.test_args))
         return

@@ -50,13 +50,13 @@ csr = sf.sparse_csr_tensor
     (lambda: csr(torch.tensor([0, 1]), torch.tensor([0], dtype=torch.int32), [1.], (1, 1)),
      TypeError, "same dtype"),
     (lambda: csr([0, 1], [0], [1.], (1, 1, 1)), ValueError, "2 sparse"),
-    (lambda: csr([[0, 1]], [0], [1.], (1, 1)), ValueError, "crow_indices must be 1-D"),
+    (lambda: csr([[0, 1]], [0], [1.], (1, 1)), ValueError, "must have the same batch shape"),
     # to_sparse / full
     (lambda: sf.to_sparse(torch.ones(3, 2), dense_dim=3), ValueError, "dense_dim must be"),
     (lambda: sf.to_sparse(torch.ones(3, 2), fill_value=torch.ones(3), dense_dim=1), ValueError,
      "fill_value of shape"),
     (lambda: sf.to_sparse([1, 2]), TypeError, "x must be a tensor"),
-    (lambda: sf.full((2, 2, 2), 1., layout=torch.sparse_csr), ValueError, "2 dimensions"),
+    (lambda: sf.full((2,), 1., layout=torch.sparse_csr), ValueError, "2 dimensions"),
     (lambda: sf.fill_value(torch.ones(2)), TypeError, "expected a sparse tensor"),
 ])
 def test_bad_input(make, error, message):

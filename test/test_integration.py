@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import torch_sparsefill as sf
-from sf_testing import ALL_LAYOUTS, EXTRA_LAYOUTS, LAYOUTS, assert_dense_equal, layout_id, \
+from sf_testing import ALL_LAYOUTS, BATCHED_LAYOUTS, LAYOUTS, assert_dense_equal, layout_id, \
     random_tensor
 
 
@@ -22,20 +22,22 @@ def _dense_leaf(A, values, fill):
     return A._with(values, fill).to_dense()
 
 
+# Dims counted from the end and mT for the transpose: the same chains on 2-D
+# tensors and on batched compressed ones (RFC.md 15.4), whose batch dim leads.
 CHAINS = {
     # softmax gives a per-row fill; the product reads it as F * colsum(B)
-    "softmax_then_mm": lambda X, B: torch.softmax(X, 1) @ B,
+    "softmax_then_mm": lambda X, B: torch.softmax(X, -1) @ B,
     # the transpose of a per-row fill is a per-column fill: F^T B in the product
-    "softmax_t_then_mm": lambda X, B: torch.softmax(X, 1).t() @ B[: X.shape[0]],
+    "softmax_t_then_mm": lambda X, B: torch.softmax(X, -1).mT @ B[: X.shape[-2]],
     # per-slice fills through element-wise ops and a reduction
-    "log_softmax_exp_sum": lambda X, B: torch.exp(torch.log_softmax(X, 0)).sum(1),
+    "log_softmax_exp_sum": lambda X, B: torch.exp(torch.log_softmax(X, -2)).sum(-1),
     # cat of two different fills: a per-row fill, then a row reduction and a product
-    "cat_then_mm": lambda X, B: torch.cat([X, X * 2 + 1]) @ B,
-    "cat_then_amax": lambda X, B: torch.cat([X, X - 3]).amax(1),
+    "cat_then_mm": lambda X, B: torch.cat([X, X * 2 + 1], -2) @ B,
+    "cat_then_amax": lambda X, B: torch.cat([X, X - 3], -2).amax(-1),
     # slicing a per-slice fill, then softmax of the slice along the rows again
-    "softmax_slice_softmax": lambda X, B: torch.softmax(torch.softmax(X, 1)[1:4], 1),
+    "softmax_slice_softmax": lambda X, B: torch.softmax(torch.softmax(X, -1)[..., 1:4, :], -1),
     # sparse @ sparse with fills: the second operand is a transposed per-column fill
-    "mm_sparse_sparse": lambda X, B: X @ (X.t() * 0.5 + 0.25),
+    "mm_sparse_sparse": lambda X, B: X @ (X.mT * 0.5 + 0.25),
 }
 
 
@@ -43,12 +45,12 @@ def _dense_out(y):
     return y.to_dense() if isinstance(y, sf.SparseFillTensor) else y
 
 
-@pytest.mark.parametrize("layout", ALL_LAYOUTS, ids=layout_id)
+@pytest.mark.parametrize("layout", ALL_LAYOUTS + BATCHED_LAYOUTS, ids=layout_id)
 @pytest.mark.parametrize("name", sorted(CHAINS))
 def test_chain_matches_dense(name, layout):
     chain = CHAINS[name]
     A, values, fill = _leaf(layout, 1.5, seed=3)  # block layouts: (6, 9), see random_tensor
-    B = torch.randn(A.shape[1], 4, dtype=torch.float64, requires_grad=True)
+    B = torch.randn(A.shape[-1], 4, dtype=torch.float64, requires_grad=True)
     out = _dense_out(chain(A, B))
     D = _dense_leaf(A, values, fill).detach().requires_grad_()
     expected = chain(D, B)
@@ -58,12 +60,16 @@ def test_chain_matches_dense(name, layout):
     gv, gf = torch.autograd.grad((out * w).sum(), (values, fill))
     gD, = torch.autograd.grad((expected * w).sum(), D)
     stored = torch.zeros(A.shape, dtype=torch.bool)
-    idx = A.to_sparse_coo()._coo_indices()
-    stored[idx[0], idx[1]] = True
-    if layout in EXTRA_LAYOUTS:  # the values' gradient in CSR order, like idx
-        gv = A._with(gv, torch.zeros_like(gf))._to_csr()._values()
-    torch.testing.assert_close(gv, gD[idx[0], idx[1]])
-    torch.testing.assert_close(gf, gD[~stored].sum())
+    idx = tuple(A.to_sparse_coo()._coo_indices())
+    stored[idx] = True
+    # the values' gradient in COO order, like idx
+    gv = A._with(gv, torch.zeros_like(gf)).to_sparse_coo()._values()
+    torch.testing.assert_close(gv, gD[idx])
+    if gf.dim() == 0:
+        torch.testing.assert_close(gf, gD[~stored].sum())
+    else:  # one fill per batch: each gets its batch's unspecified elements
+        per = torch.where(stored, torch.zeros_like(gD), gD).sum((1, 2)).reshape(gf.shape)
+        torch.testing.assert_close(gf, per)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=["coo", "csr"])

@@ -136,7 +136,7 @@ def test_gradients_reach_the_components(layout):
     (([0, 1, 2], [2, 0], [1., 2.], (2, 2)), {}, RuntimeError, "row_indices[0] = 2 is out of range for 2 rows"),
     (([0, 2, 2], [1, 0], [1., 2.], (2, 2)), {}, RuntimeError, "strictly increasing within each column"),
     (([0, 1], [0], [1.], (2, 2)), {}, RuntimeError, "ccol_indices must have length columns + 1"),
-    (([[0, 1]], [0], [1.], (1, 1)), {}, ValueError, "ccol_indices must be 1-D"),
+    (([[0, 1]], [0], [1.], (1, 1)), {}, ValueError, "ccol_indices and row_indices must have the same batch shape"),
     (([0, 1], [0], [1., 2.], (1, 1)), {}, ValueError, "values has 2 rows but row_indices has 1"),
 ])
 def test_csc_validation(args, kwargs, error, message):
@@ -336,3 +336,36 @@ def test_scipy_and_pydata(layout):
     expected[idx[0], idx[1]] = torch.as_tensor(m.toarray())[idx[0], idx[1]]
     assert_dense_equal(expected, A.to_dense())
     assert_dense_equal(torch.as_tensor(A.to_pydata().todense()), A.to_dense())
+
+
+# ---- factories ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fill", [2.5, -math.inf, math.nan])
+@pytest.mark.parametrize("size", [(4, 6), (3, 4, 6)], ids=["unbatched", "batched"])
+@pytest.mark.parametrize("layout", ALL, ids=T.layout_id)
+def test_full_every_layout(layout, size, fill):
+    """sf.full/zeros/ones in every layout (BSR/BSC with blocksize=; leading
+    dims of a compressed layout are batch dims, RFC.md 15.4): nothing stored."""
+    A = sf.full(size, fill, layout=layout, blocksize=_blocksize(layout) and (2, 3),
+                dtype=torch.float64)
+    assert A.layout == layout and A.shape == size and A.nse() == 0
+    assert_dense_equal(A.to_dense(), torch.full(size, fill, dtype=torch.float64))
+    if layout in T.BLOCK_LAYOUTS:
+        assert A.values().shape[-2:] == (2, 3)
+    if layout != torch.sparse_coo:
+        assert A._batch_dim() == len(size) - 2
+    Z = sf.zeros(*size, layout=layout, blocksize=_blocksize(layout) and 2)
+    assert_dense_equal(Z.to_dense(), torch.zeros(size))
+    assert_dense_equal((Z + sf.ones(size, layout=layout, blocksize=_blocksize(layout) and 2))
+                       .to_dense(), torch.ones(size))
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"layout": torch.sparse_bsr}, TypeError, "needs blocksize="),
+    ({"layout": torch.sparse_bsc, "blocksize": 4}, RuntimeError, "not divisible by blocksize"),
+    ({"layout": torch.sparse_csr, "blocksize": 2}, ValueError, "blocksize is only for"),
+    ({"layout": torch.strided}, ValueError, "layout must be"),
+])
+def test_full_refuses(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        sf.full((4, 6), 1., **kwargs)

@@ -172,10 +172,12 @@ def blocks_from_dense(x, fill, blocksize, layout):
     torch.sparse_bsr)`` stores the two diagonal blocks.
     """
     (r, c), (m, n), dense_shape = blocksize, x.shape[:2], tuple(x.shape[2:])
-    differs = (x != fill) & ~(x.isnan() & fill.isnan())
+    differs = x != fill
+    if bool(fill.isnan().any()):  # NaN equals a NaN fill; one pass less without one
+        differs &= ~(x.isnan() & fill.isnan())
     if dense_shape:
         differs = differs.flatten(2).any(2)
-    stored = differs.reshape(m // r, r, n // c, c).any(3).any(1)
+    stored = differs.reshape(m // r, r, n // c, c).any(dim=(1, 3))
     if layout == torch.sparse_bsr:
         brow, bcol = stored.nonzero().unbind(1)
         compressed, plain = _ops.crow_from_rows(brow.contiguous(), m // r), bcol.contiguous()

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import torch
 
-from . import _compressed, _fill
+from . import _batched, _compressed, _fill
 from ._compressed import BLOCK, COMPRESSED
 from ._tensor import SparseFillTensor, build
 
@@ -260,10 +260,13 @@ def sparse_csr_tensor(crow_indices=None, col_indices=None, values=None, size=Non
                         f"{crow_indices.dtype} and {col_indices.dtype}")
     crow = _as_index_tensor(crow_indices, "crow_indices", device, values.device)
     col = _as_index_tensor(col_indices, "col_indices", device, values.device)
+    if crow.dim() > 1:
+        return _batched_compressed(torch.sparse_csr, crow, col, values, size, fill_value,
+                                   requires_grad)
     for name, t in (("crow_indices", crow), ("col_indices", col)):
         if t.dim() != 1:
-            raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)} "
-                             f"(batched CSR is not supported yet)")
+            raise ValueError(f"{name} must be 1-D like crow_indices, got shape "
+                             f"{tuple(t.shape)}")
         if t.device != values.device:
             raise RuntimeError(f"{name} is on {t.device} but values are on {values.device}")
     if values.dim() < 1:
@@ -356,15 +359,20 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0,
 
 
 def full(size, fill_value, *, layout=torch.sparse_coo, dtype=None, device=None,
-         requires_grad=False) -> SparseFillTensor:
+         requires_grad=False, blocksize=None) -> SparseFillTensor:
     """A SparseFillTensor of `size` with no stored elements: every element is
-    `fill_value`. dtype defaults as in ``torch.full``.
+    `fill_value`. dtype defaults as in ``torch.full``. A compressed `layout`
+    (CSR, CSC, and BSR or BSC with `blocksize`) takes the last two dims of
+    `size` as its sparse dims and any before them as batch dims (RFC.md
+    15.4); a per-slice `fill_value` (1.5) is allowed as for the constructors.
 
     Example::
 
         >>> sf.full((2, 2), 3.).to_dense()
         tensor([[3., 3.],
                 [3., 3.]])
+        >>> sf.full((2, 4), 1., layout=torch.sparse_bsr, blocksize=2).values().shape
+        torch.Size([0, 2, 2])
     """
     size = _check_size(size)
     if dtype is None:
@@ -372,22 +380,33 @@ def full(size, fill_value, *, layout=torch.sparse_coo, dtype=None, device=None,
             dtype = fill_value.dtype
         else:
             dtype = torch.full((), fill_value).dtype
-    if layout == torch.sparse_csc:  # the CSR of the transpose is empty too
-        return full(size[1::-1] + size[2:], fill_value, layout=torch.sparse_csr, dtype=dtype,
-                    device=device, requires_grad=requires_grad).t()
-    if layout == torch.sparse_csr:
-        if len(size) != 2:
-            raise ValueError(f"a CSR tensor needs 2 dimensions, got size {size}")
-        return sparse_csr_tensor(torch.zeros(size[0] + 1, dtype=torch.int64, device=device),
-                                 torch.zeros(0, dtype=torch.int64, device=device),
+    if layout == torch.sparse_coo:
+        if blocksize is not None:
+            raise ValueError("full(blocksize=...): blocksize is only for sparse_bsr and "
+                             "sparse_bsc")
+        return sparse_coo_tensor(torch.zeros(len(size), 0, dtype=torch.int64, device=device),
                                  torch.zeros(0, dtype=dtype, device=device), size,
                                  fill_value=fill_value, requires_grad=requires_grad)
-    if layout != torch.sparse_coo:
-        raise ValueError(f"layout must be torch.sparse_coo, sparse_csr or sparse_csc, got "
-                         f"{layout} (for BSR/BSC: full(...).to_sparse_bsr(blocksize))")
-    return sparse_coo_tensor(torch.zeros(len(size), 0, dtype=torch.int64, device=device),
-                             torch.zeros(0, dtype=dtype, device=device), size,
-                             fill_value=fill_value, requires_grad=requires_grad)
+    if layout not in COMPRESSED:
+        raise ValueError(f"layout must be torch.sparse_coo, sparse_csr, sparse_csc, sparse_bsr "
+                         f"or sparse_bsc, got {layout}")
+    if len(size) < 2:
+        raise ValueError(f"full(layout={layout}): a compressed tensor needs at least 2 "
+                         f"dimensions, got size {size}")
+    if layout in BLOCK:
+        if blocksize is None:
+            raise TypeError(f"full(layout={layout}): a block layout needs blocksize=")
+        blocksize = _compressed.check_blocksize(blocksize, size[-2:], "full")
+    elif blocksize is not None:
+        raise ValueError("full(blocksize=...): blocksize is only for sparse_bsr and sparse_bsc")
+    batch, (m, n) = size[:-2], size[-2:]
+    r, c = blocksize or (1, 1)
+    n_compressed = n // c if layout in (torch.sparse_csc, torch.sparse_bsc) else m // r
+    return sparse_compressed_tensor(
+        torch.zeros(batch + (n_compressed + 1,), dtype=torch.int64, device=device),
+        torch.zeros(batch + (0,), dtype=torch.int64, device=device),
+        torch.zeros(batch + (0,) + ((r, c) if blocksize else ()), dtype=dtype, device=device),
+        size, layout=layout, fill_value=fill_value, requires_grad=requires_grad)
 
 
 def _size_args(size) -> Sequence[int]:
@@ -397,35 +416,36 @@ def _size_args(size) -> Sequence[int]:
 
 
 def zeros(*size, layout=torch.sparse_coo, dtype=None, device=None,
-          requires_grad=False) -> SparseFillTensor:
+          requires_grad=False, blocksize=None) -> SparseFillTensor:
     """All-zero SparseFillTensor with no stored elements (fill 0).
 
     Example: ``sf.zeros(2, 3).to_dense()`` is ``torch.zeros(2, 3)``.
     """
     dtype = dtype or torch.get_default_dtype()
     return full(_size_args(size), 0, layout=layout, dtype=dtype, device=device,
-                requires_grad=requires_grad)
+                requires_grad=requires_grad, blocksize=blocksize)
 
 
 def ones(*size, layout=torch.sparse_coo, dtype=None, device=None,
-         requires_grad=False) -> SparseFillTensor:
+         requires_grad=False, blocksize=None) -> SparseFillTensor:
     """All-one SparseFillTensor with no stored elements (fill 1).
 
     Example: ``sf.ones(2, 3).to_dense()`` is ``torch.ones(2, 3)``.
     """
     dtype = dtype or torch.get_default_dtype()
     return full(_size_args(size), 1, layout=layout, dtype=dtype, device=device,
-                requires_grad=requires_grad)
+                requires_grad=requires_grad, blocksize=blocksize)
 
 
 def empty(*size, layout=torch.sparse_coo, dtype=None, device=None,
-          requires_grad=False) -> SparseFillTensor:
+          requires_grad=False, blocksize=None) -> SparseFillTensor:
     """``torch.empty(size, layout=torch.sparse_coo)`` of this package: the
     same as :func:`zeros` (torch's sparse empty tensor is all zeros too).
 
     Example: ``sf.empty(2, 3, layout=torch.sparse_csr).to_dense()`` is ``torch.zeros(2, 3)``.
     """
-    return zeros(*size, layout=layout, dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros(*size, layout=layout, dtype=dtype, device=device, requires_grad=requires_grad,
+                 blocksize=blocksize)
 
 
 def fill_value(t: torch.Tensor) -> torch.Tensor:
@@ -511,10 +531,12 @@ def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=Non
                         f"{compressed_indices.dtype} and {plain_indices.dtype}")
     compressed = _as_index_tensor(compressed_indices, cname, device, values.device)
     plain = _as_index_tensor(plain_indices, pname, device, values.device)
+    if compressed.dim() > 1:
+        return _batched_compressed(layout, compressed, plain, values, size, fill_value,
+                                   requires_grad)
     for name, t in ((cname, compressed), (pname, plain)):
         if t.dim() != 1:
-            raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)} "
-                             f"(batched compressed tensors are not supported yet)")
+            raise ValueError(f"{name} must be 1-D like {cname}, got shape {tuple(t.shape)}")
         if t.device != values.device:
             raise RuntimeError(f"{name} is on {t.device} but values are on {values.device}")
     block = layout in BLOCK
@@ -554,6 +576,54 @@ def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=Non
         _ops.csr_check(compressed, plain, list(pattern))
     except RuntimeError as e:
         raise RuntimeError(_renamed(str(e).split("\n")[0], layout)) from None
+    fill = _as_fill(fill_value, values.dtype, values.device, dense_shape, size)
+    values, fill = _leafify(values, fill, requires_grad)
+    return build(layout, size, values, fill, crow=compressed.contiguous(),
+                 col=plain.contiguous(), blocksize=blocksize)
+
+
+def _batched_compressed(layout, compressed, plain, values, size, fill_value, requires_grad):
+    """A batched compressed tensor (RFC.md 15.4), validated with torch's
+    rules: `compressed` ``(*batch, P + 1)``, `plain` ``(*batch, nse)``,
+    `values` ``(*batch, nse, [r, c,] *dense)``; every batch the same nse."""
+    cname, pname = _NAMES[layout]
+    for name, t in ((cname, compressed), (pname, plain)):
+        if t.device != values.device:
+            raise RuntimeError(f"{name} is on {t.device} but values are on {values.device}")
+    if compressed.dtype != plain.dtype:
+        raise TypeError(f"{cname} and {pname} must have the same dtype, got "
+                        f"{compressed.dtype} and {plain.dtype}")
+    nb = compressed.dim() - 1
+    block = layout in BLOCK
+    if tuple(plain.shape[:-1]) != tuple(compressed.shape[:-1]) or plain.dim() != nb + 1:
+        raise ValueError(f"{cname} and {pname} must have the same batch shape: got "
+                         f"{tuple(compressed.shape)} and {tuple(plain.shape)}")
+    if values.dim() < nb + (3 if block else 1):
+        raise ValueError(f"values of shape {tuple(values.shape)} must start with the batch "
+                         f"shape {tuple(compressed.shape[:-1])} of {cname}, then the nse "
+                         f"dimension" + (" and the blocksize" if block else ""))
+    blocksize = tuple(values.shape[nb + 1:nb + 3]) if block else None
+    if block and min(blocksize) < 1:
+        raise ValueError(f"values' blocksize {blocksize} must be positive")
+    r, c = blocksize or (1, 1)
+    dense_shape = tuple(values.shape[nb + (3 if block else 1):])
+    batch = tuple(compressed.shape[:-1])
+    if size is None:  # torch's inference: the plain size from the largest plain index
+        n_plain = int(plain.max()) + 1 if plain.numel() else 0
+        n_compressed = compressed.shape[-1] - 1
+        if layout in (torch.sparse_csc, torch.sparse_bsc):
+            size = (n_plain * r, n_compressed * c)
+        else:
+            size = (n_compressed * r, n_plain * c)
+        size = batch + size + dense_shape
+    size = _check_size(size)
+    if len(size) != nb + 2 + len(dense_shape) or size[nb + 2:] != dense_shape:
+        raise ValueError(f"size {size} must have {nb} batch + 2 sparse + {len(dense_shape)} "
+                         f"dense dimensions, the dense ones {dense_shape} as in values")
+    if size[nb] % r or size[nb + 1] % c:
+        raise ValueError(f"size {size} is not divisible by blocksize {blocksize}")
+    _batched.check(layout, compressed, plain, values, size, (cname, pname), blocksize,
+                   lambda message: _renamed(message, layout))
     fill = _as_fill(fill_value, values.dtype, values.device, dense_shape, size)
     values, fill = _leafify(values, fill, requires_grad)
     return build(layout, size, values, fill, crow=compressed.contiguous(),

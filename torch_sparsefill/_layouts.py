@@ -9,6 +9,9 @@ arguments hold such a tensor (and for the transposes of a CSR tensor).
 - Everything else: each CSC/BSR/BSC operand becomes CSR, the CSR op runs,
   and a CSR result goes back to the first such operand's layout (in place:
   written back into its components).
+- Batched compressed operands (any of the four layouts, RFC.md 15.4) become
+  COO with a sparse dim per batch dim; a COO result with at least two
+  sparse dims goes back to the layout, its leading sparse dims the batch.
 """
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ _MATMULS = {torch.matmul, T.matmul, T.__matmul__, torch.mm, T.mm}
 
 
 def _extra(x) -> bool:
-    return type(x) is SparseFillTensor and x._sf_layout in EXTRA
+    return type(x) is SparseFillTensor and (x._sf_layout in EXTRA or (
+        x._sf_layout == torch.sparse_csr and x._sf_crow.dim() > 1))
 
 
 def _first_extra(args, kwargs):
@@ -57,24 +61,26 @@ def needs(func, args, kwargs) -> bool:
 
 def _swaps_sparse_dims(func, A, args, kwargs) -> bool:
     """Whether this transpose-like call exchanges exactly the two sparse dims."""
-    ndim, dense = A.dim(), A.dense_dim()
+    ndim, dense, nb = A.dim(), A.dense_dim(), A._batch_dim()
     if func in (T.t, torch.t):
-        return True
-    if func == T.T.__get__ or func == T.mT.__get__:  # a new method-wrapper per access
+        return nb == 0  # torch refuses t() beyond 2 dims; the COO route says so
+    if func == T.T.__get__:  # a new method-wrapper per access
+        return dense == 0 and nb == 0
+    if func == T.mT.__get__:
         return dense == 0
     if func in _TRANSPOSES:
         dims = list(args[1:3]) + [kwargs[k] for k in ("dim0", "dim1", "axis0", "axis1")
                                   if k in kwargs]
         if len(dims) != 2 or not all(isinstance(d, int) for d in dims):
             return False
-        return sorted(d % ndim if -ndim <= d < ndim else -1 for d in dims) == [0, 1]
+        return sorted(d % ndim if -ndim <= d < ndim else -1 for d in dims) == [nb, nb + 1]
     dims = args[1:] if len(args) > 2 or (len(args) == 2 and isinstance(args[1], int)) else (
         args[1] if len(args) > 1 else kwargs.get("dims", ()))
     try:
         dims = [int(d) % ndim for d in dims]
     except (TypeError, ValueError, ZeroDivisionError):
         return False
-    return dims == [1, 0] + list(range(2, ndim))
+    return dims == list(range(nb)) + [nb + 1, nb] + list(range(nb + 2, ndim))
 
 
 def _bsr_matmul(A: SparseFillTensor, X) -> "torch.Tensor | None":
@@ -83,7 +89,7 @@ def _bsr_matmul(A: SparseFillTensor, X) -> "torch.Tensor | None":
     when that shortcut does not apply (autograd, a hybrid or per-slice fill,
     non-finite values, mixed dtypes); the CSR path then computes."""
     if not (type(X) is torch.Tensor and X.layout == torch.strided and X.dim() == 2
-            and A.dense_dim() == 0 and X.dtype == A.dtype and X.device == A.device
+            and A.dim() == 2 and A.dense_dim() == 0 and X.dtype == A.dtype and X.device == A.device
             and A.dtype in (torch.float32, torch.float64) and X.shape[0] == A.shape[1]
             and A._sf_blocksize[0] == A._sf_blocksize[1]  # MKL's and cuSPARSE's rule
             and not A.requires_grad and not X.requires_grad):
@@ -111,17 +117,21 @@ def _in_place(func) -> bool:
 
 def _to_csr(x):
     if _extra(x):
-        return x._to_csr()
+        return x.to_sparse_coo() if x._batch_dim() else x._to_csr()
     if isinstance(x, (list, tuple)) and any(_extra(b) for b in x):
         return type(x)(_to_csr(b) for b in x)
     return x
 
 
 def _back(out, like: SparseFillTensor):
-    """A CSR result in the layout of `like` where its shape allows."""
-    if type(out) is SparseFillTensor and out._sf_layout == torch.sparse_csr:
+    """A CSR result in the layout of `like` where its shape allows; for a
+    batched `like`, a COO result with at least 2 sparse dims too."""
+    if type(out) is SparseFillTensor and (out._sf_layout == torch.sparse_csr or (
+            like._batch_dim() and out._sf_layout == torch.sparse_coo
+            and out.sparse_dim() >= 2)):
         bs = like._sf_blocksize
-        if bs and (out.shape[0] % bs[0] or out.shape[1] % bs[1]):
+        nb = out.sparse_dim() - 2 if out._sf_layout == torch.sparse_coo else 0
+        if bs and (out.shape[nb] % bs[0] or out.shape[nb + 1] % bs[1]):
             return out
         return out._to_layout(like._sf_layout, bs)
     if type(out) in (list, tuple):
@@ -151,6 +161,10 @@ def call(func, handler, args, kwargs):
         if not _in_place(func):  # the op returned its input (contiguous, ...)
             return A
         back = out._to_layout(A._sf_layout, A._sf_blocksize)  # write into A's components
+        if back._sf_values.shape != A._sf_values.shape or back._sf_fill.shape != \
+                A._sf_fill.shape or not torch.equal(
+                back._sf_crow, A._sf_crow) or not torch.equal(back._sf_col, A._sf_col):
+            return A._adopt(back, getattr(func, "__name__", "in-place op"), bump=False)
         A._sf_values.copy_(back._sf_values)
         A._sf_fill.copy_(back._sf_fill)
         return A

@@ -19,7 +19,7 @@ from typing import Optional
 
 import torch
 
-from . import _compressed, _fill
+from . import _batched, _compressed, _fill
 from ._compressed import BLOCK, EXTRA
 
 _ops = torch.ops.sparsefill
@@ -105,9 +105,9 @@ class SparseFillTensor(torch.Tensor):
         """A tensor with this one's pattern and new values and fill; its dense
         part is that of `values`. An op's result: is_coalesced() reports
         whether the indices are sorted and unique (RFC.md 1.4)."""
-        block_dims = 2 if self._sf_blocksize else 0
+        lead = self._batch_dim() + 1 + (2 if self._sf_blocksize else 0)
         size = (self._sf_size[: len(self._sf_size) - self.dense_dim()]
-                + tuple(values.shape[1 + block_dims:]))
+                + tuple(values.shape[lead:]))
         return build(self._sf_layout, size, values, fill, indices=self._sf_indices,
                      crow=self._sf_crow, col=self._sf_col, coalesced=self._sf_coalesced,
                      blocksize=self._sf_blocksize)
@@ -115,6 +115,8 @@ class SparseFillTensor(torch.Tensor):
     def _coo_indices(self) -> torch.Tensor:
         """Coalesced COO indices of this tensor's pattern (derived for CSR;
         for the other compressed layouts, of every element they store)."""
+        if self._batch_dim():
+            return self.to_sparse_coo()._sf_indices
         if self._sf_layout in EXTRA:
             return self._to_csr()._coo_indices()
         if self._sf_layout == torch.sparse_csr:
@@ -190,13 +192,19 @@ class SparseFillTensor(torch.Tensor):
         return self._sf_indices.shape[0] if self.layout == torch.sparse_coo else 2
 
     def dense_dim(self) -> int:
-        """Number of dense (trailing) dimensions (a block's two dims are sparse)."""
-        return self._sf_values.dim() - (3 if self._sf_blocksize else 1)
+        """Number of dense (trailing) dimensions (a block's two dims are sparse;
+        batch dims are neither, as in torch)."""
+        return self._sf_values.dim() - (3 if self._sf_blocksize else 1) - self._batch_dim()
+
+    def _batch_dim(self) -> int:
+        """Number of leading batch dims of a batched compressed tensor (RFC.md
+        15.4); 0 otherwise."""
+        return _batched.batch_dim(self._sf_layout, self._sf_crow)
 
     def _nnz(self) -> int:
         """Number of stored elements (duplicates included; blocks for BSR/BSC,
-        as in torch). Same as :meth:`nse`."""
-        return self._sf_values.shape[0]
+        as in torch; per batch for a batched tensor). Same as :meth:`nse`."""
+        return self._sf_values.shape[self._batch_dim()]
 
     def nse(self) -> int:
         """Number of specified (stored) elements: the RFC's name for ``_nnz()``.
@@ -206,7 +214,7 @@ class SparseFillTensor(torch.Tensor):
             >>> sf.full((3, 3), 2.).nse()
             0
         """
-        return self._sf_values.shape[0]
+        return self._sf_values.shape[self._batch_dim()]
 
     def _indices(self) -> torch.Tensor:
         """COO indices as stored (possibly uncoalesced)."""
@@ -308,6 +316,8 @@ class SparseFillTensor(torch.Tensor):
         if masked_grad:
             raise NotImplementedError(
                 "to_dense(masked_grad=True): masked gradients contradict fill semantics")
+        if self._batch_dim():
+            return self.to_sparse_coo().to_dense(dtype)
         if self._sf_blocksize:
             out = _compressed.dense_from_blocks(self._sf_layout, self._sf_crow, self._sf_col,
                                                 self._sf_values, self._sf_fill,
@@ -328,6 +338,9 @@ class SparseFillTensor(torch.Tensor):
             >>> sf.sparse_coo_tensor([[0, 1]], [5., 2.], (3,), fill_value=5.).eliminate_fill().nse()
             1
         """
+        if self._batch_dim():  # every batch then pads back to the fullest one's nse
+            return self.to_sparse_coo().eliminate_fill()._to_layout(self._sf_layout,
+                                                                    self._sf_blocksize)
         if self._sf_layout in EXTRA:  # a block goes when all its elements equal the fill
             return self._to_csr().eliminate_fill()._to_layout(self._sf_layout,
                                                               self._sf_blocksize)
@@ -339,6 +352,12 @@ class SparseFillTensor(torch.Tensor):
         """This tensor in COO layout (coalesced), same fill."""
         if self.layout == torch.sparse_coo:
             return self
+        if self._batch_dim():
+            indices, values = _batched.to_coo(self._sf_layout, self._sf_size, self._sf_crow,
+                                              self._sf_col, self._sf_values, self._sf_fill,
+                                              self._sf_blocksize)
+            return build(torch.sparse_coo, self._sf_size, values, self._sf_fill,
+                         indices=indices)
         if self.layout in EXTRA:
             return self._to_csr().to_sparse_coo()
         return build(torch.sparse_coo, self._sf_size, self._sf_values, self._sf_fill,
@@ -352,6 +371,8 @@ class SparseFillTensor(torch.Tensor):
         crow, col, values, fill = self._sf_crow, self._sf_col, self._sf_values, self._sf_fill
         if layout == torch.sparse_csr:
             return self
+        if self._batch_dim():
+            return self._to_layout(torch.sparse_csr)
         if layout == torch.sparse_csc:
             crow, col, values = _compressed.transpose_pattern(crow, col, values, size[0])
         elif layout == torch.sparse_bsr:
@@ -370,20 +391,31 @@ class SparseFillTensor(torch.Tensor):
         """This tensor (two sparse dims) in `layout`, every element kept: the
         one conversion all the to_sparse_* methods share (RFC.md 15.2)."""
         what = "to_sparse(layout=" + str(layout).split(".")[-1] + ")"
+        # Batch dims: those of a batched compressed tensor, or a COO tensor's
+        # sparse dims beyond two (RFC.md 15.4).
+        nb = self._batch_dim() if self._sf_layout != torch.sparse_coo else max(
+            self.sparse_dim() - 2, 0)
         if layout in BLOCK:
             if blocksize is None:
                 raise TypeError(f"{what}: a block layout needs a blocksize")
-            blocksize = _compressed.check_blocksize(blocksize, self._sf_size, what)
+            blocksize = _compressed.check_blocksize(blocksize, self._sf_size[nb:], what)
         elif blocksize is not None:
             raise ValueError(f"{what}: blocksize is only for sparse_bsr and sparse_bsc")
         if layout == self._sf_layout and blocksize == self._sf_blocksize:
             return self
         if layout == torch.sparse_coo:
             return self.to_sparse_coo()
-        if self.sparse_dim() != 2:
-            raise RuntimeError(f"{what}: a compressed layout needs 2 sparse dimensions, this "
-                               f"tensor has {self.sparse_dim()} (batched compressed tensors "
-                               f"are not supported yet)")
+        if self._sf_layout == torch.sparse_coo and self.sparse_dim() < 2:
+            raise RuntimeError(f"{what}: a compressed layout needs at least 2 sparse "
+                               f"dimensions, this tensor has {self.sparse_dim()}")
+        if nb:
+            if layout not in _compressed.COMPRESSED:
+                raise ValueError(f"to_sparse(layout={layout}): not a sparse layout")
+            src = self.to_sparse_coo()._coalesced()
+            crow, col, values = _batched.from_coo(src._sf_indices, src._sf_values,
+                                                  src._sf_fill, self._sf_size, layout, blocksize)
+            return build(layout, self._sf_size, values, src._sf_fill, crow=crow, col=col,
+                         blocksize=blocksize)
         src = self._to_csr() if self._sf_layout != torch.sparse_coo else self.to_sparse_csr()
         size, fill, dense_dim = self._sf_size, src._sf_fill, self.dense_dim()
         crow, col, values = src._sf_crow, src._sf_col, src._sf_values
@@ -407,12 +439,13 @@ class SparseFillTensor(torch.Tensor):
     def _swapped(self) -> "SparseFillTensor":
         """The transpose of a compressed tensor in O(1): CSR <-> CSC, BSR <->
         BSC, sharing the indices and values (RFC.md section 15.1)."""
-        size = (self._sf_size[1], self._sf_size[0]) + tuple(self._sf_size[2:])
+        nb, size = self._batch_dim(), self._sf_size
+        size = size[:nb] + (size[nb + 1], size[nb]) + tuple(size[nb + 2:])
         values, blocksize = self._sf_values, self._sf_blocksize
         if blocksize:
-            values, blocksize = values.transpose(1, 2), (blocksize[1], blocksize[0])
+            values, blocksize = values.transpose(nb + 1, nb + 2), (blocksize[1], blocksize[0])
         return build(_compressed.SWAPPED[self._sf_layout], size, values,
-                     _compressed.transpose_fill(self._sf_fill, self.dense_dim()),
+                     _batched.swapped_fill(self._sf_fill, nb, self.dense_dim()),
                      crow=self._sf_crow, col=self._sf_col, blocksize=blocksize)
 
     def to_sparse_csc(self, dense_dim=None) -> "SparseFillTensor":
@@ -469,8 +502,7 @@ class SparseFillTensor(torch.Tensor):
         if self.layout in EXTRA:
             return self._to_csr()
         if self.sparse_dim() != 2:
-            raise RuntimeError(f"to_sparse_csr(): a CSR tensor needs 2 sparse dimensions, this "
-                               f"tensor has {self.sparse_dim()} (batched CSR is not supported yet)")
+            return self._to_layout(torch.sparse_csr)  # batched, or refused there
         src = self.coalesce()
         return build(torch.sparse_csr, self._sf_size, src._sf_values, src._sf_fill,
                      indices=src._sf_indices)
@@ -728,7 +760,7 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
     elif layout == torch.sparse_coo:
         indices, coalesced = torch.stack([_ops.rows_from_crow(crow), col]), True
         crow = col = None
-    dense_dim = values.dim() - (3 if blocksize else 1)
+    dense_dim = values.dim() - (3 if blocksize else 1) - _batched.batch_dim(layout, crow)
     fill = _fill.canonical(fill, len(size) - dense_dim, dense_dim)
     # __new__ alone: calling the class would also run __init__ (a microsecond
     # per result, for nothing).
