@@ -315,16 +315,16 @@ class DistributedDataParallel(torch.nn.parallel.DistributedDataParallel):
         ignored = set(getattr(module, "_ddp_params_and_buffers_to_ignore", ()))
         sparse = {n for n, t in list(module.named_parameters()) + list(module.named_buffers())
                   if isinstance(t, SparseFillTensor) and n not in ignored}
-        if sparse and arguments["mixed_precision"] is not None:
+        if sparse and arguments.get("mixed_precision") is not None:
             raise NotImplementedError(
                 "torch_sparsefill.distributed.DistributedDataParallel: mixed_precision is not "
                 "supported with SparseFillTensor parameters or buffers; use torch.autocast")
-        if arguments["init_sync"] and sparse:
-            group = arguments["process_group"]
-            if group is None and arguments["device_mesh"] is not None:
+        if arguments.get("init_sync", True) and sparse:
+            group = arguments.get("process_group")
+            if group is None and arguments.get("device_mesh") is not None:
                 group = arguments["device_mesh"].get_group(mesh_dim=0)
-            buffers = (arguments["forward_sync_buffers"] is not None
-                       or arguments["broadcast_buffers"] is not False)
+            buffers = (arguments.get("forward_sync_buffers") is not None
+                       or arguments.get("broadcast_buffers") is not False)
             _sync_initial_state(module, group, ignored, buffers)
             arguments["init_sync"] = False  # done above, SparseFillTensors included
         super().__init__(**arguments)
