@@ -1,6 +1,7 @@
 """The package's import layering (torch_sparsefill/README.md): no lazy
 imports, no import circle, the fill rules, the compressed
-layouts' component conversions and the tensor class at the bottom."""
+layouts' component conversions (batched ones too) and the tensor class at
+the bottom."""
 import ast
 from pathlib import Path
 
@@ -50,4 +51,5 @@ def test_bottom_layers():
     imports = _imports()
     assert imports["_fill"][0] == set()
     assert imports["_compressed"][0] == {"_fill"}
-    assert imports["_tensor"][0] == {"_fill", "_compressed"}
+    assert imports["_batched"][0] == {"_fill", "_compressed"}
+    assert imports["_tensor"][0] == {"_fill", "_compressed", "_batched"}

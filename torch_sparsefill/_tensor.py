@@ -8,8 +8,9 @@ carries no storage of its own. Autograd runs on the components: `values` and
 differentiable with respect to them (RFC.md section 7). This module holds the
 data and converts between layouts by calling the ops; it imports only the
 fill rules (_fill.py) and the CSC/BSR/BSC component conversions
-(_compressed.py). Which torch function does what is decided in
-_routing.py, which the package wires to the class (__init__.py), together
+(_compressed.py; batched ones: _batched.py). Which torch function does what
+is decided in _routing.py, which the package wires to the class
+(__init__.py), together
 with the methods whose homes lie above this module (pickling from
 _factories.py, to_scipy/to_pydata from _interop.py).
 """
