@@ -240,6 +240,30 @@ sf_status sf_csr_sddmm_sparse_f64(double *out, const int64_t *crow_p, const int6
                                   const int64_t *col_s, const double *val_s, int64_t nse_s,
                                   int64_t n, double *acc, int64_t row_begin, int64_t row_end);
 
+/* Fused sparse attention on the pattern (crow, col) of nrows x ncols: for
+ * the stored element p of row i the score is
+ *     s_p = scale * dot(Q[i, :], K[col[p], :]) + (bias ? bias[p] : 0)
+ * and, with the softmax over the row's stored scores,
+ *     out[i, :] = sum_p softmax(s)_p V[col[p], :],  lse[i] = log sum_p exp(s_p).
+ * A row with nothing stored, or only -inf scores, gets out = 0 and lse = -inf
+ * (torch's SDPA gives such a row weights 0); a nan or +inf score makes the
+ * row nan, as the dense softmax does.
+ * Q (nrows x e, ldq), K (ncols x e, ldk), V (ncols x dv, ldv), out (nrows x
+ * dv, ldo), lse [nrows]. One pass per row with an online softmax: O(nse (e +
+ * dv)) time, no scratch, no score stored. */
+sf_status sf_csr_attention_f32(float *out, int64_t ldo, float *lse, const int64_t *crow,
+                               const int64_t *col, const float *bias, int64_t nrows,
+                               int64_t ncols, int64_t nse, const float *q, int64_t ldq,
+                               const float *k, int64_t ldk, const float *v, int64_t ldv,
+                               int64_t e, int64_t dv, float scale, int64_t row_begin,
+                               int64_t row_end);
+sf_status sf_csr_attention_f64(double *out, int64_t ldo, double *lse, const int64_t *crow,
+                               const int64_t *col, const double *bias, int64_t nrows,
+                               int64_t ncols, int64_t nse, const double *q, int64_t ldq,
+                               const double *k, int64_t ldk, const double *v, int64_t ldv,
+                               int64_t e, int64_t dv, double scale, int64_t row_begin,
+                               int64_t row_end);
+
 /* Transpose of a CSR pattern (nrows x ncols) into crow_t [ncols + 1] and
  * col_t [nse]; perm[q] = position in the input of the transposed element q
  * (values_t = values[perm]). Stable counting sort: O(nse + ncols),

@@ -217,6 +217,22 @@ sf_status sf_cuda_csr_sddmm_f64(sf_cuda_report *report, double *out, const int64
                                 const double *x, int64_t ldx, const double *y, int64_t ldy,
                                 int64_t n, void *stream);
 
+/* Fused sparse attention, as sf_csr_attention_*: out (nrows x dv), lse
+ * [nrows]; q (nrows x e), k (ncols x e), v (ncols x dv), all row-major and
+ * dense (ld = e or dv); bias [nse] or NULL. One warp per row, online
+ * softmax. The report gets the checks of sf_cuda_csr_operand_check with
+ * full = 0; bad spans or columns are skipped. No workspace. */
+sf_status sf_cuda_csr_attention_f32(sf_cuda_report *report, float *out, float *lse,
+                                    const int64_t *crow, const int64_t *col, const float *bias,
+                                    int64_t nrows, int64_t ncols, int64_t nse, const float *q,
+                                    const float *k, const float *v, int64_t e, int64_t dv,
+                                    float scale, void *stream);
+sf_status sf_cuda_csr_attention_f64(sf_cuda_report *report, double *out, double *lse,
+                                    const int64_t *crow, const int64_t *col, const double *bias,
+                                    int64_t nrows, int64_t ncols, int64_t nse, const double *q,
+                                    const double *k, const double *v, int64_t e, int64_t dv,
+                                    double scale, void *stream);
+
 /* The transposed pattern, as sf_csr_transpose: crow_t [ncols + 1], col_t
  * [nse] (the original row of each element), perm [nse] (its position in A).
  * A stable radix sort of the positions by column, then binary searches:

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_sparsefill as sf
+from torch_sparsefill import _attention
 from sf_testing import assert_dense_equal, rng
 
 LAYOUTS = [torch.sparse_coo, torch.sparse_csr]
@@ -234,6 +235,32 @@ def test_sdpa_second_order():
                              q, create_graph=True)[0]
     torch.testing.assert_close(torch.autograd.grad(gs.sum(), k)[0],
                                torch.autograd.grad(gd.sum(), k)[0])
+
+
+def test_sdpa_composed_path_is_exact(monkeypatch):
+    # The path dropout (and CUDA) take: sddmm, a row softmax and spmm.
+    monkeypatch.setattr(_attention, "_fused", lambda q, p: False)
+    q, k, v = randn(2, 3, 6, 4, seed=60), randn(2, 3, 7, 4, seed=61), randn(2, 3, 7, 5, seed=62)
+    check_sdpa(q, k, v, attention_mask((2, 1, 6, 7), 63, values="with_inf", empty_row=True))
+
+
+def test_fused_op_gradients_of_both_outputs():
+    # out and the log-sum-exp, first and second order, bias included.
+    A = attention_mask((5, 6), 64, density=0.6, values="random").to_sparse_csr()
+    crow, col = A.crow_indices(), A.col_indices()
+    assert bool((crow[1:] > crow[:-1]).all())  # no empty row: lse stays finite
+
+    def fn(bias, q, k, v):
+        return torch.ops.sparsefill.sparse_attention(crow, col, bias, q, k, v, 0.6)
+    args = (A.values().detach().clone().requires_grad_(), randn(5, 3, seed=65, grad=True),
+            randn(6, 3, seed=66, grad=True), randn(6, 2, seed=67, grad=True))
+    out, lse = fn(*args)
+    D = A.to_dense()
+    scores = 0.6 * args[1] @ args[2].t() + D
+    torch.testing.assert_close(out, torch.softmax(scores, -1) @ args[3])
+    torch.testing.assert_close(lse, torch.logsumexp(scores, -1))
+    torch.autograd.gradcheck(fn, args)
+    torch.autograd.gradgradcheck(fn, args)
 
 
 def test_sdpa_refusals():

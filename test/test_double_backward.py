@@ -10,6 +10,8 @@ YAML generates: union, _same, _scalar, _dense, ternary) get their samples
 from their schema and their YAML spec; the others from programs of the
 public API that call them. float64, torch.autograd.gradgradcheck.
 """
+import math
+
 import pytest
 import torch
 from torch.autograd.gradcheck import GradcheckError
@@ -184,6 +186,11 @@ PROGRAMS = {
     # X Y^T sampled on a pattern (sampled products, attention scores).
     "sddmm": (lambda x, y: sf.sampled_matmul(x, y, _csr(_V, 0.0), fill_value=0.5).to_dense(),
               (_X[:3].clone(), _Y[:, :1].expand(2, 4).clone() + _X[:2, :1]), None),
+    # The fused attention op (SDPA with a -inf mask on the CPU); row 1 is empty.
+    "sparse_attention": (lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=sf.sparse_csr_tensor(_CROW, _COL, _V - 1, (3, 4),
+                                                fill_value=-math.inf)),
+        (_X[:3].clone(), _X.flip(0).clone(), _X * 2), None),
     # No element of x equals the fill: at one that does, a perturbation
     # changes the pattern and the fill's one gradient is shared by the
     # unspecified elements (RFC.md section 7.4), which gradcheck cannot see.

@@ -6,6 +6,7 @@ rebuilds its own tensor, so it sees only the stored values: the route for a
 background weight normalises outside the layer (README, "Graph layers")."""
 from __future__ import annotations
 
+import math
 import warnings
 
 import pytest
@@ -69,3 +70,131 @@ def test_gcn_with_a_background_weight(fill):
             pyg_conv = GCNConv(5, 3, add_self_loops=False, bias=False).double()
         pyg_conv.lin.weight.data.copy_(conv.lin.weight.data)
         assert_dense_equal(pyg_conv(x2.detach(), A), expected.detach())
+
+
+# ---- sf.gcn_conv / sf.gat_conv: PyG's normalising layers with the fill ----------
+
+from torch_geometric.nn import GATConv  # noqa: E402
+
+
+def with_diagonal(n, fill, seed):
+    """An adjacency with a few stored diagonal elements (PyG adds its loops to them)."""
+    A = adjacency(n, fill, seed, torch.sparse_coo)
+    keep = A.indices()[0] != A.indices()[1]
+    keep[:3] = True
+    return sf.sparse_coo_tensor(A.indices()[:, keep], A.values()[keep], A.shape,
+                                fill_value=fill).coalesce()
+
+
+def gcn_dense(conv, x, D):
+    """GCNConv on a dense adjacency, written out: D^-1/2 (A + loop I) D^-1/2 x W + b."""
+    loop = (2.0 if conv.improved else 1.0) if conv.add_self_loops else 0.0
+    Ahat = D + loop * torch.eye(D.shape[0], dtype=D.dtype)
+    dinv = Ahat.sum(1).pow(-0.5)
+    dinv = torch.where(torch.isinf(dinv), torch.zeros_like(dinv), dinv)
+    return (dinv[:, None] * Ahat * dinv[None, :]) @ conv.lin(x) + conv.bias
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr])
+@pytest.mark.parametrize("options", [{}, {"improved": True}, {"add_self_loops": False}], ids=str)
+def test_gcn_conv_equals_pyg_without_background(options, layout):
+    torch.manual_seed(1)
+    conv = GCNConv(5, 3, **options).double()
+    A = with_diagonal(12, 0.0, 5)
+    x = torch.randn(12, 5, generator=rng(6), dtype=torch.float64)
+    expected = conv(x, A.to_sparse_csr())  # PyG's COO path calls _coalesced_, refused
+    A = A.to_sparse_csr() if layout == torch.sparse_csr else A
+    assert_dense_equal(sf.gcn_conv(conv, x, A), expected)
+
+
+@pytest.mark.parametrize("fill", [0.01, 0.5, -0.02])
+@pytest.mark.parametrize("options", [{}, {"improved": True}, {"normalize": False}], ids=str)
+def test_gcn_conv_with_a_background_weight(options, fill):
+    torch.manual_seed(2)
+    conv = GCNConv(5, 3, **options).double()
+    A = with_diagonal(12, fill, 7)
+    idx = A.indices()
+    v = A.values().detach().clone().requires_grad_()
+    f = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(12, 5, generator=rng(8), dtype=torch.float64, requires_grad=True)
+    out = sf.gcn_conv(conv, x, sf.sparse_coo_tensor(idx, v, A.shape, fill_value=f).to_sparse_csr())
+    v2, f2 = v.detach().clone().requires_grad_(), f.detach().clone().requires_grad_()
+    x2 = x.detach().clone().requires_grad_()
+    D = sf.sparse_coo_tensor(idx, v2, A.shape, fill_value=f2).to_dense()
+    expected = gcn_dense(conv, x2, D) if conv.normalize else D @ conv.lin(x2) + conv.bias
+    assert_dense_equal(out, expected)
+    w = torch.randn(out.shape, generator=rng(9), dtype=torch.float64)
+    (out * w).sum().backward()
+    weight_grad = conv.lin.weight.grad.clone()
+    conv.zero_grad()
+    (expected * w).sum().backward()
+    for got, want in ((v.grad, v2.grad), (f.grad, f2.grad), (x.grad, x2.grad),
+                      (weight_grad, conv.lin.weight.grad)):
+        torch.testing.assert_close(got, want)
+
+
+def edge_mask(n, seed, fill=-math.inf, biases=False):
+    A = adjacency(n, 0.0, seed, torch.sparse_coo)
+    idx = A.indices()
+    g = rng(seed + 1)
+    v = torch.randn(idx.shape[1], generator=g, dtype=torch.float64) if biases else \
+        torch.zeros(idx.shape[1], dtype=torch.float64)
+    return sf.sparse_coo_tensor(idx, v, A.shape, fill_value=fill).coalesce()
+
+
+@pytest.mark.parametrize("options", [{}, {"concat": False}, {"add_self_loops": False}], ids=str)
+def test_gat_conv_equals_pyg_on_the_edges(options):
+    torch.manual_seed(3)
+    conv = GATConv(5, 3, heads=2, **options).double().eval()
+    M = edge_mask(12, 10)
+    M = sf.sparse_coo_tensor(M.indices()[:, 4:], M.values()[4:], M.shape, fill_value=-math.inf)
+    x = torch.randn(12, 5, generator=rng(11), dtype=torch.float64)
+    # PyG's own layer on the edge list (the transposed adjacency: column -> row)
+    edge_index = M.coalesce().indices().flip(0)
+    expected = conv(x, edge_index)
+    assert_dense_equal(sf.gat_conv(conv, x, M), expected)
+    assert_dense_equal(sf.gat_conv(conv, x, M.to_sparse_csr()), expected)
+    assert_dense_equal(sf.gat_conv(conv, x, M.to_dense()), expected)  # the dense twin
+
+
+@pytest.mark.parametrize("fill", [-math.inf, 0.5, -1.0, math.nan, "bool"])
+@pytest.mark.parametrize("self_loops", [True, False])
+def test_gat_conv_matches_its_dense_twin(fill, self_loops):
+    torch.manual_seed(4)
+    conv = GATConv(5, 3, heads=2, add_self_loops=self_loops).double().eval()
+    if fill == "bool":
+        M = edge_mask(10, 12, 0.0)
+        M = sf.sparse_coo_tensor(M.indices(), torch.ones(M._nnz(), dtype=torch.bool), M.shape,
+                                 fill_value=False)
+    else:
+        M = edge_mask(10, 12, fill, biases=True)
+    x = torch.randn(10, 5, generator=rng(13), dtype=torch.float64, requires_grad=True)
+    out = sf.gat_conv(conv, x, M)
+    x2 = x.detach().clone().requires_grad_()
+    expected = sf.gat_conv(conv, x2, M.to_dense())
+    assert_dense_equal(out, expected)
+    if fill in (0.5, -1.0):  # every pair attends: the plain softmax, written out
+        h = conv.lin(x2).view(10, 2, 3)
+        D = M.to_dense().clone()
+        if self_loops:
+            D.diagonal().zero_()
+        logits = torch.nn.functional.leaky_relu(
+            (h * conv.att_src).sum(-1).t()[:, None, :] + (h * conv.att_dst).sum(-1).t()[:, :, None],
+            0.2) + D
+        written = (torch.softmax(logits, -1) @ h.transpose(0, 1)).transpose(0, 1)
+        assert_dense_equal(expected, written.reshape(10, 6) + conv.bias)
+    if fill == "bool" or not math.isnan(fill):  # a nan mask: nan everywhere, checked above
+        w = torch.randn(out.shape, generator=rng(14), dtype=torch.float64)
+        (out * w).sum().backward()
+        (expected * w).sum().backward()
+        torch.testing.assert_close(x.grad, x2.grad)
+
+
+def test_adapters_refuse_what_they_cannot_do():
+    conv = GATConv(5, 3, edge_dim=2).double()
+    M = edge_mask(6, 15)
+    x = torch.randn(6, 5, dtype=torch.float64)
+    with pytest.raises(NotImplementedError, match="edge_dim"):
+        sf.gat_conv(conv, x, M)
+    with pytest.raises(RuntimeError, match="square"):
+        sf.gcn_conv(GCNConv(5, 3).double(), x, edge_mask(7, 15))

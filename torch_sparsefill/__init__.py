@@ -23,6 +23,7 @@ from ._factories import (eliminate_fill, empty, fill_value, full, ones, sparse_b
                          sparse_bsr_tensor, sparse_compressed_tensor, sparse_coo_tensor,
                          sparse_csc_tensor, sparse_csr_tensor, to_sparse, zeros)
 from ._attention import sampled_matmul, sparse_mask
+from ._graph import gat_conv, gcn_conv
 from ._interop import from_pydata, from_scipy
 from ._library import get_include, get_library
 from . import _tensor
@@ -59,5 +60,5 @@ __all__ = ["SparseFillTensor", "collate", "get_include", "get_library", "sparse_
            "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor",
            "sparse_compressed_tensor", "to_sparse", "full",
            "zeros", "ones", "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill",
-           "sampled_matmul", "sparse_mask"]
+           "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv"]
 __version__ = "0.1.0"

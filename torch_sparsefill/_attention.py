@@ -6,8 +6,12 @@
 - routes: ``torch.sparse.sampled_addmm``, ``Tensor.sparse_mask``,
   ``F.scaled_dot_product_attention(attn_mask=A)`` and ``F.dropout``.
 
-The sampled products and SDPA run on the stored elements only, with the
-library's product ops: ``sddmm`` (X Y^T sampled on a pattern; its autograd, in
+The sampled products and SDPA run on the stored elements only. SDPA without
+dropout is one fused op, ``sparse_attention`` (sampled Q K^T, online row
+softmax and the product with V in one pass per row: C core
+``sf_csr_attention``, CUDA ``sf_cuda_csr_attention``; its backward is below,
+in differentiable ops); with dropout it is composed of the library's
+product ops: ``sddmm`` (X Y^T sampled on a pattern; its autograd, in
 aten_ext/ops/autograd/products.cpp, is a backward made of ``spmm``, itself
 differentiable, so double backward is exact) and
 ``spmm`` (the weights times V); softmax is ``index_add``/``scatter_reduce``
@@ -337,6 +341,12 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
     v = value.expand(batch + tuple(value.shape[-2:])).reshape(nb * S, value.shape[-1])
     crow, col, rows = _block_csr(b, r, c, nb, L, S)
     s = 1.0 / math.sqrt(E) if scale is None else scale
+    if _fused(q, dropout_p):
+        # One fused pass per row (sf_csr_attention, or a warp per row on
+        # CUDA): no (nse,) score or weight tensor; the backward (below)
+        # recomputes the weights.
+        out, _ = _ops.sparse_attention(crow, col, bias, q, k, v, float(s))
+        return out.reshape(batch + (L, v.shape[-1]))
     scores = _ops.sddmm(crow, col, nb * S, q, k) * s + bias
     weights = _row_softmax(scores, rows, nb * L)
     if dropout_p > 0:
@@ -344,6 +354,12 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
     zero = torch.zeros((), dtype=weights.dtype, device=weights.device)
     out = _ops.spmm(crow, col, weights, zero, v, nb * S)
     return out.reshape(batch + (L, v.shape[-1]))
+
+
+def _fused(q, dropout_p) -> bool:
+    """Whether SDPA runs as the fused op (CPU and CUDA kernels): dropout
+    needs the weights it never forms."""
+    return dropout_p == 0 and q.device.type in ("cpu", "cuda")
 
 
 def _expand_positions(A: SparseFillTensor, bias, batch):
@@ -386,6 +402,45 @@ def _row_softmax(scores, rows, nrows):
     # gradients, where a 0/0 would make NaN ones).
     total = torch.where(total == 0, torch.ones_like(total), total)
     return e / total.index_select(0, rows)
+
+
+# ---- the fused op's backward ----------------------------------------------------------
+
+def _fused_setup(ctx, inputs, output):
+    crow, col, bias, q, k, v, scale = inputs
+    ctx.save_for_backward(crow, col, bias, q, k, v)
+    ctx.scale = scale
+
+
+def _fused_backward(ctx, g_out, g_lse):
+    """sparse_attention's gradients in differentiable ops (double backward
+    exact): the weights W are recomputed (sddmm + row softmax, O(nse)), then
+    dV = W^T g, dW = g V^T on the pattern, dS = W (dW - rowsum(W dW)) (+ W
+    g_lse), dQ = scale dS K, dK = scale dS^T Q, dbias = dS."""
+    crow, col, bias, q, k, v = ctx.saved_tensors
+    scale = ctx.scale
+    m, ncols = q.shape[0], k.shape[0]
+    rows = _ops.rows_from_crow(crow)
+    scores = _ops.sddmm(crow, col, ncols, q, k) * scale
+    if bias is not None:
+        scores = scores + bias
+    w = _row_softmax(scores, rows, m)
+    zero = torch.zeros((), dtype=w.dtype, device=w.device)
+    g_out = g_out.contiguous()
+    dv = _ops.dense_spmm(g_out.t(), crow, col, w, zero, ncols).t()
+    dw = _ops.sddmm(crow, col, ncols, g_out, v)
+    wdw = w * dw
+    ds = wdw - w * torch.zeros((m,), dtype=w.dtype, device=w.device).index_add(
+        0, rows, wdw).index_select(0, rows)
+    if g_lse is not None:
+        ds = ds + w * g_lse.index_select(0, rows)
+    dq = _ops.spmm(crow, col, ds, zero, k, ncols) * scale
+    dk = _ops.dense_spmm(q.t(), crow, col, ds, zero, ncols).t() * scale
+    return None, None, (ds if bias is not None else None), dq, dk, dv, None
+
+
+torch.library.register_autograd("sparsefill::sparse_attention", _fused_backward,
+                                setup_context=_fused_setup)
 
 
 ROUTES = {

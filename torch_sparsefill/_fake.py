@@ -115,6 +115,12 @@ def _sddmm_fake(crow_indices, col_indices, ncols, x, y):
     return x.new_empty((col_indices.shape[0],))
 
 
+@torch.library.register_fake("sparsefill::sparse_attention")
+def _sparse_attention_fake(crow_indices, col_indices, bias, query, key, value, scale):
+    rows = query.shape[0]
+    return query.new_empty((rows, value.shape[1])), query.new_empty((rows,))
+
+
 @torch.library.register_fake("sparsefill::spgemm")
 def _spgemm_fake(crow_a, col_a, values_a, crow_b, col_b, values_b, n):
     nse = torch.library.get_ctx().new_dynamic_size()

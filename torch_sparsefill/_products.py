@@ -1,8 +1,8 @@
 """Matrix products of SparseFillTensors (RFC.md section 5).
 
 Routes torch.mm, torch.matmul / ``@``, torch.addmm, torch.mv, torch.bmm,
-torch.sparse.mm and torch.sparse.addmm (and their Tensor methods) to the
-fill-aware product ops (``torch.ops.sparsefill.spmm``, ``spgemm``, ...). A
+torch.sparse.addmm and their Tensor methods (torch.sparse.mm, with its
+reduce=, is _reduce_mm's) to the fill-aware product ops (``torch.ops.sparsefill.spmm``, ``spgemm``, ...). A
 product with a non-zero fill is dense in general, so its result is strided;
 two fill-0 sparse operands give a sparse fill-0 result, as in torch. COO
 operands are read through a CSR view of the same values (cached on the
@@ -313,13 +313,6 @@ def _addmm(input, mat1, mat2, *, beta=1, alpha=1, func=torch.addmm):
     return _add_scaled(input, _mm(mat1, mat2, func), beta, alpha, func)
 
 
-def _sparse_mm(mat1, mat2, reduce="sum"):
-    if reduce != "sum":
-        raise NotImplementedError(f"torch_sparsefill: torch.sparse.mm(reduce={reduce!r}) is not "
-                                  f"supported; only reduce='sum'")
-    return _mm(mat1, mat2, torch.sparse.mm)
-
-
 def _with_func(fn, func):
     return lambda *args, **kwargs: fn(*args, func=func, **kwargs)
 
@@ -339,6 +332,5 @@ ROUTES = {
     T.baddbmm: _with_func(_baddbmm, T.baddbmm),
     torch.addmm: _with_func(_addmm, torch.addmm),
     T.addmm: _with_func(_addmm, T.addmm),
-    torch.sparse.mm: _sparse_mm,
     torch.sparse.addmm: _with_func(_addmm, torch.sparse.addmm),
 }

@@ -11,7 +11,8 @@ __init__.py). It looks the callable up in TABLE, whose entries come from
     _softmax, _tensor_methods (copy_, comparisons, conversions), _nn (what
     nn and optim call), _creation (*_like, new_*), _inplace (zero_, t_,
     resizes, ...), _sparse_results (smm, hspmm, sspaddmm), _lowrank (lobpcg,
-    svd/pca_lowrank), _attention (sampled products, SDPA, dropout).
+    svd/pca_lowrank), _attention (sampled products, SDPA, dropout),
+    _reduce_mm (torch.sparse.mm with reduce=), _einsum.
 A routed call with a SparseFillTensor `out=` writes its result there
 (copy_); under an enabled torch.autocast it runs through _autocast.
 A callable claimed twice is an error at import. A family's handler sees
@@ -25,9 +26,9 @@ from __future__ import annotations
 
 import torch
 
-from . import (_args, _attention, _autocast, _concat, _creation, _elementwise, _factories,
-               _indexing, _inplace, _layouts, _lowrank, _nn, _products, _reductions, _shape,
-               _softmax, _sparse_results, _tensor_methods)
+from . import (_args, _attention, _autocast, _concat, _creation, _einsum, _elementwise,
+               _factories, _indexing, _inplace, _layouts, _lowrank, _nn, _products, _reduce_mm,
+               _reductions, _shape, _softmax, _sparse_results, _tensor_methods)
 from ._tensor import SparseFillTensor
 
 T = torch.Tensor
@@ -140,6 +141,8 @@ _FAMILIES = (
     ("_sparse_results", _sparse_results.ROUTES),
     ("_lowrank", _lowrank.ROUTES),
     ("_attention", _attention.ROUTES),
+    ("_reduce_mm", _reduce_mm.ROUTES),
+    ("_einsum", _einsum.ROUTES),
 )
 TABLE = _assemble(
     ("the tensor's methods", _methods()),

@@ -165,10 +165,56 @@ def _infer(shape, numel, what):
     return shape
 
 
+def _reshaped_fill(F, old, new, stored_shape):
+    """The full-rank fill F of sparse dims `old` reshaped to sparse dims
+    `new`. The dims fall into groups that map onto each other (a merge
+    (B, H) -> B*H, a split, or a copy); a per-slice fill must vary along all
+    or none of a group's old dims, so that the group's fill reshapes as the
+    tensor does: (B*H, S, S) <-> (B, H, S, S) with a fill per (batch, head,
+    row) is fine, merging the rows and columns of a per-row fill is not."""
+    s, dense = len(old), tuple(F.shape[len(old):])
+    if all(f == 1 for f in F.shape[:s]):
+        return F.reshape((1,) * len(new) + dense)
+    if math.prod(old) == 0:
+        raise NotImplementedError(
+            f"reshape(): reshaping an empty tensor with a per-slice fill of shape "
+            f"{stored_shape} is not supported; call .to_dense() first")
+    olds = [d for d in range(s) if old[d] != 1]
+    news = [d for d in range(len(new)) if new[d] != 1]
+    fshape = [1] * len(new)
+    i = j = 0
+    while i < len(olds):
+        group_old, group_new = [olds[i]], [news[j]]
+        po, pn = old[olds[i]], new[news[j]]
+        while po != pn:
+            if po < pn:
+                i += 1
+                group_old.append(olds[i])
+                po *= old[olds[i]]
+            else:
+                j += 1
+                group_new.append(news[j])
+                pn *= new[news[j]]
+        i, j = i + 1, j + 1
+        varies = [F.shape[d] != 1 for d in group_old]
+        if all(varies):
+            for d in group_new:
+                fshape[d] = new[d]
+        elif any(varies):
+            raise NotImplementedError(
+                f"reshape(): the per-slice fill of shape {stored_shape} varies along some of "
+                f"the dims {tuple(old[d] for d in group_old)} that become "
+                f"{tuple(new[d] for d in group_new)}, but not all, so it has no such shape; "
+                f"call .to_dense() first")
+    return F.reshape(tuple(fshape) + dense)
+
+
 def reshape(input, *shape):
     """Reshape where the result stays sparse: either the sparse dims are
-    reshaped among themselves (the dense part unchanged; a per-slice fill is
-    refused) or the dense dims among themselves (the sparse dims unchanged).
+    reshaped among themselves (the dense part unchanged; a per-slice fill
+    reshapes with them when it varies along all or none of the dims merged
+    into one, see `_reshaped_fill`) or the dense dims among themselves (the
+    sparse dims unchanged).
     A reshape that would merge sparse with dense dims raises
     NotImplementedError.
 
@@ -188,17 +234,13 @@ def reshape(input, *shape):
     p = parts(a)
     new_s = len(shape) - dd
     if new_s >= 0 and shape[new_s:] == dense and math.prod(shape[:new_s]) == math.prod(sparse):
-        if any(x != 1 for x in p.F.shape[:s]):
-            raise NotImplementedError(
-                f"reshape(): reshaping the sparse dims of a tensor with a per-slice fill of "
-                f"shape {tuple(a._sf_fill.shape)} is not supported; call .to_dense() first")
+        F = _reshaped_fill(p.F, sparse, shape[:new_s], tuple(a._sf_fill.shape))
         if s == 1 and new_s == 1:
             indices = p.indices
         else:
             linear = _ops.coo_linearize(p.indices, list(sparse)) if s else \
                 p.indices.new_zeros(p.indices.shape[1])
             indices = _ops.coo_delinearize(linear, list(shape[:new_s]))
-        F = p.F.reshape((1,) * new_s + tuple(p.F.shape[s:]))
         return finish(Parts(indices, p.values, F, shape, p.layout), a)
     if shape[:s] == sparse and math.prod(shape[s:]) == math.prod(dense):
         new_dense = shape[s:]

@@ -13,6 +13,7 @@
  * checked as it is read (a row pointer outside [0, nse] or a column outside
  * [0, ncols) returns an error), so malformed input never reads out of bounds.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -324,6 +325,71 @@ static void sf_sorted_columns(int64_t *x, int64_t cnt, uint64_t *bits, int64_t c
 
 SF_DEFINE_PRODUCTS(float, f32)
 SF_DEFINE_PRODUCTS(double, f64)
+
+/* ---- fused sparse attention ------------------------------------------------------
+ *
+ * One pass over each row's stored elements with an online softmax: the
+ * running max m, the running sum l of exp(s - m) and the output row, rescaled
+ * by exp(m_old - m_new) when a larger score arrives. No score is stored, so
+ * memory is the output and one log-sum-exp per row. */
+#define SF_DEFINE_ATTENTION(T, SUFFIX, EXP, LOG)                                               \
+  SF_CLONES sf_status sf_csr_attention_##SUFFIX(                                               \
+      T *out, int64_t ldo, T *lse, const int64_t *crow, const int64_t *col, const T *bias,     \
+      int64_t nrows, int64_t ncols, int64_t nse, const T *q, int64_t ldq, const T *k,          \
+      int64_t ldk, const T *v, int64_t ldv, int64_t e, int64_t dv, T scale, int64_t row_begin, \
+      int64_t row_end) {                                                                       \
+    SF_CHECK_RANGE(nrows, row_begin, row_end);                                                 \
+    SF_FAIL_IF(ncols < 0 || nse < 0 || e < 0 || dv < 0, SF_ERR_NEGATIVE_SIZE);                \
+    SF_FAIL_IF(ldq < e || ldk < e || ldv < dv || ldo < dv, SF_ERR_INVALID_ARGUMENT);          \
+    if (row_end == row_begin) return SF_OK;                                                    \
+    SF_FAIL_IF(crow == NULL || lse == NULL, SF_ERR_NULL_POINTER);                              \
+    SF_NEED2(out, nrows, dv);                                                                  \
+    SF_NEED(col, nse);                                                                         \
+    SF_NEED2(q, nrows, e);                                                                     \
+    SF_NEED2(k, ncols, e);                                                                     \
+    SF_NEED2(v, ncols, dv);                                                                    \
+    for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      int64_t lo, hi;                                                                          \
+      sf_status st = sf_row_span(&lo, &hi, crow, i, nse);                                      \
+      if (st != SF_OK) return st;                                                              \
+      T *restrict o = out + i * ldo;                                                           \
+      for (int64_t t = 0; t < dv; ++t) o[t] = 0;                                               \
+      T m = -INFINITY, l = 0;                                                                  \
+      for (int64_t p = lo; p < hi; ++p) {                                                      \
+        const int64_t j = col[p];                                                              \
+        if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                             \
+        const T s = scale * sf_dot_##SUFFIX(q + i * ldq, k + j * ldk, e) + (bias ? bias[p] : 0); \
+        if (s == -INFINITY) continue; /* weight 0, and no -inf - -inf below */                \
+        const T *restrict vj = v + j * ldv;                                                    \
+        if (s > m) { /* a new max: rescale what is summed so far */                            \
+          const T c = EXP(m - s);                                                              \
+          l = l * c + 1;                                                                       \
+          for (int64_t t = 0; t < dv; ++t) o[t] = o[t] * c + vj[t];                            \
+          m = s;                                                                               \
+        } else { /* s <= m, or nan (which then spreads to the row, as in dense) */             \
+          const T w = EXP(s - m);                                                              \
+          l += w;                                                                              \
+          for (int64_t t = 0; t < dv; ++t) o[t] += w * vj[t];                                  \
+        }                                                                                      \
+      }                                                                                        \
+      if (l == 0) { /* nothing stored, or only -inf: weights 0 (torch's safe softmax) */       \
+        lse[i] = -INFINITY;                                                                    \
+        continue;                                                                              \
+      }                                                                                        \
+      if (m == INFINITY) { /* exp(inf - inf): the dense softmax's row is nan */               \
+        for (int64_t t = 0; t < dv; ++t) o[t] = NAN;                                           \
+        lse[i] = NAN;                                                                          \
+        continue;                                                                              \
+      }                                                                                        \
+      const T inv = 1 / l;                                                                     \
+      for (int64_t t = 0; t < dv; ++t) o[t] *= inv;                                            \
+      lse[i] = m + LOG(l);                                                                     \
+    }                                                                                          \
+    return SF_OK;                                                                              \
+  }
+
+SF_DEFINE_ATTENTION(float, f32, expf, logf)
+SF_DEFINE_ATTENTION(double, f64, exp, log)
 
 /* ---- index-only functions ------------------------------------------------------ */
 

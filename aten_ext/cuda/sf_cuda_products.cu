@@ -299,6 +299,83 @@ sf_status sddmm_impl(sf_cuda_report* report, T* out, const int64_t* crow, const 
   return launched();
 }
 
+// ---- fused attention ----------------------------------------------------------------
+
+__device__ inline double att_exp(double x) { return exp(x); }
+__device__ inline float att_exp(float x) { return expf(x); }
+__device__ inline double att_log(double x) { return log(x); }
+__device__ inline float att_log(float x) { return logf(x); }
+
+// One warp per row: the lanes share each score's dot product (a shuffle
+// reduction, so every lane holds the same score and the loop stays
+// warp-uniform) and own the output columns lane, lane + 32, ... The online
+// softmax of sf_csr_attention (sf_products.c). A bad row span or column
+// (reported by the scan) is skipped, so reads stay in bounds.
+template <class T>
+__global__ void attention_kernel(T* out, T* lse, const int64_t* crow, const int64_t* col,
+                                 const T* bias, int64_t nrows, int64_t ncols, int64_t nse,
+                                 const T* q, const T* k, const T* v, int64_t e, int64_t dv,
+                                 T scale) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  for (int64_t i = warp; i < nrows; i += warps) {
+    T* o = out + i * dv;
+    for (int64_t t = lane; t < dv; t += 32) o[t] = T(0);
+    int64_t lo = crow[i], hi = crow[i + 1];
+    if (lo < 0 || hi < lo || hi > nse) lo = hi = 0;
+    T m = -INFINITY, l = T(0);
+    for (int64_t p = lo; p < hi; ++p) {
+      const int64_t j = col[p];
+      if (j < 0 || j >= ncols) continue;
+      T d = T(0);
+      for (int64_t t = lane; t < e; t += 32) d += q[i * e + t] * k[j * e + t];
+      for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
+      const T s = scale * d + (bias ? bias[p] : T(0));
+      if (s == -INFINITY) continue;
+      const T* vj = v + j * dv;
+      if (s > m) {
+        const T c = att_exp(m - s);
+        l = l * c + T(1);
+        for (int64_t t = lane; t < dv; t += 32) o[t] = o[t] * c + vj[t];
+        m = s;
+      } else {
+        const T w = att_exp(s - m);
+        l += w;
+        for (int64_t t = lane; t < dv; t += 32) o[t] += w * vj[t];
+      }
+    }
+    if (l == T(0)) {
+      if (lane == 0) lse[i] = -INFINITY;
+    } else if (m == INFINITY) {
+      for (int64_t t = lane; t < dv; t += 32) o[t] = NAN;
+      if (lane == 0) lse[i] = NAN;
+    } else {
+      const T inv = T(1) / l;
+      for (int64_t t = lane; t < dv; t += 32) o[t] *= inv;
+      if (lane == 0) lse[i] = m + att_log(l);
+    }
+  }
+}
+
+template <class T>
+sf_status attention_impl(sf_cuda_report* report, T* out, T* lse, const int64_t* crow,
+                         const int64_t* col, const T* bias, int64_t nrows, int64_t ncols,
+                         int64_t nse, const T* q, const T* k, const T* v, int64_t e, int64_t dv,
+                         T scale, cudaStream_t s) {
+  SF_CUDA_FAIL_IF(e < 0 || dv < 0, SF_ERR_NEGATIVE_SIZE);
+  SF_CUDA_FAIL_IF(nrows > 0 && (lse == nullptr || (dv > 0 && out == nullptr)),
+                  SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF((e > 0 && ((q == nullptr && nrows > 0) || (k == nullptr && ncols > 0))) ||
+                      (dv > 0 && v == nullptr && ncols > 0),
+                  SF_ERR_NULL_POINTER);
+  SF_CUDA_TRY(operand_scan(report, crow, col, nrows, ncols, nse, 0, s));
+  if (nrows == 0) return SF_OK;
+  attention_kernel<T><<<blocks_for(nrows * 32), kThreads, 0, s>>>(
+      out, lse, crow, col, bias, nrows, ncols, nse, q, k, v, e, dv, scale);
+  return launched();
+}
+
 // ---- transpose ----------------------------------------------------------------------
 
 // col_t[q] = the original row of element perm[q] (perm is a permutation of
@@ -409,6 +486,26 @@ extern "C" sf_status sf_cuda_csr_sddmm_f64(sf_cuda_report* report, double* out,
                                            void* stream) {
   return sddmm_impl<double>(report, out, crow, col, nrows, ncols, nse, x, ldx, y, ldy, n,
                             as_stream(stream));
+}
+
+extern "C" sf_status sf_cuda_csr_attention_f32(sf_cuda_report* report, float* out, float* lse,
+                                               const int64_t* crow, const int64_t* col,
+                                               const float* bias, int64_t nrows, int64_t ncols,
+                                               int64_t nse, const float* q, const float* k,
+                                               const float* v, int64_t e, int64_t dv,
+                                               float scale, void* stream) {
+  return attention_impl<float>(report, out, lse, crow, col, bias, nrows, ncols, nse, q, k, v, e,
+                               dv, scale, as_stream(stream));
+}
+
+extern "C" sf_status sf_cuda_csr_attention_f64(sf_cuda_report* report, double* out, double* lse,
+                                               const int64_t* crow, const int64_t* col,
+                                               const double* bias, int64_t nrows, int64_t ncols,
+                                               int64_t nse, const double* q, const double* k,
+                                               const double* v, int64_t e, int64_t dv,
+                                               double scale, void* stream) {
+  return attention_impl<double>(report, out, lse, crow, col, bias, nrows, ncols, nse, q, k, v, e,
+                                dv, scale, as_stream(stream));
 }
 
 extern "C" sf_status sf_cuda_csr_transpose(sf_cuda_report* report, int64_t* crow_t,

@@ -39,6 +39,8 @@ TORCH_LIBRARY(sparsefill, m) {
   m.def("dense_spmm(Tensor other, Tensor crow_indices, Tensor col_indices, Tensor values, "
         "Tensor fill, int ncols) -> Tensor");
   m.def("sddmm(Tensor crow_indices, Tensor col_indices, int ncols, Tensor x, Tensor y) -> Tensor");
+  m.def("sparse_attention(Tensor crow_indices, Tensor col_indices, Tensor? bias, Tensor query, "
+        "Tensor key, Tensor value, float scale) -> (Tensor out, Tensor lse)");
   m.def("csr_transpose(Tensor crow_indices, Tensor col_indices, int ncols) -> "
         "(Tensor crow_indices, Tensor col_indices, Tensor perm)");
   m.def("spgemm(Tensor crow_a, Tensor col_a, Tensor values_a, Tensor crow_b, Tensor col_b, "

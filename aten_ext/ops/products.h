@@ -8,6 +8,10 @@
 //                                                     any fill, B strided
 //   dense_spmm(other, crow, col, values, fill, ncols) D @ A, through (A^T D^T)^T
 //   sddmm(crow, col, ncols, x, y)                     (X Y^T) sampled on a pattern
+//   sparse_attention(crow, col, bias?, q, k, v, scale) -> (out, lse)  softmax over each
+//                                                     row's stored scale * Q K^T + bias,
+//                                                     times V, fused (CPU and CUDA; its
+//                                                     backward is Python's, _attention.py)
 //   csr_transpose(crow, col, ncols) -> (crow, col, perm)  the transposed pattern and
 //                                                     the values' permutation
 //   spgemm(crow_a, col_a, values_a, crow_b, col_b, values_b, n)  fill-0 CSR @ CSR -> CSR
@@ -23,6 +27,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <tuple>
 
 #include "ops/common/args.h"
@@ -71,6 +76,24 @@ inline void check_sddmm_shapes(const Tensor& crow, int64_t ncols, const Tensor& 
               "sparsefill: sddmm: expected x (rows x n) and y (ncols x n) of one dtype for ",
               crow.numel() - 1, " rows and ", ncols, " columns, got ", x_in.sizes(), " and ",
               y_in.sizes());
+}
+
+// sparse_attention's operands: crow (m + 1), col (nse), bias (nse) if given,
+// q (m x e), k (ncols x e), v (ncols x dv), all of one dtype.
+inline void check_attention_shapes(const Tensor& crow, const Tensor& col,
+                                   const std::optional<Tensor>& bias, const Tensor& q,
+                                   const Tensor& k, const Tensor& v) {
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: sparse_attention: crow_indices must not be empty");
+  TORCH_CHECK(q.dim() == 2 && k.dim() == 2 && v.dim() == 2 && q.size(0) == crow.numel() - 1 &&
+                  k.size(1) == q.size(1) && v.size(0) == k.size(0) &&
+                  k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
+              "sparsefill: sparse_attention: expected query (rows x e), key (ncols x e) and "
+              "value (ncols x dv) of one dtype for ", crow.numel() - 1, " rows, got ",
+              q.sizes(), ", ", k.sizes(), " and ", v.sizes());
+  TORCH_CHECK(!bias.has_value() || (bias->dim() == 1 && bias->numel() == col.numel() &&
+                                    bias->scalar_type() == q.scalar_type()),
+              "sparsefill: sparse_attention: bias must hold one value of query's dtype per "
+              "stored element (", col.numel(), ")");
 }
 
 // The row stride to give a kernel for a row-major dense operand B (unit

@@ -50,6 +50,7 @@ template <> struct Core<float> {
   static constexpr auto spmm = sf_csr_spmm_f32;
   static constexpr auto spmv = sf_csr_spmv_f32;
   static constexpr auto sddmm = sf_csr_sddmm_f32;
+  static constexpr auto attention = sf_csr_attention_f32;
   static constexpr auto spgemm = sf_csr_spgemm_f32;
   static constexpr auto sddmm_sparse = sf_csr_sddmm_sparse_f32;
   static constexpr auto seg_sum = sf_seg_sum_f32;
@@ -63,6 +64,7 @@ template <> struct Core<double> {
   static constexpr auto spmm = sf_csr_spmm_f64;
   static constexpr auto spmv = sf_csr_spmv_f64;
   static constexpr auto sddmm = sf_csr_sddmm_f64;
+  static constexpr auto attention = sf_csr_attention_f64;
   static constexpr auto spgemm = sf_csr_spgemm_f64;
   static constexpr auto sddmm_sparse = sf_csr_sddmm_sparse_f64;
   static constexpr auto seg_sum = sf_seg_sum_f64;

@@ -123,6 +123,39 @@ Tensor sddmm_cpu(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, con
   return out.to(out_type);
 }
 
+// Fused sparse attention (sparsefill_core.h, sf_csr_attention): per row of
+// the pattern, softmax of scale * Q K^T + bias over the stored elements, times V.
+std::tuple<Tensor, Tensor> sparse_attention_cpu(const Tensor& crow_in, const Tensor& col_in,
+                                                const std::optional<Tensor>& bias_in,
+                                                const Tensor& q_in, const Tensor& k_in,
+                                                const Tensor& v_in, double scale) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  check_float(q_in, "query");
+  check_float(k_in, "key");
+  check_float(v_in, "value");
+  check_attention_shapes(crow, col, bias_in, q_in, k_in, v_in);
+  const auto out_type = q_in.scalar_type();
+  const auto ct = compute_type(out_type, "sparse_attention", false);
+  Tensor q = q_in.to(ct).contiguous(), k = k_in.to(ct).contiguous(), v = v_in.to(ct).contiguous();
+  Tensor bias = bias_in.has_value() ? bias_in->to(ct).contiguous() : Tensor();
+  const int64_t m = crow.numel() - 1, ncols = k.size(0), nse = col.numel();
+  const int64_t e = q.size(1), dv = v.size(1);
+  Tensor out = at::empty({m, dv}, q.options());
+  Tensor lse = at::empty({m}, q.options());
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t* cr = crow.data_ptr<int64_t>();
+    const T* b = bias.defined() ? bias.data_ptr<T>() : nullptr;
+    for_row_ranges(cr, m, e + dv, "sparse_attention operands", [&](int64_t r0, int64_t r1) {
+      return Core<T>::attention(out.data_ptr<T>(), dv, lse.data_ptr<T>(), cr,
+                                col.data_ptr<int64_t>(), b, m, ncols, nse, q.data_ptr<T>(), e,
+                                k.data_ptr<T>(), e, v.data_ptr<T>(), dv, e, dv, (T)scale, r0, r1);
+    });
+  });
+  return {out.to(out_type), lse.to(out_type)};
+}
+
 std::tuple<Tensor, Tensor, Tensor> csr_transpose_cpu(const Tensor& crow_in, const Tensor& col_in,
                                                      int64_t ncols) {
   Tensor crow = index_arg(crow_in, "crow_indices", 1);
@@ -225,5 +258,6 @@ TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("spmm", &sparsefill::spmm_cpu);
   m.impl("csr_transpose", &sparsefill::csr_transpose_cpu);
   m.impl("sddmm", &sparsefill::sddmm_cpu);
+  m.impl("sparse_attention", &sparsefill::sparse_attention_cpu);
   m.impl("spgemm", &sparsefill::spgemm_cpu);
 }

@@ -165,6 +165,43 @@ Tensor sddmm_cuda(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, co
   return out.to(out_type);
 }
 
+// ---- sparse_attention -------------------------------------------------------------
+
+std::tuple<Tensor, Tensor> sparse_attention_cuda(const Tensor& crow_in, const Tensor& col_in,
+                                                 const std::optional<Tensor>& bias_in,
+                                                 const Tensor& q_in, const Tensor& k_in,
+                                                 const Tensor& v_in, double scale) {
+  Tensor crow, col;
+  std::tie(crow, col) = csr_index_args(crow_in, col_in);
+  const at::Device device = crow.device();
+  check_float(q_in, "query", device);
+  check_float(k_in, "key", device);
+  check_float(v_in, "value", device);
+  if (bias_in.has_value()) check_float(*bias_in, "bias", device);
+  check_attention_shapes(crow, col, bias_in, q_in, k_in, v_in);
+  c10::cuda::CUDAGuard guard(device);
+  const auto out_type = q_in.scalar_type();
+  const auto ct = compute_type(out_type, "sparse_attention", false);
+  Tensor q = q_in.to(ct).contiguous(), k = k_in.to(ct).contiguous(), v = v_in.to(ct).contiguous();
+  Tensor bias = bias_in.has_value() ? bias_in->to(ct).contiguous() : Tensor();
+  const int64_t m = crow.numel() - 1, nse = col.numel(), e = q.size(1), dv = v.size(1);
+  Tensor out = at::empty({m, dv}, q.options());
+  Tensor lse = at::empty({m}, q.options());
+  Reports reports(1, device);
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    check_call(CudaCore<T>::attention(reports.at(0), out.data_ptr<T>(), lse.data_ptr<T>(),
+                                      crow.data_ptr<int64_t>(), col.data_ptr<int64_t>(),
+                                      bias.defined() ? bias.data_ptr<T>() : nullptr, m,
+                                      k.size(0), nse, q.data_ptr<T>(), k.data_ptr<T>(),
+                                      v.data_ptr<T>(), e, dv, (T)scale, current_stream()),
+               "sparse_attention operands");
+  });
+  const auto r = reports.read()[0];
+  check_status((sf_status)r.status, "sparse_attention operands");
+  return {out.to(out_type), lse.to(out_type)};
+}
+
 // ---- csr_transpose ------------------------------------------------------------------
 
 std::tuple<Tensor, Tensor, Tensor> csr_transpose_cuda(const Tensor& crow_in, const Tensor& col_in,
@@ -303,6 +340,7 @@ TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {
   m.impl("spmm", &sparsefill::spmm_cuda);
   m.impl("csr_transpose", &sparsefill::csr_transpose_cuda);
   m.impl("sddmm", &sparsefill::sddmm_cuda);
+  m.impl("sparse_attention", &sparsefill::sparse_attention_cuda);
   m.impl("spgemm", &sparsefill::spgemm_cuda);
 }
 
