@@ -169,6 +169,8 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
                 raise TypeError(f"{_args.name(func)}(): a Python number is not accepted as an "
                                 f"operand (torch takes a tensor here), got "
                                 f"{type(other).__name__}")
+            if op.name == "pow" and not reverse:
+                _check_pow_number(a, other)
             values, fill = op.scalar(a._sf_values, a._live_fill(), other, reverse, *extra)
         elif isinstance(other, torch.Tensor) and other.layout == torch.strided:
             if not _over_dense_part(a, other) and _per_slice_fill(a, other) is not None:
@@ -262,6 +264,14 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
                   empty_values, o]
     values, fill, indices = op.main(*parts, list(ref._sf_size))
     return build(ref.layout, ref._sf_size, values, fill, indices=indices)
+
+
+def _check_pow_number(a: SparseFillTensor, exponent) -> None:
+    """torch.pow(int_tensor, -1) raises; the op computes on the number as a
+    wrapped tensor, where torch does not check, so ask torch on an empty
+    tensor of a's dtype (it raises exactly as for the dense tensor)."""
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        torch.pow(torch.empty(0, dtype=a.dtype), exponent)
 
 
 def _size_mismatch(func, a, b) -> Exception:
