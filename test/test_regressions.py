@@ -611,3 +611,32 @@ def test_data_set_on_a_csc_tensor_takes_the_new_components():
     A.data = B
     assert A.layout == torch.sparse_csc
     torch.testing.assert_close(A.to_dense(), B.to_dense())
+
+
+@pytest.mark.parametrize("fn", [torch.floor_divide, torch.remainder, torch.fmod,
+                                lambda x, y: torch.div(x, y, rounding_mode="trunc")])
+def test_integer_division_by_a_zero_fill_that_covers_no_element(fn):
+    """A fuzz KNOWN entry: b // B with B's integer fill 0 raised
+    ZeroDivisionError (the fills' own arithmetic) although every element of
+    B is stored, so dense divides by no zero. A zero fill that covers an
+    element still raises, as dense does."""
+    a = sf.sparse_coo_tensor([[0, 1]], torch.tensor([7, -7]), (2,), fill_value=5)
+    b = sf.sparse_coo_tensor([[0, 1]], torch.tensor([2, 3]), (2,), fill_value=0)
+    torch.testing.assert_close(fn(a, b).to_dense(), fn(a.to_dense(), b.to_dense()))
+    partly = sf.sparse_coo_tensor([[0]], torch.tensor([2]), (2,), fill_value=0)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(a, partly)
+
+
+def test_products_with_a_zero_size_batch_or_matrix():
+    """matmul of a sparse (m, k) by a strided (b, k, 0) batch, and
+    sampled_addmm of an (m, 0) pattern, raised reshape errors ("-1 can be any
+    value"); dense returns empty results."""
+    A = sf.sparse_coo_tensor([[0, 1], [1, 0]], torch.tensor([1., 2.], dtype=D), (2, 2),
+                             fill_value=1.5)
+    for other in (torch.ones(1, 2, 0, dtype=D), torch.ones(0, 2, 3, dtype=D)):
+        torch.testing.assert_close(torch.matmul(A, other), torch.matmul(A.to_dense(), other))
+    P = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, dtype=D),
+                             (2, 0), fill_value=2.).to_sparse_csr()
+    out = torch.sparse.sampled_addmm(P, torch.ones(2, 3, dtype=D), torch.ones(3, 0, dtype=D))
+    assert out.shape == (2, 0)

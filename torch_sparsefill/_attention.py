@@ -83,7 +83,9 @@ def _batched_operand(x, batch, what, fname):
     if shape != batch:
         raise RuntimeError(f"{fname}: {what} of shape {tuple(x.shape)} does not broadcast to the "
                            f"pattern's batch dims {batch}")
-    return x.expand(batch + tuple(x.shape[-2:])).reshape((-1,) + tuple(x.shape[-2:]))
+    # the batch counted, not -1: with a 0-size matrix -1 is ambiguous
+    return x.expand(batch + tuple(x.shape[-2:])).reshape((math.prod(batch),) +
+                                                         tuple(x.shape[-2:]))
 
 
 def _block_csr(b, r, c, nb, m, n):

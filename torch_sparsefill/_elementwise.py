@@ -16,7 +16,7 @@ import functools
 
 import torch
 
-from . import _args, _generated_ops
+from . import _args, _fill, _generated_ops
 from ._fill import full_rank
 from ._tensor import SparseFillTensor, build
 
@@ -152,15 +152,24 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
             return _binary(op, func, tuple(dense_args), kwargs, reflected, inplace)
         if a._sf_size != b._sf_size:
             raise _size_mismatch(func, a._sf_size, b._sf_size)
-        if same_pattern(a, b):
-            values, fill = op.same(a._sf_values, a._live_fill(), b._sf_values, b._live_fill(),
-                                   *extra)
-            out = a._with(values, fill)
-        else:
+        def both(fb):
+            if same_pattern(a, b):
+                values, fill = op.same(a._sf_values, a._live_fill(), b._sf_values, fb, *extra)
+                return a._with(values, fill)
             values, fill, indices = op.main(a._coo_indices(), a._sf_values, a._live_fill(),
-                                            b._coo_indices(), b._sf_values, b._live_fill(),
+                                            b._coo_indices(), b._sf_values, fb,
                                             list(a._sf_size), *extra)
-            out = build(a.layout, a._sf_size, values, fill, indices=indices)
+            return build(a.layout, a._sf_size, values, fill, indices=indices)
+        try:
+            out = both(b._live_fill())
+        except RuntimeError as e:
+            # Integer division by a zero fill: torch raises, but only rightly
+            # when the fill is some element's; one that covers no element
+            # (every element of b stored) is in no dense element, so it is
+            # replaced by 1 and the (equally unseen) result fill computed.
+            if "ZeroDivisionError" not in str(e):
+                raise
+            out = both(_dead_fill_as_one(b, e))
     elif sx or sy:
         a, other, reverse = (x, y, False) if sx else (y, x, True)
         a = a._coalesced()
@@ -264,6 +273,19 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
                   empty_values, o]
     values, fill, indices = op.main(*parts, list(ref._sf_size))
     return build(ref.layout, ref._sf_size, values, fill, indices=indices)
+
+
+def _dead_fill_as_one(b: SparseFillTensor, error: Exception) -> torch.Tensor:
+    """b's fill with 1 where it covers no element; re-raises `error` when a
+    zero of it covers some element (dense torch divides by it too)."""
+    f = b._live_fill()
+    covered = _fill.live(torch.ones_like(f.detach()), b._sf_size, b.sparse_dim(),
+                         b._sf_values.shape[0],
+                         b._coo_indices() if _fill.is_per_slice(f, b.dense_dim()) else None,
+                         zero=True)
+    if bool(((f == 0) & (covered != 0)).any()):
+        raise error
+    return torch.where(covered != 0, f, torch.ones_like(f))
 
 
 def _check_pow_number(a: SparseFillTensor, exponent) -> None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import itertools
 
+import math
+
 import torch
 
 from . import _args, _fill
@@ -201,10 +203,12 @@ def _batched(a, b, func):
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = torch.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
     if sa and not sb and a.dim() == 2:  # (m, k) @ (..., k, n): columns (k, ... n)
-        cols = b.expand(batch + (k, n)).movedim(-2, 0).reshape(k, -1)
+        # sizes counted, not -1: with a 0 among them -1 is ambiguous
+        cols = b.expand(batch + (k, n)).movedim(-2, 0).reshape(k, math.prod(batch) * n)
         return _mm(a, cols, func).reshape((m,) + batch + (n,)).movedim(0, -2)
     if sb and not sa and b.dim() == 2:  # (..., m, k) @ (k, n): rows (... m, k)
-        return _mm(a.expand(batch + (m, k)).reshape(-1, k), b, func).reshape(batch + (m, n))
+        return _mm(a.expand(batch + (m, k)).reshape(math.prod(batch) * m, k), b,
+                   func).reshape(batch + (m, n))
 
     def slices(x):
         own = tuple(x.shape[:-2])
@@ -213,7 +217,7 @@ def _batched(a, b, func):
                 return lambda at: x
             parts = _batch_slices(x, func)
         else:
-            flat = x.reshape((-1,) + tuple(x.shape[-2:])) if own else x.unsqueeze(0)
+            flat = x.reshape((math.prod(own),) + tuple(x.shape[-2:])) if own else x.unsqueeze(0)
             parts = list(flat.unbind(0))
         strides, acc = [], 1
         for size in reversed(own):
