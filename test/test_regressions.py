@@ -640,3 +640,35 @@ def test_products_with_a_zero_size_batch_or_matrix():
                              (2, 0), fill_value=2.).to_sparse_csr()
     out = torch.sparse.sampled_addmm(P, torch.ones(2, 3, dtype=D), torch.ones(3, 0, dtype=D))
     assert out.shape == (2, 0)
+
+
+def test_fill__of_an_uncoalesced_tensor_sets_each_element_once():
+    """Fuzzer seed 24703: A.fill_(v) on an uncoalesced COO tensor set each
+    duplicate to v, so their sum became a multiple of v."""
+    A = sf.sparse_coo_tensor([[0, 0, 0, 1]], torch.tensor([1, 2, 3, 4]), (3,), fill_value=5)
+    A.fill_(-3)
+    torch.testing.assert_close(A.to_dense(), torch.full((3,), -3))
+
+
+def test_integer_division_by_a_number_or_a_tensor_and_a_dead_zero_fill():
+    """Fuzzer seeds 23987, 25773: `E % 0` of an integer tensor with no
+    element, and `t // A` with A's integer fill 0 covering no element, raised
+    ZeroDivisionError; dense computes (an empty result; no zero divisor)."""
+    E = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, dtype=torch.long),
+                             (0, 0), fill_value=2)
+    assert (E % 0).to_dense().shape == (0, 0)
+    A = sf.sparse_coo_tensor([[0, 1]], torch.tensor([2, -3]), (2,), fill_value=0)
+    t = torch.tensor(7)
+    torch.testing.assert_close((t // A).to_dense(), t // A.to_dense())
+    torch.testing.assert_close(torch.remainder(torch.tensor([5, 6]), A).to_dense(),
+                               torch.remainder(torch.tensor([5, 6]), A.to_dense()))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        sf.full((2,), 3) // 0
+
+
+def test_sparse_mask_with_a_1d_pattern_is_a_clean_refusal():
+    """Fuzzer seed 31586: x.sparse_mask(A) with a 1-D A raised RuntimeError
+    although torch masks by any COO tensor: unsupported, NotImplementedError."""
+    P = sf.sparse_coo_tensor([[1]], torch.tensor([1.]), (3,), fill_value=0.)
+    with pytest.raises(NotImplementedError, match="at least 2 dims"):
+        torch.ones(3).sparse_mask(P)

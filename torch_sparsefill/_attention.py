@@ -54,7 +54,9 @@ def _pattern(pattern, what: str) -> SparseFillTensor:
                                   f"(dense_dim={pattern.dense_dim()}); only sparse dims are "
                                   f"supported")
     if pattern.dim() < 2:
-        raise RuntimeError(f"{what}: pattern must have at least 2 dims, got {pattern.dim()}")
+        # torch masks any COO tensor: fewer dims are unsupported, not invalid
+        raise NotImplementedError(f"torch_sparsefill: {what}: a pattern needs at least 2 dims, "
+                                  f"got {pattern.dim()}")
     return pattern._coalesced()
 
 

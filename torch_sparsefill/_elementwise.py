@@ -180,7 +180,9 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
                                 f"{type(other).__name__}")
             if op.name == "pow" and not reverse:
                 _check_pow_number(a, other)
-            values, fill = op.scalar(a._sf_values, a._live_fill(), other, reverse, *extra)
+            values, fill = _dividing(
+                lambda fa, o: op.scalar(a._sf_values, fa, o, reverse, *extra), a, other, 1,
+                reverse)
         elif isinstance(other, torch.Tensor) and other.layout == torch.strided:
             if not _over_dense_part(a, other) and _per_slice_fill(a, other) is not None:
                 # Broadcasts along some sparse dims: an operand with nothing
@@ -203,8 +205,9 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
                 # Broadcasts over the sparse dims too: the result is dense.
                 dense_args = [t.to_dense() if isinstance(t, SparseFillTensor) else t for t in args]
                 return func(*dense_args, **kwargs)
-            values, fill = op.dense(a._sf_values, a._live_fill(), other.to(a.device), reverse,
-                                    *extra)
+            values, fill = _dividing(
+                lambda fa, o: op.dense(a._sf_values, fa, o, reverse, *extra), a,
+                other.to(a.device), torch.ones_like(other, device=a.device), reverse)
         else:
             return NotImplemented
         out = a._with(values, fill)
@@ -273,6 +276,26 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
                   empty_values, o]
     values, fill, indices = op.main(*parts, list(ref._sf_size))
     return build(ref.layout, ref._sf_size, values, fill, indices=indices)
+
+
+def _dividing(compute, a: SparseFillTensor, other, one, reverse):
+    """compute(fill, other) for a SparseFillTensor `a` and a number or strided
+    `other`; on an integer ZeroDivisionError from a's fill that covers no
+    element (which no dense element divides by or has), recomputed with that
+    fill element 1 (a divisor) or, with nothing stored, `other` as `one`."""
+    try:
+        return compute(a._live_fill(), other)
+    except RuntimeError as e:
+        if "ZeroDivisionError" not in str(e):
+            raise
+        if reverse:  # a divides: its dead zero fill
+            return compute(_dead_fill_as_one(a, e), other)
+        if a._sf_values.numel() == 0 and not _fill.live(
+                torch.ones_like(a._sf_fill.detach()), a._sf_size, a.sparse_dim(), 0,
+                a._coo_indices() if _fill.is_per_slice(a._sf_fill, a.dense_dim()) else None,
+                zero=True).any():
+            return compute(a._live_fill(), one)  # no element at all: nothing divides
+        raise
 
 
 def _dead_fill_as_one(b: SparseFillTensor, error: Exception) -> torch.Tensor:

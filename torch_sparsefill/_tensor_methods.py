@@ -115,6 +115,9 @@ def fill_(self, value):
     if isinstance(value, torch.Tensor) and value.dim() != 0:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value.dim()} dimensions.")
+    coalesced = self._coalesced()
+    if coalesced is not self:  # duplicates would each take v and sum to a multiple of it
+        self._adopt(coalesced, "fill_()", bump=False)
     self._sf_values.fill_(value)
     self._sf_fill.fill_(value)
     self._after_inplace()
