@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_sparsefill as sf
 
@@ -672,3 +673,14 @@ def test_sparse_mask_with_a_1d_pattern_is_a_clean_refusal():
     P = sf.sparse_coo_tensor([[1]], torch.tensor([1.]), (3,), fill_value=0.)
     with pytest.raises(NotImplementedError, match="at least 2 dims"):
         torch.ones(3).sparse_mask(P)
+
+
+def test_sdpa_with_an_uncoalesced_bool_mask():
+    """Fuzzer seed 38643: an uncoalesced bool attn_mask raised AssertionError
+    ("coalesce first"); its duplicates or together, as dense."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, n, 3, dtype=D, generator=g) for n in (3, 2, 2))
+    M = sf.sparse_coo_tensor([[0, 0, 2], [1, 1, 0]], torch.tensor([True, False, True]), (3, 2),
+                             fill_value=False)
+    torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=M),
+                               F.scaled_dot_product_attention(q, k, v, attn_mask=M.to_dense()))

@@ -314,6 +314,7 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
     if A.dtype != torch.bool and A.dtype != query.dtype:
         raise RuntimeError(f"{fname}: a float attn_mask must have query's dtype {query.dtype}, "
                            f"got {A.dtype}")
+    A = A._coalesced()  # one bias per position: duplicates summed (or, for bool, or-ed) first
     bias, sparse = _additive_mask(A, query.dtype)
     if not sparse or A.dense_dim() > 0 or A.dim() < 2:
         return F.scaled_dot_product_attention(query, key, value, attn_mask=A.to_dense(),
