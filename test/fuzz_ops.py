@@ -2,7 +2,7 @@
 drawn from every family the library routes, run on SparseFillTensors and on
 their dense equivalents, which must agree.
 
-A program starts from one random operand (COO or CSR; plain, hybrid or 3-D;
+A program starts from one random operand (COO, CSR, CSC, BSR or BSC; plain, hybrid or 3-D;
 empty, random, all-stored or uncoalesced; fill 0, 1.5, -inf, +inf, nan or a
 per-slice fill; float64, float32, int64 or bool) and applies ops one after
 another; binary, ternary, product and concatenation steps draw further
