@@ -290,10 +290,7 @@ def _dividing(compute, a: SparseFillTensor, other, one, reverse):
             raise
         if reverse:  # a divides: its dead zero fill
             return compute(_dead_fill_as_one(a, e), other)
-        if a._sf_values.numel() == 0 and not _fill.live(
-                torch.ones_like(a._sf_fill.detach()), a._sf_size, a.sparse_dim(), 0,
-                a._coo_indices() if _fill.is_per_slice(a._sf_fill, a.dense_dim()) else None,
-                zero=True).any():
+        if a._sf_values.numel() == 0 and not _covered(a).any():
             return compute(a._live_fill(), one)  # no element at all: nothing divides
         raise
 
@@ -302,13 +299,18 @@ def _dead_fill_as_one(b: SparseFillTensor, error: Exception) -> torch.Tensor:
     """b's fill with 1 where it covers no element; re-raises `error` when a
     zero of it covers some element (dense torch divides by it too)."""
     f = b._live_fill()
-    covered = _fill.live(torch.ones_like(f.detach()), b._sf_size, b.sparse_dim(),
-                         b._sf_values.shape[0],
-                         b._coo_indices() if _fill.is_per_slice(f, b.dense_dim()) else None,
-                         zero=True)
+    covered = _covered(b)
     if bool(((f == 0) & (covered != 0)).any()):
         raise error
     return torch.where(covered != 0, f, torch.ones_like(f))
+
+
+def _covered(a: SparseFillTensor) -> torch.Tensor:
+    """1 where an element of a's fill covers some element, else 0 (fill's shape)."""
+    f = a._sf_fill.detach()
+    return _fill.live(torch.ones_like(f), a._sf_size, a.sparse_dim(), a._sf_values.shape[0],
+                      a._coo_indices() if _fill.is_per_slice(f, a.dense_dim()) else None,
+                      zero=True)
 
 
 def _check_pow_number(a: SparseFillTensor, exponent) -> None:
