@@ -1036,13 +1036,11 @@ KNOWN = {
     "to_dense() of a SparseFillTensor with 0 elements leaves the graph (dense: an empty "
     "result that requires grad); the to_dense op's autograd (aten_ext/ops/autograd, s15f)":
         lambda detail, text: "cut from the graph (0 elements)" in detail,
-    "atan2 at (0, 0) feeding scaled_dot_product_attention's mask: dense SDPA's backward "
-    "leaves the mask's gradient undefined where every weight is fixed (one key), so dense "
-    "autograd never evaluates atan2's 0/0 derivative; ours sends a zero through it, giving nan "
-    "(seed 34864); a non-differentiable point, recorded rather than fixed":
-        lambda detail, text: "gradient" in detail and "got  nan" in detail and
-        re.search(r"a(rc)?tan2_?\(", text) is not None and
-        "scaled_dot_product_attention(" in text,
+    "atan2's derivative at (0, 0) gives nan (grad * other / (self^2 + other^2) = 0/0) where "
+    "torch's atan2_backward gives 0, e.g. two zero fills (seeds 34864, 48628); the "
+    "element-wise generator's derivatives (tools/codegen/elementwise.yaml, s15f)":
+        lambda detail, text: ("gradient" in detail or "Hessian" in detail) and
+        "nan" in detail and re.search(r"a(rc)?tan2_?\(", text) is not None,
     "float_power's double backward at a zero base gives NaN (dense: 0): its derivative "
     "lacks pow's stand-in for the masked branch (tools/codegen/elementwise.yaml, s15f)":
         lambda detail, text: "Hessian" in detail and "float_power(" in text,

@@ -684,3 +684,15 @@ def test_sdpa_with_an_uncoalesced_bool_mask():
                              fill_value=False)
     torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=M),
                                F.scaled_dot_product_attention(q, k, v, attn_mask=M.to_dense()))
+
+
+@pytest.mark.parametrize("fn", [torch.hstack, torch.vstack, torch.dstack])
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
+def test_stacking_0d_and_low_dim_tensors_as_torch_does(fn, shape):
+    """Fuzzer seed 42912: dstack (and hstack, vstack) of 0-d SparseFillTensors
+    raised "zero-dimensional tensor cannot be concatenated"; torch makes each
+    at least 1-, 2- or 3-D first."""
+    a = sf.full(shape, 2., dtype=D)
+    b = sf.sparse_coo_tensor(torch.zeros(len(shape), 1, dtype=torch.int64),
+                             torch.tensor([5.], dtype=D), shape, fill_value=3.)
+    torch.testing.assert_close(fn([a, b]).to_dense(), fn([a.to_dense(), b.to_dense()]))
