@@ -1041,6 +1041,13 @@ KNOWN = {
     "element-wise generator's derivatives (tools/codegen/elementwise.yaml, s15f)":
         lambda detail, text: ("gradient" in detail or "Hessian" in detail) and
         "nan" in detail and re.search(r"a(rc)?tan2_?\(", text) is not None,
+    "products with a huge finite fill (nan_to_num's 1.8e308 from an infinite fill) that covers "
+    "elements: the fast path's correction (v - f) @ B + f * colsum(B) overflows to inf - inf "
+    "where dense is finite (old seed 100411's live case); the products' path choice "
+    "(spmm_fast_path_exact, aten_ext/ops/composite/products.cpp) must also rule out overflow":
+        lambda detail, text: detail.startswith("forward") and "nan_to_num(" in text and
+        re.search(r"\b(mm|matmul|__matmul__|__rmatmul__|mv|addmm|bmm|baddbmm|linear|smm|hspmm|"
+                  r"sspaddmm|_foreach_mm)\(", text) is not None,
     "float_power's double backward at a zero base gives NaN (dense: 0): its derivative "
     "lacks pow's stand-in for the masked branch (tools/codegen/elementwise.yaml, s15f)":
         lambda detail, text: "Hessian" in detail and "float_power(" in text,

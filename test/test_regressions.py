@@ -696,3 +696,19 @@ def test_stacking_0d_and_low_dim_tensors_as_torch_does(fn, shape):
     b = sf.sparse_coo_tensor(torch.zeros(len(shape), 1, dtype=torch.int64),
                              torch.tensor([5.], dtype=D), shape, fill_value=3.)
     torch.testing.assert_close(fn([a, b]).to_dense(), fn([a.to_dense(), b.to_dense()]))
+
+
+@pytest.mark.parametrize("fill", [math.inf, [[math.inf], [2.]], [[math.inf, 1., 3.]]])
+def test_product_with_an_unseen_huge_fill_is_exact(fill):
+    """Fuzzer (old seed 100411): nan_to_num of a fully stored tensor with an
+    inf fill leaves a fill of 1.8e308 that covers no element; A @ B then gave
+    zeros and nan (the correction v - f, f * colsum overflowed) where dense is
+    finite. A fill element that covers nothing is 0 for the products now."""
+    g = torch.Generator().manual_seed(0)
+    idx = torch.tensor([[0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2]])
+    A = sf.sparse_coo_tensor(idx, torch.randn(6, dtype=D, generator=g), (2, 3),
+                             fill_value=torch.tensor(fill, dtype=D)).nan_to_num()
+    B, L = torch.randn(3, 2, dtype=D, generator=g), torch.randn(4, 2, dtype=D, generator=g)
+    torch.testing.assert_close(A @ B, A.to_dense() @ B)
+    torch.testing.assert_close(L @ A, L @ A.to_dense())
+    torch.testing.assert_close((A @ A.t()).to_dense(), A.to_dense() @ A.to_dense().t())
