@@ -506,7 +506,10 @@ def _shape_recipes():
         ([T.expand], expand), ([T.expand_as], lambda g, x: (X, torch.empty((2,) + tuple(x.shape)))),
         ([T.contiguous], one),
         ([T.narrow, torch.narrow, T.narrow_copy, torch.narrow_copy], narrow),
-        ([T.select, torch.select], select), ([T.index_select, torch.index_select], index_select),
+        # torch's own select and index_select: torch_geometric replaces the module
+        # attributes by wrappers when imported, after the routing table was built
+        ([T.select, torch._C._VariableFunctions.select], select),
+        ([T.index_select, torch._C._VariableFunctions.index_select], index_select),
         ([T.__getitem__], getitem),
         ([T.unbind, torch.unbind], lambda g, x: (X, _dim(g, x)) if x.dim() and
          x.shape[_dim(g, x)] else None),
