@@ -323,6 +323,31 @@ def reduction_rows(quick: bool):
            "dense torch.softmax", lambda: torch.softmax(DS, 1))
 
 
+def finiteness_rows(quick: bool):
+    """The finiteness check every sparse @ dense product makes (RFC.md 5.5:
+    the subtracting fast path runs only when the fill and the correction
+    vector 1^T B are finite; one host sync per product) against the whole
+    product it guards, at a large and at a small size (where a fixed cost
+    shows most). The ratio is the check's share of the product's time."""
+    fill = 5.0
+    for m, density, n in ((2000 if quick else 4000, 0.01, 64), (100, 0.05, 4)):
+        A, _ = random_coo((m, m), density, fill, seed=9)
+        A_csr = A.to_sparse_csr()
+        B = torch.randn(m, n)
+        f, colsum = torch.tensor(fill), B.sum(0)
+
+        def check(f=f, colsum=colsum):
+            return bool(torch.isfinite(f).all()) and bool(torch.isfinite(colsum).all())
+
+        def note(t_check, t_product, m=m):
+            return (f"finiteness check, {m}x{m}: {t_check / t_product:.1%} of the product; timed "
+                    f"from Python (two isfinite/all/item round trips), an upper bound of the "
+                    f"same check in C++ inside the product")
+
+        yield (f"finiteness check of A @ B {m}x{m}, n={n}", check,
+               "the product A @ B (with it)", lambda A_csr=A_csr, B=B: A_csr @ B, note)
+
+
 def _synced(fn):
     """fn, then wait for the GPU: the timer sees the kernels' whole run."""
     def run():
@@ -505,6 +530,7 @@ def main() -> None:
     notes = []
     for name, ours, anchor_name, anchor, *elements in itertools.chain(rows(args.quick),
                                                                       products_rows(args.quick),
+                                                                      finiteness_rows(args.quick),
                                                                       reduction_rows(args.quick),
                                                                       layout_rows(args.quick),
                                                                       attention_rows(args.quick),

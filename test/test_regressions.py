@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_sparsefill as sf
 
@@ -463,13 +464,251 @@ def test_var_std_of_an_empty_tensor_give_the_fill_a_zero_gradient(fn):
     torch.testing.assert_close(fill.grad, fd.grad)
 
 
-def test_sum_across_a_per_slice_fill_with_inf_refuses_instead_of_nan():
+def test_sum_across_a_per_slice_fill_with_inf_equals_dense_not_nan():
     """Fuzzer seed 21302: summing across a per-column fill [.5, -inf, -inf]
-    gave nan (stored minus own fill: inf - inf) where dense gives -inf. It
-    refuses now; a reduction along which the fill does not vary still computes."""
+    gave nan (stored minus own fill: inf - inf) where dense gives -inf; then
+    it refused. Now the classes of the unspecified elements are counted: the
+    dense result, for every class mix (RFC.md 6.1)."""
     A = sf.sparse_coo_tensor([[0, 1], [0, 1]], [1., 2.], (3, 2), fill_value=-math.inf)
     B = torch.hstack([sf.full((3, 1), .5, dtype=A.dtype), A])
-    for call in (lambda: torch.sum(B), lambda: B.sum(1), lambda: B.mean(1)):
-        with pytest.raises(NotImplementedError, match="per-slice fill .* inf or nan"):
+    for call in (torch.sum, lambda x: x.sum(1), lambda x: x.mean(1), lambda x: x.sum(0),
+                 lambda x: x.mean((0, 1))):
+        got = call(B)
+        got = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
+        torch.testing.assert_close(got, call(B.to_dense()), equal_nan=True)
+
+
+@pytest.mark.parametrize("fill", [[math.inf, 1., -math.inf], [math.nan, 2., 2.],
+                                  [math.inf, math.inf, .5], [-math.inf, 0., 3.]])
+@pytest.mark.parametrize("stored", [[], [math.inf], [-math.inf], [4.]])
+def test_sum_and_mean_across_a_non_finite_per_row_fill_equal_dense(fill, stored):
+    """Each mix of +inf, -inf and nan fill rows with finite or infinite
+    stored values; the fill's gradient (finite rows) equals dense's."""
+    f = torch.tensor(fill, dtype=D).reshape(3, 1).requires_grad_()
+    idx = [[0], [1]] if stored else [[], []]
+    A = sf.sparse_coo_tensor(torch.tensor(idx, dtype=torch.int64), torch.tensor(stored, dtype=D),
+                             (3, 2), fill_value=f)
+    dense = A.to_dense()
+    for fn in (torch.sum, torch.mean):
+        for dims in ((), (0,), (1,), (0, 1)):
+            got = fn(A, dims) if dims else fn(A)
+            want = fn(dense, dims) if dims else fn(dense)
+            got = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
+            torch.testing.assert_close(got, want, equal_nan=True)
+    g, = torch.autograd.grad(torch.sum(A, 0).to_dense()[0], f)
+    fd = f.detach().clone().requires_grad_()
+    Ad = sf.sparse_coo_tensor(torch.tensor(idx, dtype=torch.int64),
+                              torch.tensor(stored, dtype=D), (3, 2), fill_value=fd).to_dense()
+    gd, = torch.autograd.grad(Ad.sum(0)[0], fd)
+    torch.testing.assert_close(g, gd)
+
+
+def test_pow_of_integers_by_a_negative_integer_raises_as_torch():
+    """Fuzzer seed 18210: pow(int_A, -1) computed (0 and 1) where torch
+    raises: the number reached ATen as a wrapped tensor, which it does not
+    check."""
+    A = sf.sparse_coo_tensor([[0], [0]], torch.tensor([2]), (1, 3), fill_value=3)
+    for call in (lambda: torch.pow(A, -1), lambda: A ** -2, lambda: A.clone().pow_(-1)):
+        with pytest.raises(RuntimeError, match="negative integer powers"):
             call()
-    torch.testing.assert_close(B.sum(0).to_dense(), B.to_dense().sum(0))
+    torch.testing.assert_close((A ** 2).to_dense(), A.to_dense() ** 2)
+    torch.testing.assert_close((A ** -1.).to_dense(), A.to_dense() ** -1.)
+    torch.testing.assert_close((2 ** -A).to_dense(), 2 ** -A.to_dense())
+
+
+@pytest.mark.parametrize("fn", [torch.sum, torch.amax, torch.prod, torch.logsumexp, torch.mean])
+def test_reduction_after_narrowing_a_hybrid_dense_dim_to_0(fn):
+    """Fuzzer seed 21499: a reduction over a sparse dim of a hybrid tensor
+    whose dense part has a 0-size dim raised a reshape error ("-1 can be any
+    value"); dense returns an empty tensor."""
+    A = sf.sparse_coo_tensor([[0, 1], [1, 2]], torch.randn(2, 3, dtype=D), (3, 4, 3),
+                             fill_value=1.5).narrow(2, 0, 0)
+    for dim in (0, 1):
+        got = fn(A, dim)
+        got = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
+        torch.testing.assert_close(got, fn(A.to_dense(), dim))
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc])
+def test_foreach_in_place_op_on_a_compressed_layout_writes_it(layout):
+    """torch._foreach_erf_([A]) on a CSC/BSR/BSC tensor left A unchanged: the
+    op wrote into A's CSR copy (the optimisers' arithmetic, silently lost)."""
+    A0 = sf.sparse_coo_tensor([[0, 1], [0, 1]], torch.tensor([1., 2.], dtype=D), (2, 2),
+                              fill_value=0.5)
+    # conversions may share components (as torch's do): convert a copy
+    convert = {torch.sparse_csc: lambda a: a.to_sparse_csc(),
+               torch.sparse_bsr: lambda a: a.to_sparse_bsr((1, 1)),
+               torch.sparse_bsc: lambda a: a.to_sparse_bsc((2, 2))}[layout]
+    for op, dense_op in ((lambda xs: torch._foreach_erf_(xs), torch.erf),
+                         (lambda xs: torch._foreach_mul_(xs, 2.), lambda x: x * 2),
+                         (lambda xs: torch._foreach_add_(xs, [convert(A0.t())]),
+                          lambda x: x + A0.t().to_dense())):
+        A = convert(A0.clone())
+        op([A])
+        assert A.layout == layout
+        torch.testing.assert_close(A.to_dense(), dense_op(A0.to_dense()))
+
+
+def test_in_place_op_on_bsr_that_changes_the_pattern():
+    """A.atan2_(B) on BSR tensors of different patterns raised a size error
+    (values copied into components of the old pattern); t_() of a BSR tensor
+    with non-square blocks raised on the blocksize."""
+    A = sf.sparse_coo_tensor([[0], [1]], torch.tensor([1.], dtype=D), (2, 2),
+                             fill_value=1.5).to_sparse_bsr((1, 1))
+    B = sf.sparse_coo_tensor([[0, 1], [0, 0]], torch.tensor([2., -1.], dtype=D), (2, 2),
+                             fill_value=0.5).to_sparse_bsr((1, 1))
+    want = torch.atan2(A.to_dense(), B.to_dense())
+    A.atan2_(B)
+    assert A.layout == torch.sparse_bsr
+    torch.testing.assert_close(A.to_dense(), want)
+    C = sf.full((1, 4), 2., dtype=D).to_sparse_bsr((1, 2))
+    C.t_()
+    assert C.shape == (4, 1) and C.layout == torch.sparse_bsr
+    torch.testing.assert_close(C.to_dense(), torch.full((4, 1), 2., dtype=D))
+
+
+def test_in_place_addcmul_with_a_covering_strided_operand_refuses():
+    """A.addcmul_(B, strided) with a strided operand over A's whole shape
+    raised AttributeError ('_sf_size'): the result is dense, which an
+    in-place op cannot store. A clean NotImplementedError now."""
+    A = sf.full((2, 3), 1., dtype=D)
+    B = sf.full((2, 3), 2., dtype=D)
+    with pytest.raises(NotImplementedError, match="densify"):
+        A.addcmul_(B, torch.ones(2, 3, dtype=D))
+    with pytest.raises(NotImplementedError, match="densify"):
+        torch._foreach_addcmul_([A], [B], [torch.ones(2, 3, dtype=D)])
+    torch.testing.assert_close(A.to_dense(), torch.ones(2, 3, dtype=D))
+
+
+def test_copy_with_another_pattern_is_a_clean_refusal():
+    """A.copy_(B) with B on another pattern is unsupported (torch computes
+    it densely): NotImplementedError, as every unsupported case."""
+    A = sf.sparse_coo_tensor([[0]], torch.tensor([1.]), (3,), fill_value=0.)
+    with pytest.raises(NotImplementedError, match="different pattern"):
+        A.copy_(sf.full((3,), 2.))
+
+
+def test_vector_norm_of_order_0_stays_in_the_graph():
+    """torch.linalg.vector_norm(A, 0) (and norm(A, p=0)) returned a count cut
+    from the graph; dense's result requires grad, with a zero gradient."""
+    v = torch.tensor([1., 0.], dtype=D, requires_grad=True)
+    f = torch.tensor(1.5, dtype=D, requires_grad=True)
+    A = sf.sparse_coo_tensor([[0, 1], [0, 1]], v, (3, 2), fill_value=f)
+    for out, want in ((torch.linalg.vector_norm(A, 0), torch.linalg.vector_norm(A.to_dense(), 0)),
+                      (torch.norm(A, p=0, dim=1).to_dense(), torch.norm(A.to_dense(), p=0, dim=1))):
+        assert out.requires_grad
+        torch.testing.assert_close(out, want)
+        gv, gf = torch.autograd.grad(out.sum(), (v, f))
+        assert not gv.any() and not gf.any()
+
+
+def test_data_set_on_a_csc_tensor_takes_the_new_components():
+    """A.data = B on CSC tensors wrote into A's CSR copy: A kept its old
+    elements (fill changed, pattern not)."""
+    A = sf.sparse_coo_tensor([[0, 0], [0, 1]], torch.tensor([False, False]), (1, 3),
+                             fill_value=False).to_sparse_csc()
+    B = sf.sparse_coo_tensor([[0, 0, 0], [0, 1, 2]], torch.tensor([True, True, False]), (1, 3),
+                             fill_value=True).to_sparse_csc()
+    A.data = B
+    assert A.layout == torch.sparse_csc
+    torch.testing.assert_close(A.to_dense(), B.to_dense())
+
+
+@pytest.mark.parametrize("fn", [torch.floor_divide, torch.remainder, torch.fmod,
+                                lambda x, y: torch.div(x, y, rounding_mode="trunc")])
+def test_integer_division_by_a_zero_fill_that_covers_no_element(fn):
+    """A fuzz KNOWN entry: b // B with B's integer fill 0 raised
+    ZeroDivisionError (the fills' own arithmetic) although every element of
+    B is stored, so dense divides by no zero. A zero fill that covers an
+    element still raises, as dense does."""
+    a = sf.sparse_coo_tensor([[0, 1]], torch.tensor([7, -7]), (2,), fill_value=5)
+    b = sf.sparse_coo_tensor([[0, 1]], torch.tensor([2, 3]), (2,), fill_value=0)
+    torch.testing.assert_close(fn(a, b).to_dense(), fn(a.to_dense(), b.to_dense()))
+    partly = sf.sparse_coo_tensor([[0]], torch.tensor([2]), (2,), fill_value=0)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(a, partly)
+
+
+def test_products_with_a_zero_size_batch_or_matrix():
+    """matmul of a sparse (m, k) by a strided (b, k, 0) batch, and
+    sampled_addmm of an (m, 0) pattern, raised reshape errors ("-1 can be any
+    value"); dense returns empty results."""
+    A = sf.sparse_coo_tensor([[0, 1], [1, 0]], torch.tensor([1., 2.], dtype=D), (2, 2),
+                             fill_value=1.5)
+    for other in (torch.ones(1, 2, 0, dtype=D), torch.ones(0, 2, 3, dtype=D)):
+        torch.testing.assert_close(torch.matmul(A, other), torch.matmul(A.to_dense(), other))
+    P = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, dtype=D),
+                             (2, 0), fill_value=2.).to_sparse_csr()
+    out = torch.sparse.sampled_addmm(P, torch.ones(2, 3, dtype=D), torch.ones(3, 0, dtype=D))
+    assert out.shape == (2, 0)
+
+
+def test_fill__of_an_uncoalesced_tensor_sets_each_element_once():
+    """Fuzzer seed 24703: A.fill_(v) on an uncoalesced COO tensor set each
+    duplicate to v, so their sum became a multiple of v."""
+    A = sf.sparse_coo_tensor([[0, 0, 0, 1]], torch.tensor([1, 2, 3, 4]), (3,), fill_value=5)
+    A.fill_(-3)
+    torch.testing.assert_close(A.to_dense(), torch.full((3,), -3))
+
+
+def test_integer_division_by_a_number_or_a_tensor_and_a_dead_zero_fill():
+    """Fuzzer seeds 23987, 25773: `E % 0` of an integer tensor with no
+    element, and `t // A` with A's integer fill 0 covering no element, raised
+    ZeroDivisionError; dense computes (an empty result; no zero divisor)."""
+    E = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, dtype=torch.long),
+                             (0, 0), fill_value=2)
+    assert (E % 0).to_dense().shape == (0, 0)
+    A = sf.sparse_coo_tensor([[0, 1]], torch.tensor([2, -3]), (2,), fill_value=0)
+    t = torch.tensor(7)
+    torch.testing.assert_close((t // A).to_dense(), t // A.to_dense())
+    torch.testing.assert_close(torch.remainder(torch.tensor([5, 6]), A).to_dense(),
+                               torch.remainder(torch.tensor([5, 6]), A.to_dense()))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        sf.full((2,), 3) // 0
+
+
+def test_sparse_mask_with_a_1d_pattern_is_a_clean_refusal():
+    """Fuzzer seed 31586: x.sparse_mask(A) with a 1-D A raised RuntimeError
+    although torch masks by any COO tensor: unsupported, NotImplementedError."""
+    P = sf.sparse_coo_tensor([[1]], torch.tensor([1.]), (3,), fill_value=0.)
+    with pytest.raises(NotImplementedError, match="at least 2 dims"):
+        torch.ones(3).sparse_mask(P)
+
+
+def test_sdpa_with_an_uncoalesced_bool_mask():
+    """Fuzzer seed 38643: an uncoalesced bool attn_mask raised AssertionError
+    ("coalesce first"); its duplicates or together, as dense."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, n, 3, dtype=D, generator=g) for n in (3, 2, 2))
+    M = sf.sparse_coo_tensor([[0, 0, 2], [1, 1, 0]], torch.tensor([True, False, True]), (3, 2),
+                             fill_value=False)
+    torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=M),
+                               F.scaled_dot_product_attention(q, k, v, attn_mask=M.to_dense()))
+
+
+@pytest.mark.parametrize("fn", [torch.hstack, torch.vstack, torch.dstack])
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
+def test_stacking_0d_and_low_dim_tensors_as_torch_does(fn, shape):
+    """Fuzzer seed 42912: dstack (and hstack, vstack) of 0-d SparseFillTensors
+    raised "zero-dimensional tensor cannot be concatenated"; torch makes each
+    at least 1-, 2- or 3-D first."""
+    a = sf.full(shape, 2., dtype=D)
+    b = sf.sparse_coo_tensor(torch.zeros(len(shape), 1, dtype=torch.int64),
+                             torch.tensor([5.], dtype=D), shape, fill_value=3.)
+    torch.testing.assert_close(fn([a, b]).to_dense(), fn([a.to_dense(), b.to_dense()]))
+
+
+@pytest.mark.parametrize("fill", [math.inf, [[math.inf], [2.]], [[math.inf, 1., 3.]]])
+def test_product_with_an_unseen_huge_fill_is_exact(fill):
+    """Fuzzer (old seed 100411): nan_to_num of a fully stored tensor with an
+    inf fill leaves a fill of 1.8e308 that covers no element; A @ B then gave
+    zeros and nan (the correction v - f, f * colsum overflowed) where dense is
+    finite. A fill element that covers nothing is 0 for the products now."""
+    g = torch.Generator().manual_seed(0)
+    idx = torch.tensor([[0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2]])
+    A = sf.sparse_coo_tensor(idx, torch.randn(6, dtype=D, generator=g), (2, 3),
+                             fill_value=torch.tensor(fill, dtype=D)).nan_to_num()
+    B, L = torch.randn(3, 2, dtype=D, generator=g), torch.randn(4, 2, dtype=D, generator=g)
+    torch.testing.assert_close(A @ B, A.to_dense() @ B)
+    torch.testing.assert_close(L @ A, L @ A.to_dense())
+    torch.testing.assert_close((A @ A.t()).to_dense(), A.to_dense() @ A.to_dense().t())

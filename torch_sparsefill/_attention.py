@@ -58,7 +58,9 @@ def _pattern(pattern, what: str) -> SparseFillTensor:
                                   f"(dense_dim={pattern.dense_dim()}); only sparse dims are "
                                   f"supported")
     if pattern.dim() < 2:
-        raise RuntimeError(f"{what}: pattern must have at least 2 dims, got {pattern.dim()}")
+        # torch masks any COO tensor: fewer dims are unsupported, not invalid
+        raise NotImplementedError(f"torch_sparsefill: {what}: a pattern needs at least 2 dims, "
+                                  f"got {pattern.dim()}")
     return pattern._coalesced()
 
 
@@ -87,7 +89,9 @@ def _batched_operand(x, batch, what, fname):
     if shape != batch:
         raise RuntimeError(f"{fname}: {what} of shape {tuple(x.shape)} does not broadcast to the "
                            f"pattern's batch dims {batch}")
-    return x.expand(batch + tuple(x.shape[-2:])).reshape((-1,) + tuple(x.shape[-2:]))
+    # the batch counted, not -1: with a 0-size matrix -1 is ambiguous
+    return x.expand(batch + tuple(x.shape[-2:])).reshape((math.prod(batch),) +
+                                                         tuple(x.shape[-2:]))
 
 
 def _block_csr(b, r, c, nb, m, n):
@@ -314,6 +318,7 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
     if A.dtype != torch.bool and A.dtype != query.dtype:
         raise RuntimeError(f"{fname}: a float attn_mask must have query's dtype {query.dtype}, "
                            f"got {A.dtype}")
+    A = A._coalesced()  # one bias per position: duplicates summed (or, for bool, or-ed) first
     bias, sparse = _additive_mask(A, query.dtype)
     if not sparse or A.dense_dim() > 0 or A.dim() < 2:
         return F.scaled_dot_product_attention(query, key, value, attn_mask=A.to_dense(),

@@ -151,31 +151,41 @@ def stack(tensors, dim=0):
     return cat([unsqueeze(x, d) for x in tensors], d)
 
 
-def dstack(tensors):
-    """torch.dstack: 1-D (n,) becomes (1, n, 1), 2-D (m, n) becomes (m, n, 1),
-    then cat along dim 2."""
-    tensors = [_args.sparse(x, "dstack()", f"tensors[{k}]") for k, x in enumerate(tensors)]
-    shaped = []
-    for x in tensors:
-        if x.dim() == 1:
+def _at_least(x, n):
+    """torch.atleast_1d/2d/3d of one tensor: 0-d becomes (1,)*n, 1-D (k,)
+    becomes (1, k) for n = 2 and (1, k, 1) for n = 3, 2-D (m, k) becomes
+    (m, k, 1) for n = 3."""
+    if x.dim() == 0:
+        for _ in range(n):
             x = unsqueeze(x, 0)
-        if x.dim() == 2:
-            x = unsqueeze(x, 2)
-        shaped.append(x)
-    return cat(shaped, 2)
+        return x
+    if x.dim() == 1 and n >= 2:
+        x = unsqueeze(x, 0)
+    if x.dim() == 2 and n == 3:
+        x = unsqueeze(x, 2)
+    return x
+
+
+def dstack(tensors):
+    """torch.dstack: each tensor at least 3-D ((n,) becomes (1, n, 1), (m, n)
+    becomes (m, n, 1)), then cat along dim 2."""
+    tensors = [_args.sparse(x, "dstack()", f"tensors[{k}]") for k, x in enumerate(tensors)]
+    return cat([_at_least(x, 3) for x in tensors], 2)
 
 
 def hstack(tensors):
-    """torch.hstack: cat along dim 1, or dim 0 for 1-D tensors."""
-    tensors = [_args.sparse(x, "hstack()", f"tensors[{k}]") for k, x in enumerate(tensors)]
+    """torch.hstack: each tensor at least 1-D, then cat along dim 1, or dim 0
+    for 1-D tensors."""
+    tensors = [_at_least(_args.sparse(x, "hstack()", f"tensors[{k}]"), 1)
+               for k, x in enumerate(tensors)]
     return cat(tensors, 0 if tensors and tensors[0].dim() == 1 else 1)
 
 
 def vstack(tensors):
-    """torch.vstack: 1-D tensors become rows (1, n), then cat along dim 0."""
+    """torch.vstack: each tensor at least 2-D (1-D tensors become rows (1, n)),
+    then cat along dim 0."""
     tensors = [_args.sparse(x, "vstack()", f"tensors[{k}]") for k, x in enumerate(tensors)]
-    return cat([unsqueeze(x, 0) if x.dim() == 1 else x for x in tensors], 0)
-
+    return cat([_at_least(x, 2) for x in tensors], 0)
 
 
 ROUTES = {

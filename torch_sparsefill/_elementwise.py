@@ -16,7 +16,7 @@ import functools
 
 import torch
 
-from . import _args, _generated_ops
+from . import _args, _fill, _generated_ops
 from ._fill import full_rank
 from ._tensor import SparseFillTensor, build
 
@@ -152,15 +152,24 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
             return _binary(op, func, tuple(dense_args), kwargs, reflected, inplace)
         if a._sf_size != b._sf_size:
             raise _size_mismatch(func, a._sf_size, b._sf_size)
-        if same_pattern(a, b):
-            values, fill = op.same(a._sf_values, a._live_fill(), b._sf_values, b._live_fill(),
-                                   *extra)
-            out = a._with(values, fill)
-        else:
+        def both(fb):
+            if same_pattern(a, b):
+                values, fill = op.same(a._sf_values, a._live_fill(), b._sf_values, fb, *extra)
+                return a._with(values, fill)
             values, fill, indices = op.main(a._coo_indices(), a._sf_values, a._live_fill(),
-                                            b._coo_indices(), b._sf_values, b._live_fill(),
+                                            b._coo_indices(), b._sf_values, fb,
                                             list(a._sf_size), *extra)
-            out = build(a.layout, a._sf_size, values, fill, indices=indices)
+            return build(a.layout, a._sf_size, values, fill, indices=indices)
+        try:
+            out = both(b._live_fill())
+        except RuntimeError as e:
+            # Integer division by a zero fill: torch raises, but only rightly
+            # when the fill is some element's; one that covers no element
+            # (every element of b stored) is in no dense element, so it is
+            # replaced by 1 and the (equally unseen) result fill computed.
+            if "ZeroDivisionError" not in str(e):
+                raise
+            out = both(_dead_fill_as_one(b, e))
     elif sx or sy:
         a, other, reverse = (x, y, False) if sx else (y, x, True)
         a = a._coalesced()
@@ -169,7 +178,11 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
                 raise TypeError(f"{_args.name(func)}(): a Python number is not accepted as an "
                                 f"operand (torch takes a tensor here), got "
                                 f"{type(other).__name__}")
-            values, fill = op.scalar(a._sf_values, a._live_fill(), other, reverse, *extra)
+            if op.name == "pow" and not reverse:
+                _check_pow_number(a, other)
+            values, fill = _dividing(
+                lambda fa, o: op.scalar(a._sf_values, fa, o, reverse, *extra), a, other, 1,
+                reverse)
         elif isinstance(other, torch.Tensor) and other.layout == torch.strided:
             if not _over_dense_part(a, other) and _per_slice_fill(a, other) is not None:
                 # Broadcasts along some sparse dims: an operand with nothing
@@ -192,8 +205,9 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
                 # Broadcasts over the sparse dims too: the result is dense.
                 dense_args = [t.to_dense() if isinstance(t, SparseFillTensor) else t for t in args]
                 return func(*dense_args, **kwargs)
-            values, fill = op.dense(a._sf_values, a._live_fill(), other.to(a.device), reverse,
-                                    *extra)
+            values, fill = _dividing(
+                lambda fa, o: op.dense(a._sf_values, fa, o, reverse, *extra), a,
+                other.to(a.device), torch.ones_like(other, device=a.device), reverse)
         else:
             return NotImplemented
         out = a._with(values, fill)
@@ -262,6 +276,49 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
                   empty_values, o]
     values, fill, indices = op.main(*parts, list(ref._sf_size))
     return build(ref.layout, ref._sf_size, values, fill, indices=indices)
+
+
+def _dividing(compute, a: SparseFillTensor, other, one, reverse):
+    """compute(fill, other) for a SparseFillTensor `a` and a number or strided
+    `other`; on an integer ZeroDivisionError from a's fill that covers no
+    element (which no dense element divides by or has), recomputed with that
+    fill element 1 (a divisor) or, with nothing stored, `other` as `one`."""
+    try:
+        return compute(a._live_fill(), other)
+    except RuntimeError as e:
+        if "ZeroDivisionError" not in str(e):
+            raise
+        if reverse:  # a divides: its dead zero fill
+            return compute(_dead_fill_as_one(a, e), other)
+        if a._sf_values.numel() == 0 and not _covered(a).any():
+            return compute(a._live_fill(), one)  # no element at all: nothing divides
+        raise
+
+
+def _dead_fill_as_one(b: SparseFillTensor, error: Exception) -> torch.Tensor:
+    """b's fill with 1 where it covers no element; re-raises `error` when a
+    zero of it covers some element (dense torch divides by it too)."""
+    f = b._live_fill()
+    covered = _covered(b)
+    if bool(((f == 0) & (covered != 0)).any()):
+        raise error
+    return torch.where(covered != 0, f, torch.ones_like(f))
+
+
+def _covered(a: SparseFillTensor) -> torch.Tensor:
+    """1 where an element of a's fill covers some element, else 0 (fill's shape)."""
+    f = a._sf_fill.detach()
+    return _fill.live(torch.ones_like(f), a._sf_size, a.sparse_dim(), a._sf_values.shape[0],
+                      a._coo_indices() if _fill.is_per_slice(f, a.dense_dim()) else None,
+                      zero=True)
+
+
+def _check_pow_number(a: SparseFillTensor, exponent) -> None:
+    """torch.pow(int_tensor, -1) raises; the op computes on the number as a
+    wrapped tensor, where torch does not check, so ask torch on an empty
+    tensor of a's dtype (it raises exactly as for the dense tensor)."""
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        torch.pow(torch.empty(0, dtype=a.dtype), exponent)
 
 
 def _size_mismatch(func, a, b) -> Exception:

@@ -29,6 +29,9 @@ _TRANSPOSES = {T.transpose, torch.transpose, T.swapaxes, torch.swapaxes, T.swapd
                torch.swapdims}
 _SWAPS = _TRANSPOSES | {T.t, torch.t, T.T.__get__, T.mT.__get__, T.permute, torch.permute}
 _MATMULS = {torch.matmul, T.matmul, T.__matmul__, torch.mm, T.mm}
+# Handlers that work on any layout themselves: A.data = B takes B's
+# components whatever they are (through CSR it would write into a copy).
+_ANY_LAYOUT = {T.data.__set__}
 
 
 def _extra(x) -> bool:
@@ -53,6 +56,8 @@ def needs(func, args, kwargs) -> bool:
 
     Example: ``needs(torch.t, (csr_tensor,), {})`` is True.
     """
+    if func in _ANY_LAYOUT:
+        return False
     if func in _SWAPS and args and type(args[0]) is SparseFillTensor and \
             args[0]._sf_layout == torch.sparse_csr:
         return True
@@ -157,15 +162,47 @@ def call(func, handler, args, kwargs):
     new_args = [_to_csr(a) for a in args]
     new_kwargs = {k: _to_csr(v) for k, v in kwargs.items()}
     out = handler(*new_args, **new_kwargs)
-    if args and _extra(A) and out is new_args[0]:
-        if not _in_place(func):  # the op returned its input (contiguous, ...)
-            return A
-        back = out._to_layout(A._sf_layout, A._sf_blocksize)  # write into A's components
-        if back._sf_values.shape != A._sf_values.shape or back._sf_fill.shape != \
-                A._sf_fill.shape or not torch.equal(
-                back._sf_crow, A._sf_crow) or not torch.equal(back._sf_col, A._sf_col):
-            return A._adopt(back, getattr(func, "__name__", "in-place op"), bump=False)
-        A._sf_values.copy_(back._sf_values)
-        A._sf_fill.copy_(back._sf_fill)
+    if args and _in_place(func):
+        # The op wrote into the CSR copies of its first argument (a tensor,
+        # or the list of a _foreach_*_ call): write each back into its own.
+        if _extra(A):
+            return _write_back(A, new_args[0], func) if out is new_args[0] else out
+        if isinstance(A, (list, tuple)):
+            for a, b in zip(A, new_args[0]):
+                if _extra(a):
+                    _write_back(a, b, func)
+            return out
+    if args and _extra(A) and out is new_args[0]:  # the op returned its input (contiguous, ...)
         return A
     return _back(out, like)
+
+
+def _write_back(A: SparseFillTensor, out: SparseFillTensor, func) -> SparseFillTensor:
+    """A becomes `out` (the in-place op's CSR result) in A's layout: into A's
+    components when the pattern and fill shape stay and autograd is not
+    recording (an optimiser holding them sees the update), else A adopts new
+    components (RFC.md 4.5). A transpose (t_) takes the transposed blocksize."""
+    name = getattr(func, "__name__", str(func))
+    bs = A._sf_blocksize
+    nb = out.sparse_dim() - 2  # batch dims: a batched operand ran as COO
+    rows, cols = out.shape[nb], out.shape[nb + 1]
+    if bs and (rows % bs[0] or cols % bs[1]):
+        bs = (bs[1], bs[0])
+        if rows % bs[0] or cols % bs[1]:
+            raise NotImplementedError(
+                f"torch_sparsefill: {name}: the result's sizes {(rows, cols)} are not "
+                f"divisible by the blocksize {A._sf_blocksize} this tensor keeps; use the "
+                f"out-of-place form")
+    back = out._to_layout(A._sf_layout, bs)
+    graph = torch.is_grad_enabled() and (back.requires_grad or A.requires_grad)
+    same = (back._sf_size == A._sf_size and back._sf_blocksize == A._sf_blocksize
+            and back._sf_fill.shape == A._sf_fill.shape
+            and back._sf_values.shape == A._sf_values.shape
+            and torch.equal(back._sf_crow, A._sf_crow) and torch.equal(back._sf_col, A._sf_col))
+    if same and not graph:
+        A._sf_values.copy_(back._sf_values)
+        A._sf_fill.copy_(back._sf_fill)
+        torch.autograd.graph.increment_version(A)
+        A._after_inplace()
+        return A
+    return A._adopt(back, name + "()")

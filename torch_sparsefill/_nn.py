@@ -64,7 +64,17 @@ def _in_place(out_of_place, func):
         # As the element-wise in-place ops: into the components when the
         # pattern stays, else the tensor adopts the result's (optimiser state
         # made by zeros_like stores nothing until its first update).
-        return _elementwise._assign(self, out_of_place(self, *args, **kwargs), func)
+        if not isinstance(self, SparseFillTensor):
+            raise NotImplementedError(f"torch_sparsefill: {_args.name(func)} into a strided "
+                                      f"tensor from SparseFillTensor operands is not supported; "
+                                      f"pass them .to_dense()")
+        out = out_of_place(self, *args, **kwargs)
+        if not isinstance(out, SparseFillTensor):
+            # A strided operand that covers the sparse dims makes the result dense.
+            raise NotImplementedError(f"torch_sparsefill: in-place {_args.name(func)} with a "
+                                      f"strided operand that covers the sparse dims would "
+                                      f"densify; use the out-of-place form")
+        return _elementwise._assign(self, out, func)
     update.__doc__ = f"``{_args.name(func)}`` in place."
     return update
 
@@ -75,8 +85,6 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     if dim is not None or keepdim or out is not None:
         raise NotImplementedError("torch_sparsefill: linalg.vector_norm(): only the norm of the "
                                   "whole tensor (dim=None, keepdim=False, no out=)")
-    if ord == 0:
-        return torch.count_nonzero(x).to(dtype or x.dtype)
     return torch.norm(x if dtype is None else x.to(dtype), p=ord)
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import itertools
 
+import math
+
 import torch
 
 from . import _args, _fill
@@ -60,9 +62,16 @@ def _check_matrix(A: SparseFillTensor, func, what: str) -> None:
 
 
 def _fill2d(A: SparseFillTensor, func) -> torch.Tensor:
-    """A's fill as the ops read it: scalar, per-row (m, 1) or per-column (1, k)."""
+    """A's fill as the ops read it: scalar, per-row (m, 1) or per-column (1, k);
+    0 where it covers no element (A coalesced): an unseen fill (nan_to_num's
+    1.8e308 of an inf fill on a fully stored A) would otherwise enter the
+    correction v - f, f * colsum and overflow into the result."""
     f = A._sf_fill
     m, k = A.shape
+    nse = A._sf_values.shape[0]
+    # A fill element is unseen only when its whole slice is stored: ask only then.
+    if nse >= (m * k if f.numel() == 1 else k if f.shape[0] == m and m != 1 else m):
+        f = A._live_fill(zero=True)
     if f.numel() == 1 or (f.dim() == 2 and tuple(f.shape) in ((m, 1), (1, k))):
         return f
     raise NotImplementedError(
@@ -121,6 +130,8 @@ def _mm(a, b, func=torch.mm):
             raise RuntimeError(f"{_args.name(func)}: {what} must be a matrix, got a {x.dim()}-D tensor")
     _check_dtypes(a, b, func)
     _check_shapes(a, b, func)
+    a = a._coalesced() if sa else a  # the fill's coverage counts unique positions
+    b = b._coalesced() if sb else b
     if sa and sb:
         fa, fb = _fill2d(a, func), _fill2d(b, func)
         crow_a, col_a, va = _csr(a)
@@ -201,10 +212,12 @@ def _batched(a, b, func):
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = torch.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
     if sa and not sb and a.dim() == 2:  # (m, k) @ (..., k, n): columns (k, ... n)
-        cols = b.expand(batch + (k, n)).movedim(-2, 0).reshape(k, -1)
+        # sizes counted, not -1: with a 0 among them -1 is ambiguous
+        cols = b.expand(batch + (k, n)).movedim(-2, 0).reshape(k, math.prod(batch) * n)
         return _mm(a, cols, func).reshape((m,) + batch + (n,)).movedim(0, -2)
     if sb and not sa and b.dim() == 2:  # (..., m, k) @ (k, n): rows (... m, k)
-        return _mm(a.expand(batch + (m, k)).reshape(-1, k), b, func).reshape(batch + (m, n))
+        return _mm(a.expand(batch + (m, k)).reshape(math.prod(batch) * m, k), b,
+                   func).reshape(batch + (m, n))
 
     def slices(x):
         own = tuple(x.shape[:-2])
@@ -213,7 +226,7 @@ def _batched(a, b, func):
                 return lambda at: x
             parts = _batch_slices(x, func)
         else:
-            flat = x.reshape((-1,) + tuple(x.shape[-2:])) if own else x.unsqueeze(0)
+            flat = x.reshape((math.prod(own),) + tuple(x.shape[-2:])) if own else x.unsqueeze(0)
             parts = list(flat.unbind(0))
         strides, acc = [], 1
         for size in reversed(own):

@@ -179,12 +179,8 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
         # stored element's own fill, then add the fill summed over the slice.
         fill = A._sf_fill
         if not bool(torch.isfinite(fill).all()):
-            # That identity would compute inf - inf (a silent nan where the
-            # dense sum is +-inf): refuse until it counts the inf and nan
-            # classes instead (RFC.md 5.5 does so for the products).
-            raise NotImplementedError(
-                f"torch_sparsefill: {what}: a per-slice fill that varies along the reduced "
-                f"dims and holds inf or nan is not supported yet; call .to_dense() first")
+            # That identity would compute inf - inf: count the classes instead.
+            return _nonfinite_linear(A, dims, keepdim, core, what)
         own_fill = _fill.at(fill, A._coo_indices(), dense_shape)
         values = values - (own_fill if S.perm is None else own_fill.index_select(0, S.perm))
         full_sum = fill
@@ -204,7 +200,8 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
         out = out + core.scale(extra.reshape((extra.shape[0],) + dense_shape), S.n, D)
     # The reduction of a slice with nothing stored: the result's fill.
     k = len(S.kept_dims)
-    fk_rows = fill_k.reshape((-1,) + dense_shape)
+    # rows counted, not -1: a dense part with a 0 in it has no elements to infer from
+    fk_rows = fill_k.reshape((math.prod(fill_k.shape[:k]),) + dense_shape)
     empty_ptr = torch.zeros(fk_rows.shape[0] + 1, dtype=torch.int64, device=fk_rows.device)
     if varying:
         rfill = core(values[:0], torch.zeros_like(fk_rows), empty_ptr, S.n, D) + \
@@ -227,6 +224,44 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
     out = out.reshape((out.shape[0],) + final_dense)
     rfill = rfill.reshape(tuple(fill_k.shape[:k]) + final_dense)
     return S.result(A.layout, kept_lin, out, rfill, final_dense, keepdim)
+
+
+class _FinitePart(torch.autograd.Function):
+    """x with its infinities and NaNs replaced by 0, whose gradient passes
+    through unchanged: a sum's derivative by a fill element is the number of
+    elements it covers, whatever its value (as dense autograd gives)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.where(torch.isfinite(x), x, torch.zeros((), dtype=x.dtype, device=x.device))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def _nonfinite_linear(A: SparseFillTensor, dims, keepdim, core, what):
+    """sum/mean across a per-slice fill that varies and holds inf, -inf or
+    NaN (RFC.md 6.1): the reduction of the finite part (non-finite fill
+    elements as 0), plus, per output element, the class its unspecified
+    elements add: NaN if one holds NaN or both infinities occur, else the
+    infinity that occurs, else 0. Each class is counted as a sum of 0/1
+    indicators over the unspecified elements, never as a difference of sums."""
+    fill = A._sf_fill
+    out = reduce(A._with(A._sf_values, _FinitePart.apply(fill)), dims, keepdim, core, what,
+                 linear=True)
+    nothing = torch.zeros(A._sf_values.shape, dtype=torch.float64, device=fill.device)
+    f = fill.detach()
+
+    def occurs(mask):  # per output element: does an unspecified element hold this class?
+        n = reduce(A._with(nothing, mask.to(torch.float64)), dims, keepdim, sum_core(), what,
+                   linear=True)
+        return n > 0
+
+    pos, neg, nan = occurs(f == math.inf), occurs(f == -math.inf), occurs(torch.isnan(f))
+    term = torch.where(nan | (pos & neg), math.nan,
+                       torch.where(pos, math.inf, torch.where(neg, -math.inf, 0.0)))
+    return out + term.to(out.dtype)
 
 
 # ---- cores: one per reduction ----------------------------------------------------

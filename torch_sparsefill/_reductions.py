@@ -255,7 +255,13 @@ def norm_(input, p="fro", dim=None, keepdim=False, dtype=None, out=None):
     if p == -math.inf:
         return _amax(A.abs(), dim if dim is not None else (), keepdim, is_min=True)
     if p == 0:
-        return sum_(A != 0, dim, keepdim, dtype=A.dtype)
+        count = sum_(A != 0, dim, keepdim, dtype=A.dtype)
+        if not (A.requires_grad and torch.is_grad_enabled()):
+            return count
+        # Dense norm(p=0) stays in the graph with a zero gradient; so does
+        # this, through a where that never picks the sum (no 0 * inf).
+        never = torch.zeros((), dtype=torch.bool, device=A.device)
+        return torch.where(never, sum_(A, dim, keepdim), count)
     # An even power needs no abs: |x| ** 2 has second derivative 0 at x = 0,
     # x ** 2 has 2, as dense norm's double backward.
     even = float(p).is_integer() and int(p) % 2 == 0

@@ -62,7 +62,8 @@ def copy_(self, src, non_blocking=False):
                            f"{tuple(self.shape)}; a SparseFillTensor copy does not broadcast")
     source = _aligned(self, src)
     if not same_pattern(self, source):
-        raise RuntimeError(
+        # Not supported (torch computes this densely): NotImplementedError.
+        raise NotImplementedError(
             f"torch_sparsefill: copy_(): src stores a different pattern (nse {src.nse()} vs "
             f"{self.nse()}, or other positions); an in-place copy keeps this tensor's components, "
             f"so it cannot change its pattern. Use src.clone() instead, or, to load a state_dict "
@@ -73,7 +74,7 @@ def copy_(self, src, non_blocking=False):
     except RuntimeError:
         fits = False
     if not fits:
-        raise RuntimeError(
+        raise NotImplementedError(
             f"torch_sparsefill: copy_(): src's fill of shape {tuple(fill.shape)} (per slice) "
             f"does not fit this tensor's fill of shape {tuple(self._sf_fill.shape)}")
     self._sf_values.copy_(source._sf_values, non_blocking=non_blocking)
@@ -114,6 +115,9 @@ def fill_(self, value):
     if isinstance(value, torch.Tensor) and value.dim() != 0:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value.dim()} dimensions.")
+    coalesced = self._coalesced()
+    if coalesced is not self:  # duplicates would each take v and sum to a multiple of it
+        self._adopt(coalesced, "fill_()", bump=False)
     self._sf_values.fill_(value)
     self._sf_fill.fill_(value)
     self._after_inplace()
@@ -333,7 +337,8 @@ def data_set(self, new):
     with torch._C.DisableTorchFunctionSubclass():
         T.data.__set__(self, new)  # the wrapper's dtype and device
     self._sf_indices, self._sf_crow, self._sf_col = new._sf_indices, new._sf_crow, new._sf_col
-    self._sf_coalesced = new._sf_coalesced
+    self._sf_coalesced, self._sf_coalesced_flag = new._sf_coalesced, new._sf_coalesced_flag
+    self._sf_blocksize = new._sf_blocksize
     self._sf_values.data = new._sf_values.detach()
     self._sf_fill.data = new._sf_fill.detach()
     self._after_inplace()
