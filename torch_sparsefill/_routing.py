@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import torch
 
-from . import (_args, _attention, _autocast, _concat, _creation, _elementwise, _factories,
-               _indexing, _inplace, _layouts, _lowrank, _nn, _products, _reductions, _shape,
-               _softmax, _sparse_results, _tensor_methods)
+from . import (_args, _attention, _autocast, _compile, _concat, _creation, _elementwise,
+               _factories, _indexing, _inplace, _layouts, _lowrank, _nn, _products, _reductions,
+               _shape, _softmax, _sparse_results, _tensor_methods)
 from ._tensor import SparseFillTensor
 
 T = torch.Tensor
@@ -140,6 +140,7 @@ _FAMILIES = (
     ("_sparse_results", _sparse_results.ROUTES),
     ("_lowrank", _lowrank.ROUTES),
     ("_attention", _attention.ROUTES),
+    ("_compile", _compile.ROUTES),
 )
 TABLE = _assemble(
     ("the tensor's methods", _methods()),
