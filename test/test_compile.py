@@ -450,6 +450,20 @@ def test_components_compile_fullgraph(name, backend):
     assert graphs == (3 if specializes else 1), graphs
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_components_compile_refuses_what_eager_refuses(backend):
+    """A fake kernel checks the shapes its kernel checks: a wrong dense
+    operand is refused while tracing, with eager's message."""
+    torch._dynamo.reset()
+    crow, col, values, fill, x = _components(4)
+    wrong = torch.ones(_M + 1, 3, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="must be 2-D with 4 rows"):
+        _ops.spmm(crow, col, values, fill, wrong, _M)
+    compiled = torch.compile(lambda *a: _ops.spmm(*a, _M), backend=backend, fullgraph=True)
+    with pytest.raises(Exception, match="must be 2-D with 4 rows"):
+        compiled(crow, col, values, fill, wrong)
+
+
 class _AttentionComponents(torch.nn.Module):
     """The attention block on a CSR pattern's components (fill -inf)."""
 
