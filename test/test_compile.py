@@ -374,6 +374,14 @@ def _c_union(crow, col, values, fill, x):
     return (va * vb).sum() + fill * x.sum()
 
 
+def _c_gcn(crow, col, values, fill, x):
+    # The GCN layer on components: A @ (x / 2) over a background fill,
+    # normalised by A's row sums, then relu.
+    h = _ops.spmm(crow, col, values, fill, x * 0.5, _M)
+    degree = _ops.seg_reduce(values.unsqueeze(1), fill.expand(_N, 1), crow, _M, "sum")
+    return torch.relu(h / degree)
+
+
 def _c_seg_sum(crow, col, values, fill, x):
     v, f = _ops.exp(values, fill)
     return _ops.seg_reduce(v.unsqueeze(1), f.expand(_N, 1), crow, _M, "sum")
@@ -389,7 +397,8 @@ def _c_to_dense(crow, col, values, fill, x):
 
 _ops = torch.ops.sparsefill
 COMPONENT_PROGRAMS = {"elementwise-spmm": _c_elementwise, "softmax-spmm": _c_softmax,
-                      "dense-spmm": _c_dense_spmm, "union": _c_union, "seg-sum": _c_seg_sum,
+                      "dense-spmm": _c_dense_spmm, "union": _c_union, "gcn": _c_gcn,
+                      "seg-sum": _c_seg_sum,
                       "seg-max": _c_seg_max, "to-dense": _c_to_dense}
 # Programs whose op reads nse as an int while it is traced, so that the graph
 # specializes on nse (one graph per nse) instead of keeping it symbolic:
@@ -398,11 +407,14 @@ COMPONENT_PROGRAMS = {"elementwise-spmm": _c_elementwise, "softmax-spmm": _c_sof
 # backend). strict: a program that stops specializing must leave this list.
 _AOT = ("aot_eager", "inductor")
 SPECIALIZES_NSE = {"seg-sum": ("seg_reduce's C++ autograd Function", _AOT),
+                   "gcn": ("seg_reduce's C++ autograd Function", _AOT),
                    "seg-max": ("seg_max's C++ autograd Function", _AOT),
                    "to-dense": ("to_dense's C++ composite", ("eager",) + _AOT)}
 
 
 def _components(nse, seed=0):
+    """crow, col, values, fill of a random _N x _M CSR pattern with nse
+    elements, and a dense x; values, fill and x float64 leaves."""
     g = torch.Generator().manual_seed(seed)
     flat = torch.randperm(_N * _M, generator=g)[:nse].sort().values
     crow = _ops.crow_from_rows(flat // _M, _N)
@@ -413,6 +425,7 @@ def _components(nse, seed=0):
 
 
 def _grads(program, args):
+    """Output, and the gradients of values, fill and x of out.sum()."""
     out = program(*args)
     out.sum().backward()
     grads = [args[i].grad for i in (2, 3, 4)]
