@@ -207,8 +207,9 @@ def test_fake_tensor_drops_the_subclass():
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_export_of_a_sparsefilltensor_input_refuses(strict):
-    """A module taking a SparseFillTensor is refused by torch.export (the
-    limits above), never exported with torch's fill-0 semantics."""
+    """Outside sf.exportable(), a module taking a SparseFillTensor is refused
+    by torch.export (the limits above), never exported with torch's fill-0
+    semantics."""
     class Scale(torch.nn.Module):
         def forward(self, A):
             return (A * 2).to_dense()
@@ -501,3 +502,72 @@ def test_export_with_dynamic_nse():
         # Empty rows are all -inf: nan, as in the dense softmax.
         torch.testing.assert_close(ep.module()(crow, col, values, fill, x), want,
                                    equal_nan=True)
+
+
+# ---- torch.export of modules taking SparseFillTensors (sf.exportable) ----------------
+
+class _Attend(torch.nn.Module):
+    """Attention on a CSR pattern with fill -inf, then a dense projection."""
+
+    def forward(self, S, x):
+        return torch.softmax(S * 0.5, -1) @ x
+
+
+class _Gcn(torch.nn.Module):
+    """A GCN layer on a CSR adjacency with a background fill."""
+
+    def forward(self, A, x):
+        # Degrees as A @ 1: A.sum(1).to_dense() has a data-dependent nse,
+        # which to_dense's C++ composite cannot trace (RFC.md 12.1).
+        return torch.relu((A @ (x * 0.5)) / (A @ torch.ones(_M, 1, dtype=x.dtype)))
+
+
+def _csr(nse, seed, fill):
+    crow, col, values, _, _ = _components(nse, seed)
+    return sf.sparse_csr_tensor(crow, col, values.detach(), (_N, _M), fill_value=fill)
+
+
+def test_export_of_a_sparsefilltensor_input():
+    """Inside sf.exportable(), non-strict export takes a SparseFillTensor:
+    the program's inputs are its components, its graph the sparsefill ops,
+    and it runs on another tensor of the same structure, nse dynamic."""
+    x = torch.randn(_M, 3, dtype=torch.float64)
+    S = _csr(6, 6, -math.inf)
+    # nse below the size: a full pattern takes other paths, which the
+    # program's guard refuses.
+    nse = torch.export.Dim("nse", min=2, max=_N * _M - 1)
+    with sf.exportable():
+        ep = torch.export.export(_Attend(), (S, x), strict=False,
+                                 dynamic_shapes=([None, {0: nse}, {0: nse}, None], None))
+        targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+        assert any(t.startswith("sparsefill.seg_softmax") for t in targets), targets
+        for other in (4, 11):
+            T = _csr(other, other, -math.inf)
+            torch.testing.assert_close(ep.module()(T, x), _Attend()(T, x), equal_nan=True)
+            torch.testing.assert_close(ep.module()(T, x),
+                                       torch.softmax(T.to_dense() * 0.5, -1) @ x, equal_nan=True)
+        # Another layout or size: the input spec refuses it, never misreads it.
+        with pytest.raises(ValueError, match="input tree spec"):
+            ep.module()(T.to_sparse_coo(), x)
+        with pytest.raises(ValueError, match="input tree spec"):
+            ep.module()(T.t().to_sparse_csr(), x[:1].expand(_N, 3))
+    # Outside the context a SparseFillTensor is not taken apart.
+    with pytest.raises(ValueError, match="input tree spec"):
+        ep.module()(S, x)
+    from torch.utils import _pytree as pytree
+    assert sf.SparseFillTensor not in pytree.SUPPORTED_NODES
+
+
+def test_export_gcn_block():
+    """The GCN block (CSR, background fill) exports and runs at the
+    exported nse on other values and fill."""
+    A = sf.sparse_coo_tensor([[0, 1, 1, 3, 4], [2, 0, 3, 1, 0]],
+                             torch.tensor([1.0, 0.5, 2.0, -1.0, 0.25], dtype=torch.float64),
+                             (_N, _M), fill_value=0.125).to_sparse_csr()
+    x = torch.randn(_M, 3, dtype=torch.float64)
+    with sf.exportable():
+        ep = torch.export.export(_Gcn(), (A, x), strict=False)
+        B = sf.sparse_csr_tensor(A.crow_indices(), A.col_indices(), A.values() * 3, (_N, _M),
+                                 fill_value=0.5)
+        want = torch.relu((B.to_dense() @ (x * 0.5)) / B.to_dense().sum(1, keepdim=True))
+        torch.testing.assert_close(ep.module()(B, x), want)

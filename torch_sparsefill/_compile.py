@@ -44,8 +44,9 @@ def _refuse_tracing(self, *args, **kwargs):
         "torch_sparsefill: torch.Tensor._is_view is not implemented for SparseFillTensor: "
         "torch's tracers (FakeTensor: torch.export, torch.compile(fullgraph=True)) ask it to "
         "copy a tensor, and on torch 2.13 they copy a sparse layout as a plain torch sparse "
-        "tensor, losing the fill (RFC.md section 12.1); export or compile a function of the "
-        "components (A.crow_indices(), A.col_indices(), A.values(), A.fill_value()) instead")
+        "tensor, losing the fill (RFC.md section 12.1); export non-strict inside "
+        "torch_sparsefill.exportable(), or compile a function of the components "
+        "(A.crow_indices(), A.col_indices(), A.values(), A.fill_value())")
 
 
 # The routing family of this module (assembled by _routing.py).
