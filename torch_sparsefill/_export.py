@@ -1,6 +1,6 @@
 """torch.export of modules that take SparseFillTensors: inside `exportable()`,
 torch's pytree sees a SparseFillTensor as a node whose children are its
-components (`__tensor_flatten__`), so non-strict export takes the components
+components (`_flatten_components`), so non-strict export takes the components
 as the program's inputs and traces our routing on them: the exported graph
 holds the torch.ops.sparsefill calls, and the exported module rebuilds the
 tensor's structure (layout, size, coalesced facts) from the input spec.
@@ -23,7 +23,7 @@ _TYPE_NAME = "torch_sparsefill.SparseFillTensor"
 
 
 def _flatten(A):
-    names, context = A.__tensor_flatten__()
+    names, context = A._flatten_components()
     return [getattr(A, n) for n in names], (tuple(names), context)
 
 
@@ -34,7 +34,7 @@ def _flatten_with_keys(A):
 
 def _unflatten(children, spec):
     names, context = spec
-    return SparseFillTensor.__tensor_unflatten__(dict(zip(names, children)), context, None, None)
+    return SparseFillTensor._unflatten_components(dict(zip(names, children)), context, None, None)
 
 
 @contextlib.contextmanager
