@@ -514,6 +514,50 @@ def attention_rows(quick: bool):
                     f"dense SDPA {peaks[1] / 2**20:.0f} MiB (its mask included)")
         yield (label, ours, "dense SDPA, float mask", dense, note)
 
+def _chain(A):
+    """The 6-op element-wise chain of the compile rows (public API)."""
+    return -(torch.exp(torch.sigmoid(A * 2 + 1)) * 0.5 - 1)
+
+
+def _chain_components(values, fill):
+    """The same chain on a tensor's values and fill (torch.ops.sparsefill):
+    what compiles with fullgraph=True (RFC.md 12.1)."""
+    ops = torch.ops.sparsefill
+    v, f = ops.mul_scalar(values, fill, 2.0, False)
+    v, f = ops.add_scalar(v, f, 1.0, False)
+    v, f = ops.sigmoid(v, f)
+    v, f = ops.exp(v, f)
+    v, f = ops.mul_scalar(v, f, 0.5, False)
+    v, f = ops.sub_scalar(v, f, 1.0, False)
+    return ops.neg(v, f)
+
+
+def compile_rows(quick: bool):
+    """torch.compile (issue 15): the 6-op chain on n stored values, compiled
+    against eager. A SparseFillTensor graph-breaks at each op (RFC.md 12.1),
+    so the compiled public API is eager plus Dynamo's overhead; the fullgraph
+    route is a function of the components (inductor: each op stays an
+    external call, no fusion: ops are C++ kernels Inductor cannot see into).
+    The small rows: per-call time on 3 elements against the same chain on a
+    dense tensor in eager."""
+    n = 100_000 if quick else 1_000_000
+    A, _ = random_coo((2 * n,), 0.5, 0.25, seed=4)
+    values, fill = A.values(), A.fill_value()
+    compiled_api = torch.compile(_chain)
+    compiled_parts = torch.compile(_chain_components, fullgraph=True)
+    # Each compiles in timeit's warm-up call, outside the timing.
+    yield (f"compile 6-op chain, {n:,} stored (graph breaks)", lambda: compiled_api(A),
+           "the chain, eager", lambda: _chain(A))
+    yield (f"compile 6-op chain, {n:,} stored (components)", lambda: compiled_parts(values, fill),
+           "the chain, eager", lambda: _chain(A))
+    tiny, _ = random_coo((3,), 1.0, 5.0, seed=3)
+    tv, tf = tiny.values(), tiny.fill_value()
+    dense = tiny.to_dense()
+    compiled_tiny = torch.compile(_chain_components, fullgraph=True)
+    yield ("compile 6-op chain, 3 elements (components)", lambda: compiled_tiny(tv, tf),
+           "the chain on dense, eager", lambda: _chain(dense))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -534,6 +578,7 @@ def main() -> None:
                                                                       reduction_rows(args.quick),
                                                                       layout_rows(args.quick),
                                                                       attention_rows(args.quick),
+                                                                      compile_rows(args.quick),
                                                                       gpu_rows(args.quick)):
         if args.rows not in name:
             continue

@@ -1007,6 +1007,7 @@ NOT_FUZZED = {
     "array; test_tensor_methods)": [T.numpy],
     "refused as torch refuses its own sparse tensors: no strides (test_distributed's "
     "fully_shard route)": [T.is_contiguous],
+    "always refused: torch's tracers faking the tensor (test_compile)": [T._is_view],
     "dtypes outside the fuzzed four": [T.half, T.bfloat16, T.short, T.char, T.byte, T.cfloat,
                                        T.cdouble],
     "tell -0.0 from 0.0, which a max's tie order or a sum's order decides differently "

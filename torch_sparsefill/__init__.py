@@ -24,6 +24,7 @@ from ._factories import (eliminate_fill, empty, fill_value, full, ones, sparse_b
                          sparse_csc_tensor, sparse_csr_tensor, to_sparse, zeros)
 from ._attention import sampled_matmul, sparse_mask
 from ._graph import gat_conv, gcn_conv
+from ._export import exportable
 from ._interop import from_pydata, from_scipy
 from ._library import get_include, get_library
 from . import _tensor
@@ -56,8 +57,9 @@ torch.utils.data._utils.collate.default_collate_fn_map[SparseFillTensor] = _data
 _compile.hide_from_dynamo([m for name, m in sys.modules.items()
                            if name == __name__ or name.startswith(__name__ + ".")], __name__)
 
-__all__ = ["SparseFillTensor", "collate", "get_include", "get_library", "sparse_coo_tensor",
-           "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor",
+__all__ = ["SparseFillTensor", "collate", "exportable", "get_include", "get_library",
+           "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor",
+           "sparse_bsc_tensor",
            "sparse_compressed_tensor", "to_sparse", "full",
            "zeros", "ones", "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill",
            "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv"]

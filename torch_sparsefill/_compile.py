@@ -20,14 +20,37 @@ eager's result, so every function of the package is kept out of Dynamo:
 
 A user's function around our calls still compiles, in pieces: dense work
 before and after a sparse op forms graphs of its own.
+
+torch's tracers cannot take a SparseFillTensor itself on torch 2.13 (RFC.md
+12.1): Dynamo refuses a sparse layout at its inputs, and FakeTensor copies a
+sparse-layout tensor as a plain torch sparse tensor (the subclass and its
+fill lost). Faking starts by asking `_is_view`; `ROUTES` refuses it with that
+reason, so torch.export of a module taking a SparseFillTensor fails clearly
+instead of tracing torch's fill-0 semantics. What compiles fullgraph and
+exports is a function of the components (test/test_compile.py).
 """
 from __future__ import annotations
 
 import types
 
+import torch
 from torch._C._dynamo import eval_frame as _eval_frame
 
-__all__ = ["hide_from_dynamo"]
+__all__ = ["hide_from_dynamo", "ROUTES"]
+
+
+def _refuse_tracing(self, *args, **kwargs):
+    raise NotImplementedError(
+        "torch_sparsefill: torch.Tensor._is_view is not implemented for SparseFillTensor: "
+        "torch's tracers (FakeTensor: torch.export, torch.compile(fullgraph=True)) ask it to "
+        "copy a tensor, and on torch 2.13 they copy a sparse layout as a plain torch sparse "
+        "tensor, losing the fill (RFC.md section 12.1); export non-strict inside "
+        "torch_sparsefill.exportable(), or compile a function of the components "
+        "(A.crow_indices(), A.col_indices(), A.values(), A.fill_value())")
+
+
+# The routing family of this module (assembled by _routing.py).
+ROUTES = {torch.Tensor._is_view: _refuse_tracing}
 
 _SKIP = _eval_frame._FrameExecStrategy(_eval_frame._FrameAction.SKIP,
                                        _eval_frame._FrameAction.DEFAULT)

@@ -99,6 +99,15 @@ for _name, _spec in _generated_ops.OPS.items():
 
 @torch.library.register_fake("sparsefill::spmm")
 def _spmm_fake(crow_indices, col_indices, values, fill, other, ncols):
+    # The kernel's rules that read no data (products.h check_spmm_dtypes,
+    # check_spmm_dense): a traced program refuses what eager refuses, at
+    # tracing, instead of failing later in its backward.
+    torch._check(values.dtype == fill.dtype == other.dtype, lambda: (
+        f"sparsefill: spmm: expected values, fill and the dense operand to have the same "
+        f"dtype, got {values.dtype}, {fill.dtype} and {other.dtype}"))
+    torch._check(other.dim() == 2 and other.shape[0] == ncols, lambda: (
+        f"sparsefill: spmm: the dense operand must be 2-D with {ncols} rows (the sparse "
+        f"operand's columns), got shape {list(other.shape)}"))
     return values.new_empty((crow_indices.shape[0] - 1, other.shape[1]))
 
 

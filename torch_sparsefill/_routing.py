@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import torch
 
-from . import (_args, _attention, _autocast, _concat, _creation, _einsum, _elementwise,
-               _factories, _indexing, _inplace, _layouts, _lowrank, _nn, _products, _reduce_mm,
-               _reductions, _shape, _softmax, _sparse_results, _tensor_methods)
+from . import (_args, _attention, _autocast, _compile, _concat, _creation, _einsum,
+               _elementwise, _factories, _indexing, _inplace, _layouts, _lowrank, _nn,
+               _products, _reduce_mm, _reductions, _shape, _softmax, _sparse_results,
+               _tensor_methods)
 from ._tensor import SparseFillTensor
 
 T = torch.Tensor
@@ -143,6 +144,7 @@ _FAMILIES = (
     ("_attention", _attention.ROUTES),
     ("_reduce_mm", _reduce_mm.ROUTES),
     ("_einsum", _einsum.ROUTES),
+    ("_compile", _compile.ROUTES),
 )
 TABLE = _assemble(
     ("the tensor's methods", _methods()),

@@ -86,6 +86,57 @@ class SparseFillTensor(torch.Tensor):
     def __init__(self, *args, **kwargs):  # all the work is done in __new__
         super().__init__()
 
+    # ---- the traceable wrapper-subclass protocol (RFC.md section 12.1) ------
+    # torch's tracers take a subclass apart into its inner tensors and
+    # rebuild it from them plus a context. Ours: the components, and layout,
+    # size, the coalesced facts and the blocksize; sf.exportable() uses it.
+    # Not under torch's names (__tensor_flatten__/__tensor_unflatten__):
+    # no tracer reaches them on torch 2.13 (sparse layouts are refused
+    # first), and they would switch nn.Module.to() & co. to swap_tensors,
+    # which cannot move a SparseFillTensor parameter's gradient. Renaming
+    # these two is the whole switch once torch lifts its checks.
+
+    _SF_COMPONENTS = ("_sf_indices", "_sf_crow", "_sf_col", "_sf_values", "_sf_fill")
+
+    def _flatten_components(self):
+        """The names of the component tensors this tensor holds, and the
+        rest of its structure as a context (torch's __tensor_flatten__).
+
+        Example::
+
+            >>> A = sf.sparse_coo_tensor([[0, 1]], [3., 4.], (4,), fill_value=5.)
+            >>> A._flatten_components()[0]
+            ['_sf_indices', '_sf_values', '_sf_fill']
+        """
+        names = [n for n in self._SF_COMPONENTS if getattr(self, n) is not None]
+        context = (self._sf_layout, self._sf_size, self._sf_coalesced,
+                   self._sf_coalesced_flag, self._sf_blocksize)
+        return names, context
+
+    @staticmethod
+    def _unflatten_components(inner_tensors, context, outer_size, outer_stride):
+        """The tensor `_flatten_components` took apart, from its (possibly
+        traced) components; the components are trusted as they were
+        (torch's __tensor_unflatten__).
+
+        Example::
+
+            >>> A = sf.sparse_coo_tensor([[0, 1]], [3., 4.], (4,), fill_value=5.)
+            >>> names, ctx = A._flatten_components()
+            >>> B = type(A)._unflatten_components({n: getattr(A, n) for n in names},
+            ...                                  ctx, A.shape, None)
+            >>> B.to_dense()
+            tensor([3., 4., 5., 5.])
+        """
+        layout, size, coalesced, coalesced_flag, blocksize = context
+        size = tuple(outer_size) if outer_size is not None else size
+        return SparseFillTensor(layout, size, inner_tensors["_sf_values"],
+                                inner_tensors["_sf_fill"],
+                                indices=inner_tensors.get("_sf_indices"),
+                                crow=inner_tensors.get("_sf_crow"),
+                                col=inner_tensors.get("_sf_col"), coalesced=coalesced,
+                                coalesced_flag=coalesced_flag, blocksize=blocksize)
+
     # ---- routing hooks (see _routing.py) -----------------------------------
 
     # Wired by the package (__init__.py) to _routing's functions.
