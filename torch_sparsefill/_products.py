@@ -22,6 +22,7 @@ import itertools
 import math
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from . import _args, _fill
 from ._factories import to_sparse
@@ -70,7 +71,10 @@ def _fill2d(A: SparseFillTensor, func) -> torch.Tensor:
     m, k = A.shape
     nse = A._sf_values.shape[0]
     # A fill element is unseen only when its whole slice is stored: ask only then.
-    if nse >= (m * k if f.numel() == 1 else k if f.shape[0] == m and m != 1 else m):
+    # Under a tracer nse is symbolic: comparing it would guard (export refuses
+    # a guard on nse), so a traced program keeps the fill as given (RFC.md 12.1).
+    if statically_known_true(nse >= (m * k if f.numel() == 1 else k if f.shape[0] == m and m != 1
+                              else m)):
         f = A._live_fill(zero=True)
     if f.numel() == 1 or (f.dim() == 2 and tuple(f.shape) in ((m, 1), (1, k))):
         return f
