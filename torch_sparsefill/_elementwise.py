@@ -123,7 +123,7 @@ def _unary(op: _Op, func, args, kwargs, reflected, inplace):
     if not args or not isinstance(args[0], SparseFillTensor):
         return NotImplemented
     extra, inplace_kw = _bind(op.spec, func, args[1:], kwargs)
-    if any(isinstance(x, torch.Tensor) for x in extra):
+    if extra and any(isinstance(x, torch.Tensor) for x in extra):
         return NotImplemented  # tensor options: a ternary op's form (clamp(x, t_min, t_max))
     a = args[0]._coalesced()
     values, fill = op.main(a._sf_values, a._live_fill(), *extra)
@@ -137,7 +137,7 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
     x, y = (args[1], args[0]) if reflected else (args[0], args[1])
     extra, inplace_kw = _bind(op.spec, func, args[2:], kwargs)
     inplace = inplace or inplace_kw
-    if any(isinstance(e, torch.Tensor) for e in extra):
+    if extra and any(isinstance(e, torch.Tensor) for e in extra):
         return NotImplemented  # e.g. lerp with a tensor weight: the ternary form
     sx, sy = isinstance(x, SparseFillTensor), isinstance(y, SparseFillTensor)
     if sx and sy:
@@ -384,15 +384,28 @@ def _route(func, routes, inplace: bool):
     that accepts the arguments computes."""
     tries = [(_KIND[op.kind], op, reflected) for op, reflected in routes]
 
+    def refuse(args, kwargs):
+        return NotImplementedError(
+            f"torch_sparsefill: {_args.name(func)} is not supported for arguments "
+            f"({', '.join(type(a).__name__ for a in args)})"
+            f"{' with keywords ' + str(sorted(kwargs)) if kwargs else ''} on SparseFillTensor yet")
+
+    if len(tries) == 1:  # most callables: no loop on the hot path
+        ((kind, op, reflected),) = tries
+
+        def route(*args, **kwargs):
+            out = kind(op, func, args, kwargs, reflected, inplace)
+            if out is NotImplemented:
+                raise refuse(args, kwargs)
+            return out
+        return route
+
     def route(*args, **kwargs):
         for kind, op, reflected in tries:
             out = kind(op, func, args, kwargs, reflected, inplace)
             if out is not NotImplemented:
                 return out
-        raise NotImplementedError(
-            f"torch_sparsefill: {_args.name(func)} is not supported for arguments "
-            f"({', '.join(type(a).__name__ for a in args)})"
-            f"{' with keywords ' + str(sorted(kwargs)) if kwargs else ''} on SparseFillTensor yet")
+        raise refuse(args, kwargs)
     return route
 
 

@@ -104,14 +104,19 @@ def narrow(input, dim, start, length):
 
 
 def _select(a: SparseFillTensor, d: int, i: int):
-    n = a.shape[d]
+    n = a._sf_size[d]  # (a.shape would be a trip through __torch_function__)
     if not -n <= i < n:
         raise IndexError(f"select(): index {i} out of range for tensor of size "
-                         f"{tuple(a.shape)} at dimension {d}")
+                         f"{tuple(a._sf_size)} at dimension {d}")
     i %= n
     s = a.sparse_dim()
-    if a.layout == torch.sparse_csr and d == 0:
-        lo, hi = int(a._sf_crow[i]), int(a._sf_crow[i + 1])
+    if a._sf_layout == torch.sparse_csr and d == 0:
+        lo, hi = a._sf_crow[i: i + 2].tolist()  # one read of the row's bounds
+        if not a._has_per_slice_fill():
+            # One row, one fill: straight to the result (copies, never views,
+            # of values and fill: see _parts.own).
+            return build(torch.sparse_coo, a._sf_size[1:], a._sf_values[lo:hi].clone(),
+                         a._sf_fill.clone(), indices=a._sf_col[lo:hi].unsqueeze(0))
         indices = a._sf_col[lo:hi].unsqueeze(0)
         values, F = a._sf_values[lo:hi], full_fill(a)
     else:
@@ -329,8 +334,8 @@ def getitem(input, index):
         raise NotImplementedError("indexing a SparseFillTensor with more than one index tensor "
                                   "is not supported; index one dim at a time")
     consuming = [x for x in items if x is not None and x is not Ellipsis]
-    if len(consuming) > a.dim():
-        raise IndexError(f"too many indices for tensor of dimension {a.dim()}")
+    if len(consuming) > len(a._sf_size):
+        raise IndexError(f"too many indices for tensor of dimension {len(a._sf_size)}")
     if tensors:
         # torch moves the index tensor's dim to the front when the advanced
         # indices (ints and the tensor) are not adjacent; indexing one dim at

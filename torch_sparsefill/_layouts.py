@@ -40,13 +40,16 @@ def _extra(x) -> bool:
 
 
 def _first_extra(args, kwargs):
-    for a in list(args) + list(kwargs.values()):
-        if _extra(a):
-            return a
-        if isinstance(a, (list, tuple)):
-            for b in a:
-                if _extra(b):
-                    return b
+    # Runs on every routed call: no list built, the plain case tested first.
+    for group in (args, kwargs.values()) if kwargs else (args,):
+        for a in group:
+            if type(a) is SparseFillTensor:
+                if a._sf_layout in EXTRA:
+                    return a
+            elif isinstance(a, (list, tuple)):
+                for b in a:
+                    if _extra(b):
+                        return b
     return None
 
 

@@ -46,7 +46,7 @@ class Slices:
     n: slice length; kept_dims / kept_sizes: the sparse dims that remain.
     """
 
-    def __init__(self, A: SparseFillTensor, R: list, compact: bool):
+    def __init__(self, A: SparseFillTensor, R: list, compact: bool, plan: bool = True):
         sd = A.sparse_dim()
         size = A._sf_size
         self.R = R
@@ -55,6 +55,8 @@ class Slices:
         self.kept_sizes = [size[d] for d in self.kept_dims]
         self.n = math.prod(size[d] for d in R)
         self.nslices = math.prod(self.kept_sizes)
+        if not plan:  # the shape facts only (_sum_by_scatter groups nothing)
+            return
         if A.layout == torch.sparse_csr and R == [1] and not compact:
             self.seg_ptr, self.perm, self.kept = A._sf_crow, None, None
         else:
@@ -169,6 +171,10 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
             A._has_per_slice_fill() else f.reshape(final_dense)
         return A._with(values, f)
 
+    if getattr(core, "finish", None) is not None and not varying:
+        out = _sum_by_scatter(A, R, keepdim, core)
+        if out is not None:
+            return out
     compact = not A._has_per_slice_fill() and math.prod(size[d] for d in range(sd) if d not in R) \
         > 2 * A._nnz() + 64
     S = Slices(A, R, compact)
@@ -264,6 +270,53 @@ def _nonfinite_linear(A: SparseFillTensor, dims, keepdim, core, what):
     return out + term.to(out.dtype)
 
 
+def _sum_by_scatter(A: SparseFillTensor, R: list, keepdim: bool, core):
+    """sum or mean over the sparse dims R, some kept, of a CPU tensor with no
+    dense part and one fill: a counting pass (how many stored elements each
+    slice holds) and a scatter-add of the values into their slices, in
+    stored order -- no slice plan, no reordering of the stored elements.
+    ATen's CPU index_add adds serially in index order, so the result is the
+    same for any number of threads; floats accumulate in double, as
+    seg_reduce does. Differentiable (index_add, where) to any order. None
+    when another path serves better: kept dims leading (the stored order is
+    the slices' order: segments need no reordering), slices outnumbering the
+    stored elements (a compact plan), a dense part, a per-slice fill,
+    another device."""
+    sd = A.sparse_dim()
+    values, fill = A._sf_values, A._sf_fill
+    size = A._sf_size
+    kept = [d for d in range(sd) if d not in R]
+    if (values.dim() != 1 or fill.dim() != 0 or not kept or values.device.type != "cpu"
+            or kept == list(range(len(kept)))):
+        return None  # (kept dims leading: the stored order is slice order already)
+    kept_sizes = [size[d] for d in kept]
+    nslices = math.prod(kept_sizes)
+    if nslices > 2 * values.shape[0] + 64:
+        return None
+    if A.layout == torch.sparse_csr:  # R == [0]: the slices are the columns
+        lin = A._sf_col
+    else:
+        indices = A._coo_indices()
+        lin, stride = indices[kept[-1]], kept_sizes[-1]
+        for d in reversed(kept[:-1]):
+            lin = lin + indices[d] * stride
+            stride *= size[d]
+    n = math.prod(size[d] for d in R)
+    acc = torch.float64 if values.dtype.is_floating_point else values.dtype
+    counts = torch.bincount(lin, minlength=nslices)
+    total = torch.zeros(nslices, dtype=acc).index_add(0, lin, values.to(acc))
+    # The fill counted once per unspecified element, not at all in a slice
+    # stored in full (an infinite fill there would give inf * 0).
+    unspecified = n - counts
+    total = total + torch.where(unspecified > 0, unspecified.to(acc) * fill.to(acc), 0)
+    out = core.finish(total.to(values.dtype), n)
+    empty_ptr = torch.zeros(2, dtype=torch.int64)
+    rfill = core(values[:0], fill.reshape(1), empty_ptr, n, []).reshape(())
+    sel = torch.nonzero(counts > 0).view(-1)
+    S = Slices(A, R, False, plan=False)
+    return S.result(A.layout, sel, out.index_select(0, sel), rfill, (), keepdim)
+
+
 # ---- cores: one per reduction ----------------------------------------------------
 
 def _dense_then(seg_fn, dense_fn):
@@ -292,6 +345,7 @@ def sum_core():
     def scale(frows, n, D):  # the slice-wide fill total, already summed over R
         return frows.sum([d + 1 for d in D], keepdim=True) if D else frows
     core.scale = scale
+    core.finish = lambda total, n: total  # _sum_by_scatter's slice totals, as they are
     return core
 
 
@@ -306,6 +360,7 @@ def mean_core(dense_numel_reduced):
     def scale(frows, n, D):
         return base.scale(frows, n, D) / (n * dense_numel_reduced)
     core.scale = scale
+    core.finish = lambda total, n: total / (n * dense_numel_reduced)
     return core
 
 

@@ -34,13 +34,18 @@ def sum_(input, dim=None, keepdim=False, *, dtype=None):
     """
     _args.sparse(input, "sum()")
     A = input
-    if dtype is None and not (A.dtype.is_floating_point or A.dtype.is_complex):
+    # The components' dtype and the stored size: A.dtype and A.dim() would
+    # each take a trip through __torch_function__.
+    own = A._sf_values.dtype
+    if dtype is None and not (own.is_floating_point or own.is_complex):
         dtype = torch.int64  # torch sums bool and integers as int64
     A = _cast(A, dtype)
-    if A.dtype.is_complex:
+    own = A._sf_values.dtype
+    if own.is_complex:
         raise NotImplementedError("torch_sparsefill: sum of complex tensors is not supported yet")
-    dims = _args.dims(dim, A.dim(), "sum()")
-    if len(dims) == A.dim() and A.dtype.is_floating_point and not A._has_per_slice_fill():
+    ndim = len(A._sf_size)
+    dims = _args.dims(dim, ndim, "sum()")
+    if len(dims) == ndim and own.is_floating_point and not A._has_per_slice_fill():
         return _sum_all(A, keepdim)
     return reduce(A, dims, keepdim, sum_core(), "sum", linear=True)
 
@@ -64,14 +69,16 @@ def _sum_all(A, keepdim: bool) -> torch.Tensor:
     times the number of unspecified elements each fill element stands for
     (the term is left out when there are none, so an infinite or NaN fill
     that covers nothing does not leak in). One pass over the values, at ATen's speed;
-    differentiable with respect to values and fill."""
-    A = A._for_reduction()
+    differentiable with respect to values and fill. The fill is in the
+    dense-part form here, so it covers no element exactly when count is 0:
+    _for_reduction's zeroing is the skipped term."""
+    A = A._coalesced()
     total = A._sf_values.sum()
     count = _fill.unspecified_per_dense_part_element(A._sf_fill, A._sf_size, A.sparse_dim(),
-                                                     A._nnz())
+                                                     A._sf_values.shape[0])
     if count > 0:
         total = total + A._sf_fill.sum() * count
-    return total.reshape((1,) * A.dim()) if keepdim else total
+    return total.reshape((1,) * len(A._sf_size)) if keepdim else total
 
 
 def mean_(input, dim=None, keepdim=False, *, dtype=None):

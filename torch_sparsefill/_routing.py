@@ -107,10 +107,14 @@ def _is_nonzero(self):
     return torch.is_nonzero(self.to_dense())
 
 
+# torch's own answer with subclass routing off, in C: a metadata query
+# (A.dim(), A.shape, ...) costs no Python frame of ours beyond the lookup.
+_disabled_impl = torch._C._disabled_torch_function_impl
+
+
 def _passthrough(func):
     def answer(*args, **kwargs):
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **kwargs)
+        return _disabled_impl(func, (), args, kwargs)
     return answer
 
 
@@ -154,6 +158,9 @@ TABLE = _assemble(
     *_FAMILIES)
 # The families' callables: those whose CSC/BSR/BSC operands _layouts converts.
 _FAMILY_FUNCS = frozenset(func for _, routes in _FAMILIES for func in routes)
+# Answered before any other check (no out=, layout or autocast rule applies
+# to a metadata query).
+_METADATA = frozenset(_PASSTHROUGH)
 
 
 # Callables that read a tensor's elements out as plain data: what to call instead.
@@ -165,7 +172,12 @@ _AS_DATA = {T.tolist: "A.to_dense().tolist()", T.numpy: "A.to_dense().numpy()",
 
 def torch_function(func, types, args, kwargs):
     """SparseFillTensor.__torch_function__: the routed handler, or a refusal
-    that says what is unsupported and what to call instead."""
+    that says what is unsupported and what to call instead.
+
+    The hot path: one set and one dict lookup, then the
+    handler; every other rule is a cheap test that fails fast."""
+    if func in _METADATA:
+        return _disabled_impl(func, types, args, kwargs)
     handler = TABLE.get(func)
     if handler is not None:
         if kwargs and isinstance(kwargs.get("out"), SparseFillTensor):

@@ -63,11 +63,12 @@ class SparseFillTensor(torch.Tensor):
                 coalesced=False, coalesced_flag=None, blocksize=None):
         # Trusted: only `build` calls this, after the factories (_factories.py)
         # validated user input or an op produced the components.
+        size = tuple(size)
         self = torch.Tensor._make_wrapper_subclass(
-            cls, tuple(size), dtype=values.dtype, device=values.device, layout=layout,
+            cls, size, dtype=values.dtype, device=values.device, layout=layout,
             requires_grad=False, dispatch_layout=True)
         self._sf_layout = layout
-        self._sf_size = tuple(size)
+        self._sf_size = size
         self._sf_indices = indices
         self._sf_crow = crow
         self._sf_col = col
@@ -157,9 +158,12 @@ class SparseFillTensor(torch.Tensor):
         """A tensor with this one's pattern and new values and fill; its dense
         part is that of `values`. An op's result: is_coalesced() reports
         whether the indices are sorted and unique (RFC.md 1.4)."""
-        lead = self._batch_dim() + 1 + (2 if self._sf_blocksize else 0)
-        size = (self._sf_size[: len(self._sf_size) - self.dense_dim()]
-                + tuple(values.shape[lead:]))
+        if values.dim() == self._sf_values.dim() == 1:  # no dense part: the size stays
+            size = self._sf_size
+        else:
+            lead = self._batch_dim() + 1 + (2 if self._sf_blocksize else 0)
+            size = (self._sf_size[: len(self._sf_size) - self.dense_dim()]
+                    + tuple(values.shape[lead:]))
         return build(self._sf_layout, size, values, fill, indices=self._sf_indices,
                      crow=self._sf_crow, col=self._sf_col, coalesced=self._sf_coalesced,
                      blocksize=self._sf_blocksize)
@@ -813,7 +817,8 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
         indices, coalesced = torch.stack([_ops.rows_from_crow(crow), col]), True
         crow = col = None
     dense_dim = values.dim() - (3 if blocksize else 1) - _batched.batch_dim(layout, crow)
-    fill = _fill.canonical(fill, len(size) - dense_dim, dense_dim)
+    if fill.dim() > dense_dim:  # only a per-slice fill may change form (skip the call)
+        fill = _fill.canonical(fill, len(size) - dense_dim, dense_dim)
     # __new__ alone: calling the class would also run __init__ (a microsecond
     # per result, for nothing).
     return SparseFillTensor.__new__(SparseFillTensor, layout, size, values, fill, indices=indices,

@@ -41,10 +41,15 @@ std::tuple<Tensor, Tensor, Tensor> slice_plan(const Tensor& indices_in, at::IntA
   // Linear index of each element's slice: with one kept dim (rows or columns
   // of a matrix) that is its index row itself, read in place; the sort or
   // the crow builder below range-checks it.
-  Tensor lin = at::zeros({nse}, opts);
+  // (No zero-filled buffer first: for one kept dim it would be a write of
+  // nse int64 thrown away.)
+  Tensor lin;
   if (k.dims.size() == 1) {
     lin = indices.select(0, k.dims[0]).contiguous();
-  } else if (nse > 0) {
+  } else {
+    lin = at::empty({nse}, opts);
+  }
+  if (k.dims.size() > 1 && nse > 0) {
     Tensor kept_idx = indices.index_select(0, at::tensor(k.dims, opts)).contiguous();
     check_status(sf_coo_linearize(lin.data_ptr<int64_t>(), kept_idx.data_ptr<int64_t>(),
                                   (int64_t)k.dims.size(), nse, k.sizes.data()),
