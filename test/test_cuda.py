@@ -22,12 +22,13 @@ pytestmark = pytest.mark.cpu_only("chooses CPU and CUDA explicitly")
 ops = torch.ops.sparsefill
 
 STRUCTURAL = ["coo_check", "csr_check", "coo_linearize", "coo_delinearize", "coalesce_plan",
-              "rows_from_crow", "crow_from_rows", "union_plan", "gather_with_fill"]
+              "rows_from_crow", "crow_from_rows", "union_plan"]
 # Matrix products (aten_ext/ops/products.h; CUDA kernels in ops/cuda/products.cpp).
 PRODUCT_OPS = ["spmm", "csr_transpose", "sddmm", "spgemm"]
 # Softmax and reductions (aten_ext/ops/reductions.h; CUDA kernels in ops/cuda/reductions.cpp).
 REDUCTIONS = ["slice_plan", "seg_reduce", "seg_max", "seg_softmax", "seg_softmax_backward"]
-# Element-wise ops that merge patterns: their kernel is registered per device.
+# Element-wise ops that merge patterns: composite over union_plan and ATen
+# (RFC.md 12.2), as is gather_with_fill; no per-device kernel.
 UNION_OPS = [n for n, spec in _generated_ops.OPS.items() if spec["kind"] in ("binary", "ternary")]
 
 def has_cuda_kernel(op):
@@ -36,7 +37,7 @@ def has_cuda_kernel(op):
 
 def test_cuda_kernels_registered():
     registered = {op: has_cuda_kernel(op)
-                  for op in STRUCTURAL + UNION_OPS + PRODUCT_OPS + REDUCTIONS}
+                  for op in STRUCTURAL + PRODUCT_OPS + REDUCTIONS}
     if torch.version.cuda is None:
         # A CPU-only torch builds no CUDA parts: the extension imports and
         # claims no CUDA kernel.
@@ -45,9 +46,9 @@ def test_cuda_kernels_registered():
         assert all(registered.values()), [op for op, r in registered.items() if not r]
     else:  # torch with CUDA, built either way: never half the ops
         assert len(set(registered.values())) == 1, registered
-    # Value-only element-wise ops are device-agnostic (CompositeExplicitAutograd),
-    # never a per-device kernel.
-    assert not has_cuda_kernel("exp")
+    # Element-wise ops are device-agnostic (CompositeImplicitAutograd), never
+    # a per-device kernel.
+    assert not any(has_cuda_kernel(op) for op in ["exp", "gather_with_fill"] + UNION_OPS)
 
 
 

@@ -214,13 +214,15 @@ PROGRAMS = {
     "union-mul": (lambda v, f, w: (_coo(v, f) * sf.sparse_coo_tensor(
         [[0, 2], [1, 2]], w[:2], (3, 4), fill_value=f)).to_dense(), (_V, _FILL, _V.flip(0)), None),
     "to_dense": (lambda v, f: _coo(v, f).to_dense() ** 2, (_V, _FILL), None),
+    "gather_with_fill": (lambda v, f: torch.ops.sparsefill.gather_with_fill(
+        v, f, torch.tensor([2, -1, 0, -1, 3])) ** 2, (_V, _FILL), None),
 }
 
 # Composite ops decompose before a dispatch mode sees them: the program that
 # calls each.
 COMPOSITE_CALLERS = {"dense_spmm": "dense_spmm", "coo_coalesce": "coalesce",
                      "eliminate_fill": "eliminate_fill", "sparse_mm_dense": "sparse_mm_sparse",
-                     "to_dense": "to_dense"}
+                     "to_dense": "to_dense", "gather_with_fill": "gather_with_fill"}
 
 
 class _Recorder(TorchDispatchMode):

@@ -1947,6 +1947,50 @@ def test_fmin_opcheck():
     T.opcheck_op(SPEC_FMIN)
 
 
+SPEC_CLAMP_MIN = T.OpSpec('clamp_min', torch.clamp_min, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
+
+
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
+def test_clamp_min_dense_equivalence(case, layout):
+    T.check_op(SPEC_CLAMP_MIN, case, layout)
+
+
+@pytest.mark.parametrize("func", [torch.clamp_min, torch.Tensor.clamp_min])
+def test_clamp_min_routes(func):
+    T.check_route(SPEC_CLAMP_MIN, func)
+
+
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
+def test_clamp_min_gradients(layout):
+    T.check_gradients(SPEC_CLAMP_MIN, layout)
+
+
+def test_clamp_min_opcheck():
+    T.opcheck_op(SPEC_CLAMP_MIN)
+
+
+SPEC_CLAMP_MAX = T.OpSpec('clamp_max', torch.clamp_max, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(), reflected=(), differentiable=True, smooth=False, number=True)
+
+
+@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
+def test_clamp_max_dense_equivalence(case, layout):
+    T.check_op(SPEC_CLAMP_MAX, case, layout)
+
+
+@pytest.mark.parametrize("func", [torch.clamp_max, torch.Tensor.clamp_max])
+def test_clamp_max_routes(func):
+    T.check_route(SPEC_CLAMP_MAX, func)
+
+
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
+def test_clamp_max_gradients(layout):
+    T.check_gradients(SPEC_CLAMP_MAX, layout)
+
+
+def test_clamp_max_opcheck():
+    T.opcheck_op(SPEC_CLAMP_MAX)
+
+
 SPEC_LERP = T.OpSpec('lerp', torch.lerp, kind='binary', domain='real', dtypes='float', scalars=[2.5, -3, 0], test_args=(0.3,), reflected=(), differentiable=True, smooth=False, number=False)
 
 

@@ -82,6 +82,7 @@ def _composite_samples():
     dup = torch.tensor([[0, 0, 2, 1], [1, 1, 0, 3]])
     return {
         "to_dense": (idx, v, f, [3, 4]),
+        "gather_with_fill": (v, f, torch.tensor([2, -1, 0, -1, 3])),
         "coo_coalesce": (dup, v, [3, 4]),
         "eliminate_fill": (idx, v, f),
         "dense_spmm": (x, crow, col, v, f, 4),

@@ -240,12 +240,14 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
     ref = next((given[n] for n in names if isinstance(given.get(n), SparseFillTensor)), None)
     if ref is None:
         return NotImplemented
-    if op.name == "clamp_tensor" and "max" not in given and "input" in given and \
-            "min" in given and _floating(given.values()):
-        # clamp(x, min) = -clamp(-x, max=-min): the stand-in +inf for the
-        # missing max would take min's gradient where min is +inf (torch's
-        # rule with no max: the gradient goes to min wherever x < min).
-        return -_ternary(op, func, (-given["input"], None, -given["min"]), {}, reflected, inplace)
+    if op.name == "clamp_tensor" and "input" in given and len(given) == 2:
+        # One bound: torch's derivatives of clamp(x, min) are clamp_min's, not
+        # those of clamp(x, min, +inf) (which differ where min is +inf, and
+        # in forward mode where x is NaN).
+        bound = "min" if "min" in given else "max"
+        name = f"clamp_{bound}"  # and its callable, which _binary's fallbacks call
+        return _binary(_named_op(name), getattr(torch, name), (given["input"], given[bound]),
+                       {}, False, False)
     for name in names:
         if bound.get(name) is None:
             if name not in spec["missing"]:
@@ -319,6 +321,12 @@ def _check_pow_number(a: SparseFillTensor, exponent) -> None:
     tensor of a's dtype (it raises exactly as for the dense tensor)."""
     if not (a.dtype.is_floating_point or a.dtype.is_complex):
         torch.pow(torch.empty(0, dtype=a.dtype), exponent)
+
+
+@functools.cache
+def _named_op(name: str) -> _Op:
+    """The generated op `name`, for routes that pick another op than their own."""
+    return _Op(name, _generated_ops.OPS[name])
 
 
 def _size_mismatch(func, a, b) -> Exception:

@@ -2,30 +2,10 @@
 depends on the data, and those registered only for the CPU and CUDA keys
 (the products). torch.compile and torch.library.opcheck trace through these.
 
-A binary element-wise op's result has as many stored elements as the union of
-its operands' patterns: an unbacked size. Its dtype and fill come from the
-op's own same-pattern variant run on empty values.
+The element-wise ops need none: they are CompositeImplicitAutograd and
+decompose into ATen ops and union_plan (whose result size is unbacked).
 """
 import torch
-
-from . import _generated_ops
-
-
-def _binary_fake(name):
-    same = getattr(torch.ops.sparsefill, name + "_same")
-
-    def fake(indices_a, values_a, fill_a, indices_b, values_b, fill_b, size, *extra):
-        nse = torch.library.get_ctx().new_dynamic_size()
-        empty_values, fill = same(values_a[:0], fill_a, values_b[:0], fill_b, *extra)
-        values = empty_values.new_empty((nse,) + tuple(values_a.shape[1:]))
-        return values, fill, indices_a.new_empty((indices_a.shape[0], nse))
-
-    return fake
-
-
-for _name, _spec in _generated_ops.OPS.items():
-    if _spec["kind"] == "binary":
-        torch.library.register_fake(f"sparsefill::{_name}")(_binary_fake(_name))
 
 
 # ---- structural ops ------------------------------------------------------------
@@ -68,31 +48,6 @@ def _crow_from_rows_fake(rows, nrows):
 @torch.library.register_fake("sparsefill::csr_check")
 def _csr_check_fake(crow_indices, col_indices, size):
     return None
-
-
-@torch.library.register_fake("sparsefill::gather_with_fill")
-def _gather_with_fill_fake(values, fill, src):
-    return values.new_empty((src.shape[0],) + tuple(values.shape[1:]))
-
-
-def _ternary_fake(name):
-    def fake(ia, va, fa, ib, vb, fb, ic, vc, fc, size):
-        nse = _dynamic()
-        # The result promotes the non-condition operands (where's first is a bool mask).
-        dtypes = [v.dtype for v in (va, vb, vc) if v.dtype != torch.bool] or [torch.bool]
-        dtype = dtypes[0]
-        for d in dtypes[1:]:
-            dtype = torch.promote_types(dtype, d)
-        fill_shape = torch.broadcast_shapes(fa.shape, fb.shape, fc.shape)
-        return (va.new_empty((nse,) + tuple(va.shape[1:]), dtype=dtype),
-                fa.new_empty(fill_shape, dtype=dtype), ia.new_empty((ia.shape[0], nse)))
-
-    return fake
-
-
-for _name, _spec in _generated_ops.OPS.items():
-    if _spec["kind"] == "ternary":
-        torch.library.register_fake(f"sparsefill::{_name}")(_ternary_fake(_name))
 
 
 # ---- matrix products ------------------------------------------------------------

@@ -1,22 +1,23 @@
 // ops/elementwise.h -- the element-wise ops: the fixed parts that every op
 // shares, and one kernel body per kind of op, templated on the op's traits.
 // tools/codegen writes the traits (generated/elementwise_ops.h: per op its
-// name, its formula f and its derivatives d_<input>, from
-// tools/codegen/elementwise.yaml) and the schemas (library.cpp reads them);
-// the per-key files register each op's instance of these bodies.
+// name and its formula f, from tools/codegen/elementwise.yaml) and the
+// schemas (library.cpp reads them); composite/elementwise.cpp registers each
+// op's instance of these bodies at CompositeImplicitAutograd: every kernel is
+// ATen ops on the components, so gradients (any order, forward mode) and
+// vmap are ATen's and no backward of ours exists (RFC.md 12.2).
 //
-//   unary / scalar / dense:  values -> f(values), fill -> f(fill); same pattern
-//                            (CompositeExplicitAutograd: one kernel for every device).
+//   unary / scalar / dense:  values -> f(values), fill -> f(fill); same pattern.
 //   binary:  NAME   the union of both patterns; where one operand stores no
 //                   element its fill stands in (RFC.md); result fill =
-//                   f(fill_a, fill_b). Kernel at CPU and CUDA (it reaches
-//                   union_plan and gather_with_fill through the dispatcher).
+//                   f(fill_a, fill_b). The plan (union_plan, through the
+//                   dispatcher: CPU and CUDA kernels) is index data; the
+//                   gathers and f are ATen ops.
 //            NAME_same    both operands on one pattern: values only, no merge.
 //            NAME_dense   a strided operand over the dense part; `reverse` puts it first.
 //            NAME_scalar  a number operand, as NAME_dense.
 //   ternary: NAME on the union of three patterns (the router turns numbers and
 //            dense-part tensors into operands that store nothing).
-// Backward bodies: autograd/elementwise.cpp.
 #pragma once
 
 #include <torch/library.h>
@@ -24,10 +25,12 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/full.h>
-#include <ATen/ops/nonzero.h>
-#include <ATen/ops/ones_like.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/where.h>
 
 #include <optional>
 #include <string>
@@ -58,23 +61,26 @@ inline void check_unary_args(const Tensor& values, const Tensor& fill) {
               " but values are on ", values.device());
 }
 
-// One operand's elements on the union pattern `indices`: its stored rows
-// where src >= 0, its fill elsewhere. A dense-part fill is one row (the
-// core's gather); a per-slice fill is read at each position (RFC.md 1.5).
+// One operand's elements on the union pattern `indices`: its stored row
+// where src >= 0, its fill's row elsewhere (a per-slice fill's at each
+// position, RFC.md 1.5). ATen's cat and index_select only, so the result is
+// differentiable in values and fill, to any order, in forward mode and
+// under vmap; the plan `src` is index data, computed without gradients.
 inline Tensor on_union(const Tensor& values, const Tensor& fill, const Tensor& src,
                        const Tensor& indices) {
-  if (!is_per_slice_fill(fill, values.dim() - 1)) return call::gather_with_fill(values, fill, src);
-  Tensor out = fill_rows_at(fill.to(values.scalar_type()), indices, values.sizes().slice(1))
-                   .contiguous();
-  Tensor stored = at::nonzero(src >= 0).view(-1);
-  return out.index_copy(0, stored, values.index_select(0, src.index_select(0, stored)));
+  auto dense = values.sizes().slice(1);
+  Tensor f = fill.to(values.scalar_type());
+  if (!is_per_slice_fill(fill, values.dim() - 1)) return rows_or_fill(values, f, src);
+  // Rows 0..nse-1 are the stored rows, row nse + k union position k's fill.
+  Tensor rows = at::cat({values, fill_rows_at(f, indices, dense)});
+  Tensor own = at::arange(values.size(0), values.size(0) + src.size(0), src.options());
+  return rows.index_select(0, at::where(src >= 0, src, own));
 }
 
 // Operands of a binary op, aligned on the union of their patterns.
 struct Aligned {
-  Tensor indices;       // the union pattern
-  Tensor a, b;          // values of each operand on that pattern
-  Tensor src_a, src_b;  // where each union element comes from (-1: the fill)
+  Tensor indices;  // the union pattern
+  Tensor a, b;     // values of each operand on that pattern
 };
 
 // Always merges: the same-pattern case has its own op (<name>_same), chosen
@@ -97,7 +103,7 @@ inline Aligned align_binary(const Tensor& indices_a, const Tensor& values_a, con
               values_b.sym_sizes().slice(1), " must both equal ", size.slice(sparse_dim));
   auto [indices, src_a, src_b] = call::union_plan(indices_a, indices_b, size.slice(0, sparse_dim));
   return {indices, on_union(values_a, fill_a, src_a, indices),
-          on_union(values_b, fill_b, src_b, indices), src_a, src_b};
+          on_union(values_b, fill_b, src_b, indices)};
 }
 
 // Three patterns on their union: the union's indices and, per operand, where
@@ -113,47 +119,12 @@ inline std::tuple<Tensor, Tensor, Tensor, Tensor> align_ternary(const Tensor& ia
   auto [iab, sa, sb] = call::union_plan(ia, ib, sparse_size);
   auto [indices, sab, sc] = call::union_plan(iab, ic, sparse_size);
   // Compose: union position -> position in (a u b) -> position in a (or b).
-  // A -1 put in front of src makes sab == -1 land on it, with no size checks
-  // (which a traced backward could not make).
+  // A -1 put in front of src makes sab == -1 land on it, with no size checks.
   auto through = [&](const Tensor& src) {
     return at::cat({at::full({1}, -1, src.options()), src}).index_select(0, sab + 1);
   };
   return {indices, through(sa), through(sb), sc};
 }
-
-// Gradient on the union pattern `g_union` of one operand, split back onto
-// that operand: its stored elements get their rows; rows where its fill stood
-// in add to the fill's gradient (the union-pattern term of RFC.md), a
-// per-slice fill's at each row's slot (`indices`: the union pattern).
-inline std::pair<Tensor, Tensor> split_union_grad(const Tensor& g_union, const Tensor& src,
-                                                  const Tensor& g_fill_from_fill,
-                                                  const Tensor& fill, const Tensor& indices) {
-  Tensor stored = at::nonzero(src >= 0).view(-1);
-  Tensor from_fill = at::nonzero(src < 0).view(-1);
-  Tensor g_values = g_union.index_select(0, stored);
-  Tensor g_subst = fill_rows_grad(g_union.index_select(0, from_fill), fill, indices, from_fill);
-  Tensor g_fill = grad_to(g_fill_from_fill, fill) + g_subst;
-  return {g_values, g_fill};
-}
-
-// Where clamp(self, min, max) passes self through (its gradient is 1 there);
-// YAML derivatives use it.
-inline Tensor clamp_mask(const Tensor& self, const std::optional<at::Scalar>& min,
-                         const std::optional<at::Scalar>& max) {
-  Tensor mask = at::ones_like(self, self.options().dtype(at::kBool));
-  if (min.has_value()) mask = mask & (self >= *min);
-  if (max.has_value()) mask = mask & (self <= *max);
-  return mask;
-}
-
-// The work of a union op, with what its backward reuses (the alignment).
-struct BinaryMerged {
-  Aligned al;
-  Tensor values, fill;
-};
-struct TernaryMerged {
-  Tensor indices, src[3], on_union[3], values, fill;
-};
 
 // ---- the op lists (generated/elementwise_ops.h fills them) -------------------
 
@@ -163,12 +134,6 @@ template <class... Ops> struct OpList {};
 template <class... Ops, class F>
 void for_each_op(OpList<Ops...>, F&& f) {
   (f(std::type_identity<Ops>()), ...);
-}
-
-// The op `name` + `suffix`, looked up once per instantiation.
-template <class Signature>
-c10::TypedOperatorHandle<Signature> variant_handle(const char* name, const char* suffix) {
-  return op_handle<Signature>(("sparsefill::" + std::string(name) + suffix).c_str());
 }
 
 // An op's extra arguments (those after its tensors), as a pack: the kind
@@ -190,10 +155,6 @@ struct Unary<Op, Pack<A...>> {
     check_unary_args(values, fill);
     return {Op::f(values, args...), Op::f(fill, args...)};
   }
-  static std::tuple<Tensor, Tensor> call(const Tensor& values, const Tensor& fill, A... args) {
-    static auto op = variant_handle<decltype(kernel)>(Op::name, "");
-    return op.call(values, fill, args...);
-  }
 };
 
 // ---- binary ----------------------------------------------------------------------
@@ -203,21 +164,12 @@ template <class Op, class... A>
 struct Binary<Op, Pack<A...>> {
   using Pair = std::tuple<Tensor, Tensor>;
 
-  // The union op's work; its kernel returns part of it, its backward reuses the rest.
-  static BinaryMerged merge(const Tensor& ia, const Tensor& va, const Tensor& fa,
-                            const Tensor& ib, const Tensor& vb, const Tensor& fb,
-                            at::IntArrayRef size, A... args) {
-    Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
-    Tensor values = Op::f(al.a, al.b, args...);
-    return {std::move(al), std::move(values), Op::f(fa, fb, args...)};
-  }
-
   static std::tuple<Tensor, Tensor, Tensor> union_kernel(const Tensor& ia, const Tensor& va,
                                                          const Tensor& fa, const Tensor& ib,
                                                          const Tensor& vb, const Tensor& fb,
                                                          at::IntArrayRef size, A... args) {
-    BinaryMerged r = merge(ia, va, fa, ib, vb, fb, size, args...);
-    return {r.values, r.fill, r.al.indices};
+    Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
+    return {Op::f(al.a, al.b, args...), Op::f(fa, fb, args...), al.indices};
   }
 
   static Pair same_kernel(const Tensor& va, const Tensor& fa, const Tensor& vb, const Tensor& fb,
@@ -239,28 +191,26 @@ struct Binary<Op, Pack<A...>> {
     return {Op::f(values, other, args...), Op::f(fill, other, args...)};
   }
 
-  // The number becomes a wrapped scalar tensor inside the kernel (so type
-  // promotion is torch's for a Python number) and never reaches the graph.
+  // `A op number`: the ATen overload that takes the number as a Scalar
+  // (Op::f_mixed) where there is one, as torch calls for a Python number:
+  // its type promotion and its derivatives (pow(x, 0.0)'s double backward is
+  // 0, the Tensor overload's nan at 0). Otherwise, and for `number op A`
+  // (some Scalar-first overloads have no derivative, e.g. remainder's), a
+  // 0-d tensor of the dtype torch computes `values op number` in
+  // (result_type), which then promotes as the Python number would; not a
+  // wrapped number, which traced and re-dispatched calls turn back into a
+  // Python number that the Tensor overloads refuse.
   static Pair scalar_kernel(const Tensor& values, const Tensor& fill, const at::Scalar& number,
                             bool reverse, A... args) {
-    return dense_kernel(values, fill, at::native::wrapped_scalar_tensor(number), reverse,
-                        args...);
-  }
-
-  static Pair same_call(const Tensor& va, const Tensor& fa, const Tensor& vb, const Tensor& fb,
-                        A... args) {
-    static auto op = variant_handle<decltype(same_kernel)>(Op::name, "_same");
-    return op.call(va, fa, vb, fb, args...);
-  }
-  static Pair dense_call(const Tensor& values, const Tensor& fill, const Tensor& other,
-                         bool reverse, A... args) {
-    static auto op = variant_handle<decltype(dense_kernel)>(Op::name, "_dense");
-    return op.call(values, fill, other, reverse, args...);
-  }
-  static Pair scalar_call(const Tensor& values, const Tensor& fill, const at::Scalar& number,
-                          bool reverse, A... args) {
-    static auto op = variant_handle<decltype(scalar_kernel)>(Op::name, "_scalar");
-    return op.call(values, fill, number, reverse, args...);
+    check_unary_args(values, fill);
+    if constexpr (requires { Op::f_mixed(values, number, args...); }) {
+      if (!reverse) {
+        return {Op::f_mixed(values, number, args...), Op::f_mixed(fill, number, args...)};
+      }
+    }
+    Tensor other =
+        at::scalar_tensor(number, values.options().dtype(at::result_type(values, number)));
+    return dense_kernel(values, fill, other, reverse, args...);
   }
 };
 
@@ -268,43 +218,16 @@ struct Binary<Op, Pack<A...>> {
 
 template <class Op>
 struct Ternary {
-  // The op's work; its kernel returns part of it, its backward reuses the rest.
-  static TernaryMerged merge(const Tensor& ia, const Tensor& va, const Tensor& fa,
-                             const Tensor& ib, const Tensor& vb, const Tensor& fb,
-                             const Tensor& ic, const Tensor& vc, const Tensor& fc,
-                             at::IntArrayRef size) {
-    auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
-    Tensor a = on_union(va, fa, sa, indices), b = on_union(vb, fb, sb, indices),
-           c = on_union(vc, fc, sc, indices);
-    Tensor values = Op::f(a, b, c);
-    return {indices, {sa, sb, sc}, {a, b, c}, std::move(values), Op::f(fa, fb, fc)};
-  }
-
   static std::tuple<Tensor, Tensor, Tensor> kernel(const Tensor& ia, const Tensor& va,
                                                    const Tensor& fa, const Tensor& ib,
                                                    const Tensor& vb, const Tensor& fb,
                                                    const Tensor& ic, const Tensor& vc,
                                                    const Tensor& fc, at::IntArrayRef size) {
-    TernaryMerged r = merge(ia, va, fa, ib, vb, fb, ic, vc, fc, size);
-    return {r.values, r.fill, r.indices};
+    auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
+    Tensor values = Op::f(on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
+                          on_union(vc, fc, sc, indices));
+    return {values, Op::f(fa, fb, fc), indices};
   }
 };
-
-// ---- registration ----------------------------------------------------------------
-
-// The kernels of the ops that merge patterns (the binary and ternary lists)
-// at a backend's key: one body, which reaches the structural ops through the
-// dispatcher, registered at each backend that has structural kernels.
-template <class BinaryList, class TernaryList>
-void impl_union_kernels(torch::Library& m, BinaryList binary, TernaryList ternary) {
-  for_each_op(binary, [&](auto op) {
-    using Op = typename decltype(op)::type;
-    m.impl(Op::name, &Binary<Op>::union_kernel);
-  });
-  for_each_op(ternary, [&](auto op) {
-    using Op = typename decltype(op)::type;
-    m.impl(Op::name, &Ternary<Op>::kernel);
-  });
-}
 
 }  // namespace sparsefill

@@ -18,7 +18,8 @@
 //                                              coalesced patterns; src_*: each union
 //                                              element's position in that operand, -1
 //                                              where it stores none
-//   gather_with_fill(values, fill, src)        rows values[src], the fill where src < 0
+//   gather_with_fill(values, fill, src)        rows values[src], the fill where src == -1
+//                                              (composite: cat + index_select)
 //   to_dense(indices, values, fill, size)      the strided tensor (composite)
 //   from_dense(self, fill, sparse_dim) -> (indices, values, fill)  positions whose dense
 //                                              part differs from the fill (NaN equals NaN)

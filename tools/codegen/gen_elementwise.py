@@ -2,7 +2,7 @@
 """Generate every element-wise artefact from tools/codegen/elementwise.yaml.
 
 Outputs (committed; never edit them by hand):
-  aten_ext/ops/generated/elementwise_ops.h      per op: name, formula, derivatives (traits)
+  aten_ext/ops/generated/elementwise_ops.h      per op: name, formula (traits)
   aten_ext/ops/generated/elementwise_schemas.h  the schemas (ops/library.cpp defines them)
   torch_sparsefill/_generated_ops.py       the routing table torch callable -> op
   test/test_elementwise_generated.py       one dense-equivalence/gradcheck/opcheck test per op
@@ -60,12 +60,11 @@ def load_spec() -> list[dict]:
         seen.add(name)
         if op["kind"] not in KINDS:
             raise SystemExit(f"elementwise.yaml: {name}: kind must be one of {KINDS}")
-        inputs = INPUTS[op["kind"]]
         op.setdefault("args", [])
-        op.setdefault("derivatives", {})
-        for key in op["derivatives"]:
-            if key not in inputs:
-                raise SystemExit(f"elementwise.yaml: {name}: no input named {key!r}")
+        if "derivatives" in op:
+            raise SystemExit(f"elementwise.yaml: {name}: derivatives are ATen's (the kernels "
+                             "compose ATen ops); say `differentiable: false` or nothing")
+        op.setdefault("differentiable", True)
         for arg in op["args"]:
             if arg["type"] not in ARG_TYPES:
                 raise SystemExit(f"elementwise.yaml: {name}: arg type {arg['type']!r} unknown")
@@ -105,10 +104,10 @@ def schema_default(arg) -> str:
 
 
 # ---------------------------------------------------------------- C++ -------
-# The C++ side is traits only: per op its name, its formula f and its
-# derivatives d_<input>, as static functions of a struct; the kernel and
-# autograd bodies per kind of op are templates in aten_ext/ops/elementwise.h
-# and aten_ext/ops/autograd/elementwise.cpp.
+# The C++ side is traits only: per op its name and its formula f, a static
+# function of a struct; the kernel bodies per kind of op are templates in
+# aten_ext/ops/elementwise.h. Gradients are ATen's: the kernels are
+# CompositeImplicitAutograd, so autograd sees the ATen ops that f calls.
 
 def extra_args(op) -> list[tuple[str, str]]:
     """(name, C++ parameter type) of the op's arguments after its tensors."""
@@ -130,35 +129,38 @@ def cpp_traits(op) -> str:
     inputs = INPUTS[kind]
     tensors = [(i, "const Tensor&") for i in inputs]
     extra = extra_args(op)
-    derivs = op["derivatives"]
-    # What the backward reads besides the gradients (it keeps only that).
-    reads_inputs = any(uses(e, i) for e in derivs.values() for i in inputs)
-    reads_result = any(uses(e, "result") for e in derivs.values())
     lines = [f"// {name} ({kind})",
              f"struct {camel(name)} {{",
              f'  static constexpr const char* name = "{name}";']
     if kind == "binary":
         lines.append(f"  static constexpr bool number = {str(op['number']).lower()};  "
                      f"// has {name}_scalar")
-    lines.append(f"  static constexpr bool reads_inputs = {str(reads_inputs).lower()}, "
-                 f"reads_result = {str(reads_result).lower()};")
     lines.append(cpp_function("f", tensors + extra, op["aten"]))
-    # Ternary formulas take their three operands only (ternary ops have no
-    # extra arguments and no result in their derivatives).
-    d_params = [("grad", "const Tensor&")] + tensors + (
-        [] if kind == "ternary" else [("result", "const Tensor&")] + extra)
-    for inp, expr in derivs.items():
-        lines.append(cpp_function(f"d_{inp}", d_params, expr))
+    if kind == "binary" and op["number"]:
+        lines.append(cpp_mixed_function(op["aten"], extra))
     lines.append("};")
     return "\n".join(lines)
+
+
+def cpp_mixed_function(expr: str, extra: list[tuple[str, str]]) -> str:
+    """`f_mixed(self, other, args)`, the formula with either operand an
+    at::Scalar: it exists (SFINAE) where ATen has that overload, and then the
+    _scalar kernel calls it, as torch does for a Python number (same
+    derivatives, e.g. pow(x, 0.0)'s; a wrapped number tensor would take the
+    Tensor overload's)."""
+    decls = "".join(f", {'' if uses(expr, n) else '[[maybe_unused]] '}{t} {n}" for n, t in extra)
+    return (f"  template <class S, class O>\n"
+            f"  static auto f_mixed(const S& self, const O& other{decls})\n"
+            f"      -> decltype({expr}) {{\n"
+            f"    return {expr};\n"
+            f"  }}")
 
 
 def aten_functions(ops) -> list[str]:
     """The at:: functions the formulas call: each has its own ATen/ops header."""
     found = set()
     for op in ops:
-        for expr in [op["aten"], *op["derivatives"].values()]:
-            found.update(re.findall(r"\bat::([a-z_0-9]+)\s*\(", expr))
+        found.update(re.findall(r"\bat::([a-z_0-9]+)\s*\(", op["aten"]))
     return sorted(found)
 
 
@@ -173,11 +175,10 @@ def gen_cpp_traits(ops) -> str:
     body = (nl + nl).join(cpp_traits(op) for op in ops)
     return f"""// {HEADER}
 //
-// The traits of every element-wise op: its name, its formula f (ATen on the
-// values and on the fill, so per-value math runs at ATen's vectorised speed)
-// and its derivatives d_<input>(grad, inputs..., result, args...). The
-// kernel and backward bodies, one per kind of op, are templates on these:
-// ops/elementwise.h and ops/autograd/elementwise.cpp.
+// The traits of every element-wise op: its name and its formula f (ATen on
+// the values and on the fill, so per-value math runs at ATen's vectorised
+// speed, and autograd, forward AD and vmap see ATen ops). The kernel bodies,
+// one per kind of op, are templates on these: ops/elementwise.h.
 #pragma once
 
 {includes}
@@ -191,8 +192,7 @@ namespace ops {{
 
 }}  // namespace ops
 
-// The ops of each kind, for the registrations (cpu/, cuda/, composite/,
-// autograd/elementwise.cpp).
+// The ops of each kind, for the registrations (composite/elementwise.cpp).
 {(nl + nl).join(lists)}
 
 }}  // namespace sparsefill
@@ -285,7 +285,7 @@ def gen_tests(ops) -> str:
         call = f"T.OpSpec({n!r}, {fns[0]}, kind={kind!r}, domain={op['domain']!r}, " \
                f"dtypes={op['dtypes']!r}, scalars={op['scalars']!r}, " \
                f"test_args={tuple(op['test_args'])!r}, reflected=({', '.join(op['reflected'])}{',' if op['reflected'] else ''}), " \
-               f"differentiable={bool(op['derivatives'])!r}, smooth={op['smooth']!r}, " \
+               f"differentiable={op['differentiable']!r}, smooth={op['smooth']!r}, " \
                f"number={op['number']!r})"
         out.append(f"""
 SPEC_{n.upper()} = {call}
@@ -316,7 +316,7 @@ def gen_rfc_table(ops) -> str:
     rows = ["| op | kind | f | gradient | torch callables |",
             "| --- | --- | --- | --- | --- |"]
     for op in ops:
-        grads = "; ".join(f"{k}: `{v}`" for k, v in op["derivatives"].items()) or "not differentiable"
+        grads = "ATen's" if op["differentiable"] else "not differentiable"
         fns = ", ".join(f"`{f}`" for f in op["torch"] + op["reflected"])
         rows.append(f"| `{op['name']}` | {op['kind']} | `{op['aten']}` | {grads} | {fns} |")
     return "\n".join(rows)

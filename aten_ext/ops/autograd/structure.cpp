@@ -1,5 +1,5 @@
-// ops/autograd/structure.cpp -- the backward formulas of the structural ops
-// that have one (ops/structure.h): gather_with_fill and from_dense. The
+// ops/autograd/structure.cpp -- the backward formula of the structural op
+// that has one (ops/structure.h): from_dense. The
 // forward calls the op below autograd, through the dispatcher, so these
 // serve every device.
 #include <torch/library.h>
@@ -19,32 +19,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// d out[k] / d values[src[k]] = 1; rows taken from the fill add to its gradient.
-class GatherWithFill : public torch::autograd::Function<GatherWithFill> {
- public:
-  static Tensor forward(AutogradContext* ctx, const Tensor& values, const Tensor& fill,
-                        const Tensor& src) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({values, fill, src});
-    return call::gather_with_fill(values, fill, src);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto saved = ctx->get_saved_variables();
-    const Tensor &values = saved[0], &fill = saved[1], &src = saved[2];
-    const Tensor& g = grads[0];
-    Tensor stored = at::nonzero(src >= 0).view(-1);
-    Tensor from_fill = at::nonzero(src < 0).view(-1);
-    Tensor g_values = at::zeros_like(values, g.options())
-                          .index_add(0, src.index_select(0, stored), g.index_select(0, stored));
-    Tensor g_fill = grad_to(g.index_select(0, from_fill).sum(0), fill);
-    return {g_values, g_fill, Tensor()};
-  }
-};
-
-Tensor gather_with_fill_autograd(const Tensor& values, const Tensor& fill, const Tensor& src) {
-  return GatherWithFill::apply(values, fill, src);
-}
 
 // Gradient to `self`: stored positions get their value's gradient; the fill's
 // gradient (the sum over unspecified elements) is shared equally among the
@@ -112,6 +86,5 @@ std::tuple<Tensor, Tensor, Tensor> from_dense_autograd(const Tensor& self, const
 }  // namespace sparsefill
 
 TORCH_LIBRARY_IMPL(sparsefill, Autograd, m) {
-  m.impl("gather_with_fill", &sparsefill::gather_with_fill_autograd);
   m.impl("from_dense", &sparsefill::from_dense_autograd);
 }

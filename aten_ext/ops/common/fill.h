@@ -1,10 +1,12 @@
 // ops/common/fill.h -- the per-slice fill rules (RFC.md 1.5), the C++ home of
 // them: which fills are per-slice, which slot of the fill covers a sparse
-// position, the fill's rows at given positions and their gradient.
+// position, the fill's rows at given positions and their gradient; and
+// stored rows or the fill's row, gathered by source position.
 #pragma once
 
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 
@@ -60,6 +62,16 @@ inline Tensor fill_rows_at(const Tensor& fill, const Tensor& indices,
   Tensor slot = fill_slot(fill, indices, &nslots);
   Tensor rows = fill.reshape(cat_sizes({nslots}, fill.sizes().slice(sd))).index_select(0, slot);
   return rows.expand(cat_sizes({n}, dense_shape));
+}
+
+// Rows values[src], the (dense-part) fill's row where src == -1: ATen's cat
+// and index_select, so differentiable in values and fill to any order, in
+// forward mode and under vmap. src's range is the caller's (union_plan's
+// output is in range; the op gather_with_fill checks its argument).
+inline Tensor rows_or_fill(const Tensor& values, const Tensor& fill, const Tensor& src) {
+  Tensor fill_row =
+      fill.to(values.scalar_type()).expand_symint(values.sym_sizes().slice(1)).unsqueeze(0);
+  return at::cat({fill_row, values}).index_select(0, src + 1);
 }
 
 // Gradient `g_rows` (n, *dense) of fill_rows_at(fill, indices, ...), summed

@@ -5,6 +5,7 @@
 // autograd/structure.cpp's).
 #include <torch/library.h>
 
+#include <ATen/ops/_assert_async.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/any.h>
 #include <ATen/ops/eq.h>
@@ -34,9 +35,27 @@ std::tuple<Tensor, Tensor> coo_coalesce(const Tensor& indices, const Tensor& val
   return {new_indices, new_values};
 }
 
+// Rows values[src], the fill's row where src == -1 (common/fill.h): ATen
+// ops, so differentiable in values and fill to any order, in forward mode
+// and under vmap (RFC.md 12.2). src's range is checked without a host sync
+// of ours (_assert_async: synchronous on the CPU, traceable).
+Tensor gather_with_fill(const Tensor& values, const Tensor& fill, const Tensor& src) {
+  TORCH_CHECK(values.dim() >= 1, "sparsefill: values must have a leading nse dimension");
+  TORCH_CHECK(src.dim() == 1 && src.scalar_type() == at::kLong, "sparsefill: src must be a "
+              "1-D int64 tensor, got dtype ", src.scalar_type(), " and shape ", src.sym_sizes());
+  TORCH_CHECK(src.device() == values.device() && fill.device() == values.device(),
+              "sparsefill: values, fill and src must be on one device, got ", values.device(),
+              ", ", fill.device(), " and ", src.device());
+  at::_assert_async(at::logical_and(src >= -1, src < c10::Scalar(values.sym_size(0))).all(),
+                    "sparsefill: gather_with_fill: src (positions into values) must lie in "
+                    "[-1, nse)");
+  return rows_or_fill(values, fill, src);
+}
+
 // Dense tensor of `size` holding `fill` everywhere and `values` at `indices`
 // (coalesced COO). Autograd from index_copy: each stored element's gradient
-// goes to its value, every other element's to the fill.
+// goes to its value, every other element's to the fill. Out of place (one
+// copy either way), so that vmap over values, or over a fill, batches it.
 Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor& fill,
                 at::IntArrayRef size) {
   const int64_t sparse_dim = indices.size(0);
@@ -47,11 +66,11 @@ Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor& fill,
   Tensor linear = call::coo_linearize(indices, sparse_size);
   int64_t rows = 1;
   for (auto s : sparse_size) rows *= s;
-  Tensor out = fill.to(values.scalar_type()).expand(size).clone(at::MemoryFormat::Contiguous);
-  if (values.size(0) > 0) {
-    out.view(cat_sizes({rows}, dense_shape)).index_copy_(0, linear, values);
-  }
-  return out;
+  Tensor background = fill.to(values.scalar_type()).expand(size);
+  if (values.size(0) == 0) return background.clone(at::MemoryFormat::Contiguous);
+  return background.reshape(cat_sizes({rows}, dense_shape))
+      .index_copy(0, linear, values)
+      .view(size);
 }
 
 // Stored elements that equal the fill (NaN equals NaN; a hybrid position
@@ -113,6 +132,7 @@ std::tuple<Tensor, Tensor, Tensor> from_dense_kernel(const Tensor& self, const T
 
 TORCH_LIBRARY_IMPL(sparsefill, CompositeImplicitAutograd, m) {
   m.impl("coo_coalesce", &sparsefill::coo_coalesce);
+  m.impl("gather_with_fill", &sparsefill::gather_with_fill);
   m.impl("to_dense", &sparsefill::to_dense);
   m.impl("eliminate_fill", &sparsefill::eliminate_fill);
 }

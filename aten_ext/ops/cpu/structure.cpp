@@ -123,24 +123,6 @@ std::tuple<Tensor, Tensor, Tensor> union_plan(const Tensor& indices_a, const Ten
   return {indices, src_a.narrow(0, 0, n), src_b.narrow(0, 0, n)};
 }
 
-// ---- gather_with_fill: rows of values, the fill where src < 0 -------------
-
-Tensor gather_with_fill_cpu(const Tensor& values_in, const Tensor& fill, const Tensor& src_in) {
-  TORCH_CHECK(values_in.dim() >= 1, "sparsefill: values must have a leading nse dimension");
-  Tensor src = index_arg(src_in, "src", 1);
-  auto dense_shape = values_in.sizes().slice(1);
-  Tensor values = values_in.contiguous();
-  Tensor fill_row = fill.to(values.scalar_type()).expand(dense_shape).contiguous();
-  auto out_shape = cat_sizes({src.numel()}, dense_shape);
-  Tensor out = at::empty(out_shape, values.options());
-  const size_t row_bytes = (size_t)fill_row.numel() * values.element_size();
-  check_status(sf_gather_rows_with_fill(out.data_ptr(), values.data_ptr(), values.size(0),
-                                        fill_row.data_ptr(), src.data_ptr<int64_t>(),
-                                        src.numel(), row_bytes),
-               "src (positions into values)");
-  return out;
-}
-
 }  // namespace
 }  // namespace sparsefill
 
@@ -153,5 +135,4 @@ TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("rows_from_crow", &sparsefill::rows_from_crow);
   m.impl("crow_from_rows", &sparsefill::crow_from_rows);
   m.impl("union_plan", &sparsefill::union_plan);
-  m.impl("gather_with_fill", &sparsefill::gather_with_fill_cpu);
 }

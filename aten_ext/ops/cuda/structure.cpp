@@ -197,30 +197,6 @@ std::tuple<Tensor, Tensor, Tensor> union_plan_cuda(const Tensor& indices_a_in,
   return {indices, src_a.narrow(0, 0, n), src_b.narrow(0, 0, n)};
 }
 
-Tensor gather_with_fill_cuda(const Tensor& values_in, const Tensor& fill, const Tensor& src_in) {
-  TORCH_CHECK(values_in.dim() >= 1, "sparsefill: values must have a leading nse dimension");
-  TORCH_CHECK(values_in.is_cuda(), "sparsefill: values must be on the GPU for the CUDA kernel, got ",
-              values_in.device());
-  Tensor src = index_arg(src_in, "src", 1, kCUDA);
-  same_device(values_in, "values", src, "src");
-  same_device(values_in, "values", fill, "fill");
-  c10::cuda::CUDAGuard guard(values_in.device());
-  auto dense_shape = values_in.sizes().slice(1);
-  Tensor values = values_in.contiguous();
-  Tensor fill_row = fill.to(values.scalar_type()).expand(dense_shape).contiguous();
-  Tensor out = at::empty(cat_sizes({src.numel()}, dense_shape), values.options());
-  const size_t row_bytes = (size_t)fill_row.numel() * values.element_size();
-  Reports reports(1, values.device());
-  check_call(sf_cuda_gather_rows_with_fill(reports.at(0), out.data_ptr(), values.data_ptr(),
-                                           values.size(0), fill_row.data_ptr(),
-                                           src.data_ptr<int64_t>(), src.numel(), row_bytes,
-                                           current_stream()),
-             "src (positions into values)");
-  const auto r = reports.read()[0];
-  check_status((sf_status)r.status, "src (positions into values)");
-  return out;
-}
-
 }  // namespace
 }  // namespace sparsefill
 
@@ -233,6 +209,5 @@ TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {
   m.impl("rows_from_crow", &sparsefill::rows_from_crow_cuda);
   m.impl("crow_from_rows", &sparsefill::crow_from_rows_cuda);
   m.impl("union_plan", &sparsefill::union_plan_cuda);
-  m.impl("gather_with_fill", &sparsefill::gather_with_fill_cuda);
 }
 
