@@ -44,7 +44,7 @@ def _first_extra(args, kwargs):
     for group in (args, kwargs.values()) if kwargs else (args,):
         for a in group:
             if type(a) is SparseFillTensor:
-                if a._sf_layout in EXTRA:
+                if _extra(a):  # CSC/BSR/BSC, or a batched CSR
                     return a
             elif isinstance(a, (list, tuple)):
                 for b in a:
