@@ -1050,20 +1050,9 @@ KNOWN = {
     "prod's double backward where an element is 0 gives NaN (dense: exact); the C++ "
     "autograd of seg_reduce (aten_ext/ops/autograd/reductions.cpp, issue 15's s15f)":
         lambda detail, text: "Hessian" in detail and "prod(" in text,
-    "relu, relu6 and clamp's derivative formulas multiply the gradient by a 0/1 mask "
-    "(grad * (result > 0)) where torch masks it (threshold_backward): a NaN gradient from a "
-    "later op (atan2 at an infinite operand) stays NaN where dense gives 0 (old seed 13991); "
-    "the element-wise generator's derivatives (tools/codegen/elementwise.yaml, s15f)":
-        lambda detail, text: "gradient" in detail and "nan" in detail and
-        re.search(r"\b(relu6?|clamp|clip|hardtanh)_?\(", text) is not None,
     "to_dense() of a SparseFillTensor with 0 elements leaves the graph (dense: an empty "
     "result that requires grad); the to_dense op's autograd (aten_ext/ops/autograd, s15f)":
         lambda detail, text: "cut from the graph (0 elements)" in detail,
-    "atan2's derivative at (0, 0) gives nan (grad * other / (self^2 + other^2) = 0/0) where "
-    "torch's atan2_backward gives 0, e.g. two zero fills (seeds 34864, 48628); the "
-    "element-wise generator's derivatives (tools/codegen/elementwise.yaml, s15f)":
-        lambda detail, text: ("gradient" in detail or "Hessian" in detail) and
-        "nan" in detail and re.search(r"a(rc)?tan2_?\(", text) is not None,
     "products with a huge finite fill (nan_to_num's 1.8e308 from an infinite fill) that covers "
     "elements: the fast path's correction (v - f) @ B + f * colsum(B) overflows to inf - inf "
     "where dense is finite (old seed 100411's live case); the products' path choice "
@@ -1071,9 +1060,6 @@ KNOWN = {
         lambda detail, text: detail.startswith("forward") and "nan_to_num(" in text and
         re.search(r"\b(mm|matmul|__matmul__|__rmatmul__|mv|addmm|bmm|baddbmm|linear|smm|hspmm|"
                   r"sspaddmm|_foreach_mm)\(", text) is not None,
-    "float_power's double backward at a zero base gives NaN (dense: 0): its derivative "
-    "lacks pow's stand-in for the masked branch (tools/codegen/elementwise.yaml, s15f)":
-        lambda detail, text: "Hessian" in detail and "float_power(" in text,
 }
 
 
