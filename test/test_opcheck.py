@@ -115,6 +115,11 @@ AOT_FAILS = {
     "eliminate_fill": "C++ composite calls numel() on a symbolic size",
     "sparse_mm_dense": "C++ composite calls numel() on a symbolic size",
 }
+# torch 2.14's AOT test traces seg_reduce's C++ backward with a symbolic nse,
+# which reads numel() (the CUDA CI pass runs 2.14); 2.13 keeps the recorded
+# sample's sizes concrete there and passes. Both go with the C++ Function.
+if torch.__version__ >= (2, 14):
+    AOT_FAILS["seg_reduce"] = "C++ autograd Function's backward calls numel() on a symbolic size"
 _NOT_AOT = ("test_schema", "test_autograd_registration", "test_faketensor")
 
 
