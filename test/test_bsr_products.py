@@ -197,3 +197,11 @@ def test_op_matches_its_definition():
     torch.library.opcheck(_ops.bsr_spmm.default,
                           (crow, col, values.requires_grad_(), fill.requires_grad_(),
                            X.requires_grad_(), ncols))
+
+
+def test_docstring_example():
+    import doctest
+
+    from torch_sparsefill import _bsr
+    result = doctest.testmod(_bsr, extraglobs={"sf": sf, "torch": torch, "_bsr": _bsr})
+    assert result.attempted >= 2 and result.failed == 0
