@@ -35,12 +35,12 @@ class _Ops(TorchDispatchMode):
 
 def _dense(rows, cols, blocksize, fill, seed, share=0.4, dtype=F64):
     """A dense matrix whose blocks are either random or all `fill`."""
-    g = torch.Generator().manual_seed(seed)
+    g = T.rng(seed)
     r, c = blocksize
     keep = (torch.rand(rows // r, cols // c, generator=g) < share)
     keep = keep.repeat_interleave(r, 0).repeat_interleave(c, 1)
     D = torch.randn(rows, cols, generator=g, dtype=dtype)
-    return torch.where(keep.to(D.device), D, torch.tensor(fill, dtype=dtype))
+    return torch.where(keep, D, torch.tensor(fill, dtype=dtype))
 
 
 def _block_tensor(D, layout, blocksize, fill):

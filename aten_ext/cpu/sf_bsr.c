@@ -9,9 +9,9 @@
  * The inner loops work on a tile of output rows by columns held in
  * registers: each element of B read feeds SF_BSR_ROWS multiply-adds, and
  * each output's sum over a block row's blocks is formed in a fixed order,
- * whatever the caller's split into block-row ranges (deterministic). Index data is checked before it is used.
+ * whatever the caller's split into block-row ranges (deterministic). Index
+ * data is checked before it is used.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "sf_internal.h"
