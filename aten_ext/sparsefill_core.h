@@ -272,6 +272,36 @@ sf_status sf_csr_transpose(int64_t *crow_t, int64_t *col_t, int64_t *perm, const
                            const int64_t *col, int64_t nrows, int64_t ncols, int64_t nse);
 
 
+/* ---- BSR products (sf_bsr.c) --------------------------------------------- */
+
+/* Fill-aware BSR SpMM, C = A @ B. A is (nbrows r) x (nbcols bc) in blocks of
+ * r x bc: crow [nbrows + 1] and col [nblocks] the block pattern (columns in
+ * [0, nbcols), any order within a block row), values [nblocks x r x bc]
+ * row-major, every element of a stored block specified; a scalar fill
+ * *fill (NULL: 0) everywhere else. B (nbcols bc x n, row stride ldb), C
+ * (nbrows r x n, row stride ldc):
+ *   C[I r + u, t] = f colsum[t] + sum_{p in block row I} sum_v
+ *                   (values[p, u, v] - f) B[col[p] bc + v, t]
+ * where the caller passes colsum = 1^T B (NULL: 0). Exact only where f and
+ * colsum are finite (otherwise inf - inf may arise where the dense product
+ * has none: the caller takes another route). Handles block rows
+ * [brow_begin, brow_end) only (the caller's threads split them); each
+ * output element is summed in one fixed order whatever the split. Errors:
+ * SF_ERR_NEGATIVE_SIZE; SF_ERR_INVALID_ARGUMENT for a bad range or ld*;
+ * SF_ERR_CROW_DECREASING for a block row span outside [0, nblocks] or
+ * decreasing; SF_ERR_INDEX_OUT_OF_RANGE for a block column outside
+ * [0, nbcols). */
+sf_status sf_bsr_spmm_f32(float *c, int64_t ldc, const int64_t *crow, const int64_t *col,
+                          const float *values, int64_t nbrows, int64_t nbcols, int64_t nblocks,
+                          int64_t r, int64_t bc, const float *b, int64_t ldb, int64_t n,
+                          const float *fill, const float *colsum, int64_t brow_begin,
+                          int64_t brow_end);
+sf_status sf_bsr_spmm_f64(double *c, int64_t ldc, const int64_t *crow, const int64_t *col,
+                          const double *values, int64_t nbrows, int64_t nbcols, int64_t nblocks,
+                          int64_t r, int64_t bc, const double *b, int64_t ldb, int64_t n,
+                          const double *fill, const double *colsum, int64_t brow_begin,
+                          int64_t brow_end);
+
 /* ---- softmax and reductions (sf_reduce.c) ------------------------------- */
 
 /* Segments for a reduction (RFC.md 6). A segment s is one slice: the stored

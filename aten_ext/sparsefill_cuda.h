@@ -392,6 +392,30 @@ sf_status sf_cuda_seg_softmax_backward_f32(float *grad_values, float *grad_fill,
                                            const int64_t *seg_ptr, int64_t nseg, int64_t nse,
                                            int64_t w, int64_t n, int log_softmax, void *stream);
 
+/* ---- BSR products (aten_ext/cuda/sf_cuda_bsr.cu) -------------------------
+ *
+ * C (nbrows r x n, row-major, ld n) = A @ B for the BSR operand of
+ * sf_bsr_spmm_f32/f64 (sparsefill_core.h): block pattern crow [nbrows + 1],
+ * col [nblocks], values [nblocks x r x bc], a scalar fill *fill (device
+ * pointer; NULL: 0) and colsum = 1^T B (device, n; NULL: 0) from the
+ * caller; B (nbcols bc x n) with row stride ldb >= n. One plain kernel, no
+ * cuSPARSE, no workspace; each output summed in one fixed order. Requires
+ * the block pattern accepted by sf_cuda_csr_operand_check (full = 1, with
+ * nrows = nbrows, ncols = nbcols, nse = nblocks); on other input it stays
+ * in bounds (bad spans and columns are skipped). Errors:
+ * SF_ERR_NEGATIVE_SIZE, SF_ERR_OVERFLOW (nbrows r n), SF_ERR_NULL_POINTER,
+ * SF_ERR_INVALID_ARGUMENT (ldb < n, or the launch failed). */
+sf_status sf_cuda_bsr_spmm_f32(float *c, const int64_t *crow, const int64_t *col,
+                               const float *values, int64_t nbrows, int64_t nbcols,
+                               int64_t nblocks, int64_t r, int64_t bc, const float *b,
+                               int64_t ldb, int64_t n, const float *fill, const float *colsum,
+                               void *stream);
+sf_status sf_cuda_bsr_spmm_f64(double *c, const int64_t *crow, const int64_t *col,
+                               const double *values, int64_t nbrows, int64_t nbcols,
+                               int64_t nblocks, int64_t r, int64_t bc, const double *b,
+                               int64_t ldb, int64_t n, const double *fill, const double *colsum,
+                               void *stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -50,6 +50,11 @@ GOALS = [
     ("sum dim 0", "scipy", 1.0),
     ("sum dim 1", "pydata", 0.5),
     ("add union pattern", "torch COO + COO", 0.3),
+    ("BSR @ dense", "torch BSR @ dense, fill 0", 1.1),
+    ("dense @ BSR", "torch (BSR^T @ dense^T)^T", 1.1),
+    ("-> BSR", "torch", 1.2),
+    ("BSR -> dense", "torch BSR to_dense", 1.2),
+    ("BSR -> CSR", "torch BSR", 1.2),
 ]
 
 
@@ -675,10 +680,17 @@ def layout_rows(quick: bool):
         crow = torch.ops.sparsefill.crow_from_rows((blocks // nb).contiguous(), nb)
         col = (blocks % nb).contiguous()
         values = torch.randn(len(blocks), bs, bs, generator=g)
-        A = sf.sparse_bsr_tensor(crow, col, values, (m, m), fill_value=1.5)
         N = torch.sparse_bsr_tensor(crow, col, values, (m, m))
-        yield (f"BSR @ dense {m}^2 x {n}, block {bs}, {share:.0%} blocks", lambda A=A: A @ X,
-               "torch BSR @ dense, fill 0", lambda N=N: N @ X)
+        for fill in (0.0, 1.5):
+            A = sf.sparse_bsr_tensor(crow, col, values, (m, m), fill_value=fill)
+            yield (f"BSR @ dense {m}^2 x {n}, block {bs}, {share:.0%} blocks, fill {fill:g}",
+                   lambda A=A: A @ X, "torch BSR @ dense, fill 0", lambda N=N: N @ X)
+        # dense @ BSR (torch has none; A: fill 1.5): against torch's BSR @
+        # dense of the transpose, built beforehand (the same products).
+        NT, Y = N.to_dense().t().to_sparse_bsr(bs), X.t().contiguous()
+        yield (f"dense @ BSR {n} x {m}^2, block {bs}, {share:.0%} blocks, fill 1.5",
+               lambda A=A, Y=Y: Y @ A, "torch (BSR^T @ dense^T)^T, fill 0",
+               lambda NT=NT, Y=Y: (NT @ Y.t()).t())
     for nse in (10_000, 1_000_000):
         C, NC = _random_large(20_000, 20_000, nse, 5.0, seed=8)
         C, NC = C.to_sparse_csr(), NC.to_sparse_csr()

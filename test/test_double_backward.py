@@ -179,6 +179,9 @@ def _coo(v, f):
 PROGRAMS = {
     "spmm": (lambda v, f, x: _csr(v, f) @ x, (_V, _FILL, _X), None),
     "dense_spmm": (lambda v, f, y: y @ _csr(v, f), (_V, _FILL, _Y), None),
+    # BSR @ dense: 2 x 4 in 1 x 2 blocks, one per block row.
+    "bsr_spmm": (lambda v, f, x: sf.sparse_bsr_tensor([0, 1, 2], [1, 0], v.view(2, 1, 2), (2, 4),
+                                                      fill_value=f) @ x, (_V, _FILL, _X), None),
     "sparse_mm_sparse": (lambda v, f, w: (_csr(v, f) @ _csr(w, f * 2).t().to_sparse_csr())
                          .to_dense(), (_V, _FILL, _V.flip(0)), None),
     "spgemm": (lambda v, w: (_csr(v, 0.0) @ _csr(w, 0.0).t().to_sparse_csr()).to_dense(),

@@ -272,9 +272,8 @@ def test_products(layout, fill):
 @pytest.mark.parametrize("fill", [0.0, 1.5, -3.0])
 @pytest.mark.parametrize("blocksize", [(2, 2), (3, 3), (2, 3)])
 def test_bsr_matmul_shortcut(fill, blocksize):
-    """BSR @ dense through torch's BSR product with the fill correction
-    (square blocks), or through CSR (other blocks). Non-finite operands take
-    the CSR path, whose non-finite products issue 14 fixes."""
+    """BSR @ dense through sparsefill::bsr_spmm, any block shape, in both
+    dtypes (test_bsr_products.py has every fill and direction)."""
     A = random_tensor("random", fill, torch.sparse_coo, size=(6, 12)).to_sparse_bsr(blocksize)
     X = torch.randn(12, 5, dtype=torch.float64)
     assert_dense_equal(A @ X, A.to_dense() @ X)

@@ -27,7 +27,7 @@ import torch_sparsefill  # noqa: F401  -- registers torch.ops.sparsefill
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "ops.md"
-FAMILIES = [("structure", "structural ops"), ("products", "matrix products"),
+FAMILIES = [("structure", "structural ops"), ("products", "matrix products"), ("bsr", "BSR products"),
             ("reductions", "softmax and reductions")]
 VARIANTS = {"": "two SparseFillTensors, on the union of their patterns",
             "_same": "two SparseFillTensors of the same pattern",

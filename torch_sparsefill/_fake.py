@@ -93,6 +93,19 @@ def _spgemm_fake(crow_a, col_a, values_a, crow_b, col_b, values_b, n):
 
 
 
+@torch.library.register_fake("sparsefill::bsr_spmm")
+def _bsr_spmm_fake(crow_indices, col_indices, values, fill, other, ncols):
+    # bsr.h bsr_spmm_shape's rules that read no data.
+    torch._check(values.dim() == 3, lambda: (
+        f"sparsefill: bsr_spmm: values must be (nblocks, r, c), got shape {list(values.shape)}"))
+    torch._check(values.dtype == fill.dtype == other.dtype, lambda: (
+        f"sparsefill: bsr_spmm: expected values, fill and the dense operand to have the same "
+        f"dtype, got {values.dtype}, {fill.dtype} and {other.dtype}"))
+    torch._check(other.dim() == 2 and other.shape[0] == ncols, lambda: (
+        f"sparsefill: bsr_spmm: the dense operand must be 2-D with {ncols} rows (the sparse "
+        f"operand's columns), got shape {list(other.shape)}"))
+    return values.new_empty(((crow_indices.shape[0] - 1) * values.shape[1], other.shape[1]))
+
 # ---- reductions and softmax (reductions.h) ----------------------------------------
 
 @torch.library.register_fake("sparsefill::slice_plan")

@@ -4,8 +4,8 @@ arguments hold such a tensor (and for the transposes of a CSR tensor).
 
 - The transposes of the two sparse dims are the O(1) swap CSR <-> CSC,
   BSR <-> BSC (`SparseFillTensor._swapped`).
-- BSR @ strided without autograd is torch's own BSR product on the blocks
-  minus the fill, plus the fill's correction (RFC.md 5.2).
+- BSR or BSC @ strided and strided @ BSR or BSC: the block product
+  `sparsefill::bsr_spmm` with the fill's correction (`_bsr.py`).
 - Everything else: each CSC/BSR/BSC operand becomes CSR, the CSR op runs,
   and a CSR result goes back to the first such operand's layout (in place:
   written back into its components).
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _fill
+from . import _bsr
 from ._compressed import EXTRA
 from ._tensor import SparseFillTensor
 
@@ -91,31 +91,6 @@ def _swaps_sparse_dims(func, A, args, kwargs) -> bool:
     return dims == list(range(nb)) + [nb + 1, nb] + list(range(nb + 2, ndim))
 
 
-def _bsr_matmul(A: SparseFillTensor, X) -> "torch.Tensor | None":
-    """BSR @ strided through torch's BSR product: ``(A - f) @ X + f * 1 X``,
-    where ``A - f`` is zero outside the stored blocks (RFC.md 5.2), or None
-    when that shortcut does not apply (autograd, a hybrid or per-slice fill,
-    non-finite values, mixed dtypes); the CSR path then computes."""
-    if not (type(X) is torch.Tensor and X.layout == torch.strided and X.dim() == 2
-            and A.dim() == 2 and A.dense_dim() == 0 and X.dtype == A.dtype and X.device == A.device
-            and A.dtype in (torch.float32, torch.float64) and X.shape[0] == A.shape[1]
-            and A._sf_blocksize[0] == A._sf_blocksize[1]  # MKL's and cuSPARSE's rule
-            and not A.requires_grad and not X.requires_grad):
-        return None
-    if _fill.is_per_slice(A._sf_fill, 0):
-        return None
-    f = A._sf_fill
-    colsum = X.sum(0, keepdim=True)
-    # inf - inf and 0 * inf would differ from the dense product: leave a
-    # non-finite fill or operand (a column of X holding one sums to inf or
-    # nan) to the CSR path (RFC.md 5.2).
-    if not bool(torch.isfinite(f)) or not bool(torch.isfinite(colsum).all()):
-        return None
-    native = torch.sparse_bsr_tensor(A._sf_crow, A._sf_col, A._sf_values - f, A.shape,
-                                     check_invariants=False)
-    return torch.addmm(f * colsum, native, X)
-
-
 def _in_place(func) -> bool:
     """add_, mul_, __iadd__, ...: the ops that write into their first argument."""
     name = getattr(func, "__name__", "")
@@ -154,9 +129,8 @@ def call(func, handler, args, kwargs):
     if func in _SWAPS and type(A) is SparseFillTensor and _swaps_sparse_dims(func, A, args,
                                                                               kwargs):
         return A._swapped()
-    if func in _MATMULS and len(args) == 2 and not kwargs and _extra(A) and \
-            A._sf_layout == torch.sparse_bsr:
-        out = _bsr_matmul(A, args[1])
+    if func in _MATMULS and len(args) == 2 and not kwargs:
+        out = _bsr.matmul(args[0], args[1], vectors=func not in (torch.mm, T.mm))
         if out is not None:
             return out
     like = _first_extra(args, kwargs)

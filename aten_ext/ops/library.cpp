@@ -1,7 +1,7 @@
 // ops/library.cpp -- the extension module and the operator library: every
 // schema of torch.ops.sparsefill, in one place. The ops work on component
 // tensors (indices, values, fill); what each op does is in its family's
-// header (structure.h, products.h, reductions.h, elementwise.h), its kernels
+// header (structure.h, products.h, bsr.h, reductions.h, elementwise.h), its kernels
 // in the folder named by their dispatch key (cpu/, cuda/, composite/,
 // autograd/). The element-wise schemas come from tools/codegen, as a list.
 #include <Python.h>
@@ -47,6 +47,10 @@ TORCH_LIBRARY(sparsefill, m) {
         "Tensor values_b, int n) -> (Tensor crow_indices, Tensor col_indices, Tensor values)");
   m.def("sparse_mm_dense(Tensor crow_a, Tensor col_a, Tensor values_a, Tensor fill_a, "
         "Tensor crow_b, Tensor col_b, Tensor values_b, Tensor fill_b, int k, int n) -> Tensor");
+
+  // ---- BSR products (bsr.h) ----
+  m.def("bsr_spmm(Tensor crow_indices, Tensor col_indices, Tensor values, Tensor fill, "
+        "Tensor other, int ncols) -> Tensor");
 
   // ---- softmax and reductions (reductions.h) ----
   m.def("slice_plan(Tensor indices, int[] size, int[] dims, bool compact) -> (Tensor seg_ptr, Tensor perm, Tensor kept)");

@@ -70,6 +70,7 @@ template <class T> struct CudaCore;
 
 template <> struct CudaCore<float> {
   static constexpr auto spmm = sf_cuda_csr_spmm_f32;
+  static constexpr auto bsr_spmm = sf_cuda_bsr_spmm_f32;
   static constexpr auto sddmm = sf_cuda_csr_sddmm_f32;
   static constexpr auto attention = sf_cuda_csr_attention_f32;
   static constexpr auto spgemm_create = sf_cuda_spgemm_create_f32;
@@ -83,6 +84,7 @@ template <> struct CudaCore<float> {
 
 template <> struct CudaCore<double> {
   static constexpr auto spmm = sf_cuda_csr_spmm_f64;
+  static constexpr auto bsr_spmm = sf_cuda_bsr_spmm_f64;
   static constexpr auto sddmm = sf_cuda_csr_sddmm_f64;
   static constexpr auto attention = sf_cuda_csr_attention_f64;
   static constexpr auto spgemm_create = sf_cuda_spgemm_create_f64;

@@ -49,6 +49,7 @@ template <class T> struct Core;
 template <> struct Core<float> {
   static constexpr auto spmm = sf_csr_spmm_f32;
   static constexpr auto spmv = sf_csr_spmv_f32;
+  static constexpr auto bsr_spmm = sf_bsr_spmm_f32;
   static constexpr auto sddmm = sf_csr_sddmm_f32;
   static constexpr auto attention = sf_csr_attention_f32;
   static constexpr auto spgemm = sf_csr_spgemm_f32;
@@ -63,6 +64,7 @@ template <> struct Core<float> {
 template <> struct Core<double> {
   static constexpr auto spmm = sf_csr_spmm_f64;
   static constexpr auto spmv = sf_csr_spmv_f64;
+  static constexpr auto bsr_spmm = sf_bsr_spmm_f64;
   static constexpr auto sddmm = sf_csr_sddmm_f64;
   static constexpr auto attention = sf_csr_attention_f64;
   static constexpr auto spgemm = sf_csr_spgemm_f64;
