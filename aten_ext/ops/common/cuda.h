@@ -72,6 +72,7 @@ template <> struct CudaCore<float> {
   static constexpr auto spmm = sf_cuda_csr_spmm_f32;
   static constexpr auto sddmm = sf_cuda_csr_sddmm_f32;
   static constexpr auto attention = sf_cuda_csr_attention_f32;
+  static constexpr auto attention_backward = sf_cuda_csr_attention_backward_f32;
   static constexpr auto spgemm_create = sf_cuda_spgemm_create_f32;
   static constexpr auto spgemm_copy = sf_cuda_spgemm_copy_f32;
   static constexpr auto seg_sum = sf_cuda_seg_sum_f32;
@@ -85,6 +86,7 @@ template <> struct CudaCore<double> {
   static constexpr auto spmm = sf_cuda_csr_spmm_f64;
   static constexpr auto sddmm = sf_cuda_csr_sddmm_f64;
   static constexpr auto attention = sf_cuda_csr_attention_f64;
+  static constexpr auto attention_backward = sf_cuda_csr_attention_backward_f64;
   static constexpr auto spgemm_create = sf_cuda_spgemm_create_f64;
   static constexpr auto spgemm_copy = sf_cuda_spgemm_copy_f64;
   static constexpr auto seg_sum = sf_cuda_seg_sum_f64;
