@@ -330,8 +330,9 @@ SF_DEFINE_PRODUCTS(double, f64)
  *
  * Forward: one pass over each row's stored elements with an online softmax:
  * the running max m, the running sum l of exp(s - m) and the output row,
- * rescaled by exp(m_old - m_new) when a larger score arrives. No score is
- * stored, so memory is the output and one log-sum-exp per row.
+ * rescaled by exp(m_old - m_new) when a block of scores brings a larger
+ * max. No score is kept beyond a block, so memory is the output and one
+ * log-sum-exp per row.
  *
  * Backward: the weights come back from the saved lse (w = exp(s - lse)), so
  * nothing of the forward is re-run but the scores. The rows pass writes dq
@@ -350,6 +351,26 @@ static inline sf_status sf_batched_rows(int64_t *total, int64_t nbatch, int64_t 
   *total = nbatch * n;
   return SF_OK;
 }
+
+/* Scores per block of stored elements in the forward: the block's dot
+ * products are independent (they overlap in the core), then one max and at
+ * most one rescale per block instead of a test per element. */
+#define SF_ATTENTION_BLOCK 32
+/* How many elements ahead the forward asks for the next key and value rows:
+ * they are gathered rows of K and V, the loop's main cost. */
+#define SF_ATTENTION_AHEAD 8
+#if defined(__GNUC__)
+#define SF_PREFETCH(ptr) __builtin_prefetch(ptr)
+#else
+#define SF_PREFETCH(ptr) ((void)(ptr))
+#endif
+
+/* Asks for the n elements of row x, one request per 64-byte line. */
+#define SF_PREFETCH_ROW(T, x, n)                                              \
+  do {                                                                        \
+    for (int64_t c_ = 0; c_ < (n); c_ += 64 / (int64_t)sizeof(T))             \
+      SF_PREFETCH((x) + c_);                                                  \
+  } while (0)
 
 #define SF_DEFINE_ATTENTION(T, SUFFIX, EXP, LOG)                                               \
   SF_CLONES sf_status sf_csr_attention_##SUFFIX(                                               \
@@ -371,6 +392,7 @@ static inline sf_status sf_batched_rows(int64_t *total, int64_t nbatch, int64_t 
     SF_NEED2(q, total, e);                                                                     \
     SF_NEED2(k, ncols, e);                                                                     \
     SF_NEED2(v, ncols, dv);                                                                    \
+    T sc[SF_ATTENTION_BLOCK];                                                                  \
     for (int64_t r = row_begin; r < row_end; ++r) {                                            \
       const int64_t b = r / nrows, i = r - b * nrows;                                          \
       int64_t lo, hi;                                                                          \
@@ -381,31 +403,59 @@ static inline sf_status sf_batched_rows(int64_t *total, int64_t nbatch, int64_t 
       const T *bb = bias ? bias + b * bias_stride : NULL;                                      \
       T *restrict o = out + r * ldo;                                                           \
       for (int64_t t = 0; t < dv; ++t) o[t] = 0;                                               \
-      T m = -INFINITY, l = 0;                                                                  \
-      for (int64_t p = lo; p < hi; ++p) {                                                      \
-        const int64_t j = col[p];                                                              \
-        if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                             \
-        const T s = scale * sf_dot_##SUFFIX(qi, kb + j * ldk, e) + (bb ? bb[p] : 0);           \
-        if (s == -INFINITY) continue; /* weight 0, and no -inf - -inf below */                \
-        const T *restrict vj = vb + j * ldv;                                                   \
-        if (s > m) { /* a new max: rescale what is summed so far */                            \
-          const T c = EXP(m - s);                                                              \
-          l = l * c + 1;                                                                       \
-          for (int64_t t = 0; t < dv; ++t) o[t] = o[t] * c + vj[t];                            \
-          m = s;                                                                               \
-        } else { /* s <= m, or nan (which then spreads to the row, as in dense) */             \
-          const T w = EXP(s - m);                                                              \
-          l += w;                                                                              \
+      T m = -INFINITY, l = 0; /* running max and sum of exp(s - m) */                          \
+      int nan = 0;                                                                             \
+      for (int64_t p0 = lo; p0 < hi; p0 += SF_ATTENTION_BLOCK) {                               \
+        const int64_t n = hi - p0 < SF_ATTENTION_BLOCK ? hi - p0 : SF_ATTENTION_BLOCK;         \
+        T top = -INFINITY;                                                                     \
+        for (int64_t a = 0; a < n; ++a) {                                                      \
+          const int64_t j = col[p0 + a];                                                       \
+          if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                           \
+          if (p0 + a + SF_ATTENTION_AHEAD < hi) {                                              \
+            const int64_t jn = col[p0 + a + SF_ATTENTION_AHEAD];                               \
+            if (jn >= 0 && jn < ncols) SF_PREFETCH_ROW(T, kb + jn * ldk, e);                   \
+          }                                                                                    \
+          const T s = scale * sf_dot_##SUFFIX(qi, kb + j * ldk, e) + (bb ? bb[p0 + a] : 0);    \
+          sc[a] = s;                                                                           \
+          nan |= s != s;                                                                       \
+          if (s > top) top = s;                                                                \
+        }                                                                                      \
+        if (top == -INFINITY) continue; /* weights 0 (a nan is flagged), no -inf - -inf */     \
+        if (top > m) { /* a new max: rescale what is summed so far */                          \
+          const T c = EXP(m - top);                                                            \
+          l *= c;                                                                              \
+          for (int64_t t = 0; t < dv; ++t) o[t] *= c;                                          \
+          m = top;                                                                             \
+        }                                                                                      \
+        for (int64_t a = 0; a < n; ++a) {                                                      \
+          sc[a] = EXP(sc[a] - m); /* 0 for -inf; nan for +inf once m is +inf */                \
+          l += sc[a];                                                                          \
+        }                                                                                      \
+        /* Four rows of V per pass over o: a quarter of its loads and stores. */               \
+        int64_t a = 0;                                                                         \
+        for (; a + 4 <= n; a += 4) {                                                           \
+          if (a + 4 + SF_ATTENTION_AHEAD / 2 <= n)                                             \
+            for (int u = 0; u < 4; ++u)                                                        \
+              SF_PREFETCH_ROW(T, vb + col[p0 + a + SF_ATTENTION_AHEAD / 2 + u] * ldv, dv);     \
+          const T *restrict v0 = vb + col[p0 + a] * ldv, *restrict v1 = vb + col[p0 + a + 1] * ldv; \
+          const T *restrict v2 = vb + col[p0 + a + 2] * ldv;                                   \
+          const T *restrict v3 = vb + col[p0 + a + 3] * ldv;                                   \
+          const T w0 = sc[a], w1 = sc[a + 1], w2 = sc[a + 2], w3 = sc[a + 3];                  \
+          for (int64_t t = 0; t < dv; ++t)                                                     \
+            o[t] += (w0 * v0[t] + w1 * v1[t]) + (w2 * v2[t] + w3 * v3[t]);                     \
+        }                                                                                      \
+        for (; a < n; ++a) {                                                                   \
+          const T w = sc[a], *restrict vj = vb + col[p0 + a] * ldv;                            \
           for (int64_t t = 0; t < dv; ++t) o[t] += w * vj[t];                                  \
         }                                                                                      \
       }                                                                                        \
-      if (l == 0) { /* nothing stored, or only -inf: weights 0 (torch's safe softmax) */       \
-        lse[r] = -INFINITY;                                                                    \
-        continue;                                                                              \
-      }                                                                                        \
-      if (m == INFINITY) { /* exp(inf - inf): the dense softmax's row is nan */               \
+      if (nan || m == INFINITY) { /* as the dense softmax: exp(inf - inf) or a nan */          \
         for (int64_t t = 0; t < dv; ++t) o[t] = NAN;                                           \
         lse[r] = NAN;                                                                          \
+        continue;                                                                              \
+      }                                                                                        \
+      if (l == 0) { /* nothing stored, or only -inf: weights 0 (torch's safe softmax) */       \
+        lse[r] = -INFINITY;                                                                    \
         continue;                                                                              \
       }                                                                                        \
       const T inv = 1 / l;                                                                     \
@@ -455,6 +505,13 @@ static inline sf_status sf_batched_rows(int64_t *total, int64_t nbatch, int64_t 
       for (int64_t p = lo; p < hi; ++p) {                                                      \
         const int64_t j = col[p];                                                              \
         if (j < 0 || j >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;                             \
+        if (p + SF_ATTENTION_AHEAD < hi) {                                                     \
+          const int64_t jn = col[p + SF_ATTENTION_AHEAD];                                      \
+          if (jn >= 0 && jn < ncols) {                                                         \
+            SF_PREFETCH_ROW(T, kb + jn * ldk, e);                                              \
+            SF_PREFETCH_ROW(T, vb + jn * ldv, dv);                                             \
+          }                                                                                    \
+        }                                                                                      \
         const T s = scale * sf_dot_##SUFFIX(qi, kb + j * ldk, e) + (bb ? bb[p] : 0);           \
         const T wp = top == -INFINITY ? 0 : EXP(s - top);                                      \
         const T dwp = sf_dot_##SUFFIX(gi, vb + j * ldv, dv);                                   \
@@ -464,10 +521,17 @@ static inline sf_status sf_batched_rows(int64_t *total, int64_t nbatch, int64_t 
       }                                                                                        \
       /* Second pass: ds, and dq as its product with K. */                                     \
       for (int64_t t = 0; t < e; ++t) dqi[t] = 0;                                              \
-      for (int64_t p = lo; p < hi; ++p) {                                                      \
-        const T d = wb[p] * (dsb[p] - dot + gl);                                               \
-        dsb[p] = d;                                                                            \
-        const T *restrict kj = kb + col[p] * ldk;                                              \
+      for (int64_t p = lo; p < hi; ++p) dsb[p] = wb[p] * (dsb[p] - dot + gl);                \
+      int64_t p = lo;                                                                          \
+      for (; p + 4 <= hi; p += 4) { /* four rows of K per pass over dq (as the forward) */     \
+        const T *restrict k0 = kb + col[p] * ldk, *restrict k1 = kb + col[p + 1] * ldk;        \
+        const T *restrict k2 = kb + col[p + 2] * ldk, *restrict k3 = kb + col[p + 3] * ldk;    \
+        const T d0 = dsb[p], d1 = dsb[p + 1], d2 = dsb[p + 2], d3 = dsb[p + 3];                \
+        for (int64_t t = 0; t < e; ++t)                                                        \
+          dqi[t] += (d0 * k0[t] + d1 * k1[t]) + (d2 * k2[t] + d3 * k3[t]);                     \
+      }                                                                                        \
+      for (; p < hi; ++p) {                                                                    \
+        const T d = dsb[p], *restrict kj = kb + col[p] * ldk;                                  \
         for (int64_t t = 0; t < e; ++t) dqi[t] += d * kj[t];                                   \
       }                                                                                        \
       for (int64_t t = 0; t < e; ++t) dqi[t] *= scale;                                         \
@@ -511,8 +575,24 @@ static inline sf_status sf_batched_rows(int64_t *total, int64_t nbatch, int64_t 
       for (int64_t a = lo; a < hi; ++a) {                                                      \
         const int64_t i = row_t[a], p = perm[a];                                               \
         if (i < 0 || i >= nrows || p < 0 || p >= nse) return SF_ERR_INDEX_OUT_OF_RANGE;        \
-        const T d = dsb[p], wp = wb[p];                                                        \
-        const T *restrict qi = qb + i * ldq, *restrict gi = gb + i * ldg;                      \
+      }                                                                                        \
+      int64_t a = lo;                                                                          \
+      for (; a + 4 <= hi; a += 4) { /* four rows of Q and g per pass, as the forward */        \
+        const int64_t *ra = row_t + a, *pa = perm + a;                                         \
+        const T *restrict q0 = qb + ra[0] * ldq, *restrict q1 = qb + ra[1] * ldq;              \
+        const T *restrict q2 = qb + ra[2] * ldq, *restrict q3 = qb + ra[3] * ldq;              \
+        const T *restrict g0 = gb + ra[0] * ldg, *restrict g1 = gb + ra[1] * ldg;              \
+        const T *restrict g2 = gb + ra[2] * ldg, *restrict g3 = gb + ra[3] * ldg;              \
+        const T d0 = dsb[pa[0]], d1 = dsb[pa[1]], d2 = dsb[pa[2]], d3 = dsb[pa[3]];            \
+        const T w0 = wb[pa[0]], w1 = wb[pa[1]], w2 = wb[pa[2]], w3 = wb[pa[3]];                \
+        for (int64_t t = 0; t < e; ++t)                                                        \
+          dkc[t] += (d0 * q0[t] + d1 * q1[t]) + (d2 * q2[t] + d3 * q3[t]);                     \
+        for (int64_t t = 0; t < dv; ++t)                                                       \
+          dvc[t] += (w0 * g0[t] + w1 * g1[t]) + (w2 * g2[t] + w3 * g3[t]);                     \
+      }                                                                                        \
+      for (; a < hi; ++a) {                                                                    \
+        const T d = dsb[perm[a]], wp = wb[perm[a]];                                            \
+        const T *restrict qi = qb + row_t[a] * ldq, *restrict gi = gb + row_t[a] * ldg;        \
         for (int64_t t = 0; t < e; ++t) dkc[t] += d * qi[t];                                   \
         for (int64_t t = 0; t < dv; ++t) dvc[t] += wp * gi[t];                                 \
       }                                                                                        \

@@ -315,6 +315,37 @@ TEST(Attention, MalformedInputIsRefused) {
             SF_ERR_NEGATIVE_SIZE);
 }
 
+// Rows longer than the forward's blocks of 32 scores: a larger max in a
+// later block rescales what is summed; a block of -inf only is skipped, but
+// a nan in it still makes the row nan.
+TEST(Attention, LongRowsAcrossBlocks) {
+  std::mt19937_64 rng(14);
+  Problem p = random_problem(5, 150, 5, 3, 0.9, rng, 2);
+  for (int64_t a = 0; a < p.nse(); ++a) p.bias[a] *= 10 * (double)(a % 7);
+  ASSERT_GT(p.crow[3] - p.crow[2], 70);
+  for (int64_t a = p.crow[2]; a < p.crow[3]; ++a) p.bias[a] = -kInf;
+  p.bias[p.crow[2] + 40] = NAN;  // row 2: -inf everywhere but one nan in block 2
+  for (int64_t a = p.crow[3]; a < p.crow[3] + 40; ++a) p.bias[a] = -kInf;  // row 3 starts -inf
+  p.bias[p.crow[4] + 65] = kInf;  // row 4: +inf in block 3
+  std::vector<double> want_out, want_lse;
+  reference(p, 0.9, want_out, want_lse);
+  std::vector<double> out(p.nb * p.m * p.dv), lse(p.nb * p.m);
+  ASSERT_EQ(run_f64(p, 0.9, out, lse, 0, p.nb * p.m), SF_OK);
+  expect_close(out, want_out, 1e-12);
+  expect_close(lse, want_lse, 1e-12);
+  EXPECT_TRUE(std::isnan(lse[2]) && std::isnan(lse[4]) && std::isfinite(lse[3]));
+  const std::vector<double> g = random_vector(p.nb * p.m * p.dv, rng);
+  const Grads want = reference_backward(p, 0.9, g, nullptr);
+  std::vector<double> dq, dk, dv, ds;
+  ASSERT_EQ(run_backward(p, 0.9, p.q, p.k, p.v, p.bias, lse, g, nullptr, {0, 3, p.nb * p.m},
+                         {0, 77, p.nb * p.n}, dq, dk, dv, ds),
+            SF_OK);
+  expect_close(dq, want.dq, 1e-12);
+  expect_close(dk, want.dk, 1e-12);
+  expect_close(dv, want.dv, 1e-12);
+  expect_close(ds, want.ds, 1e-12);
+}
+
 TEST(Attention, BatchesShareThePattern) {
   for (bool per_batch : {false, true}) {
     std::mt19937_64 rng(12 + per_batch);
