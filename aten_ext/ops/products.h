@@ -12,7 +12,8 @@
 //                                                     row's stored scale * Q K^T + bias,
 //                                                     times V, fused (CPU and CUDA), for
 //                                                     one or a batch of heads sharing the
-//                                                     pattern (autograd: _attention.py)
+//                                                     pattern (autograd: _attention.py,
+//                                                     which calls the next op)
 //   sparse_attention_backward(crow, col, bias?, q, k, v, lse, grad_out, grad_lse?, scale)
 //                                                     -> (dq, dk, dv, dscores)  its
 //                                                     gradients from the saved lse
