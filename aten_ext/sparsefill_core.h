@@ -240,29 +240,79 @@ sf_status sf_csr_sddmm_sparse_f64(double *out, const int64_t *crow_p, const int6
                                   const int64_t *col_s, const double *val_s, int64_t nse_s,
                                   int64_t n, double *acc, int64_t row_begin, int64_t row_end);
 
-/* Fused sparse attention on the pattern (crow, col) of nrows x ncols: for
- * the stored element p of row i the score is
- *     s_p = scale * dot(Q[i, :], K[col[p], :]) + (bias ? bias[p] : 0)
- * and, with the softmax over the row's stored scores,
- *     out[i, :] = sum_p softmax(s)_p V[col[p], :],  lse[i] = log sum_p exp(s_p).
+/* Fused sparse attention on the pattern (crow, col) of nrows x ncols, shared
+ * by `nbatch` batches (heads): batch b's query rows are the rows b * nrows ..
+ * of q, its key and value rows b * ncols .. of k and v. For the stored
+ * element p of row i of batch b the score is
+ *     s_p = scale * dot(Q_b[i, :], K_b[col[p], :]) + (bias ? bias[b * bias_stride + p] : 0)
+ * (bias_stride 0: one bias for every batch, nse: one per batch) and, with
+ * the softmax over the row's stored scores,
+ *     out[r, :] = sum_p softmax(s)_p V_b[col[p], :],  lse[r] = log sum_p exp(s_p)
+ * for r = b * nrows + i. Rows [row_begin, row_end) of the nbatch * nrows.
  * A row with nothing stored, or only -inf scores, gets out = 0 and lse = -inf
  * (torch's SDPA gives such a row weights 0); a nan or +inf score makes the
  * row nan, as the dense softmax does.
- * Q (nrows x e, ldq), K (ncols x e, ldk), V (ncols x dv, ldv), out (nrows x
- * dv, ldo), lse [nrows]. One pass per row with an online softmax: O(nse (e +
- * dv)) time, no scratch, no score stored. */
+ * q (nbatch * nrows x e, ldq), k (nbatch * ncols x e, ldk), v (nbatch *
+ * ncols x dv, ldv), out (nbatch * nrows x dv, ldo), lse [nbatch * nrows].
+ * One pass per row with an online softmax: O(nse (e + dv)) time per batch,
+ * no scratch, no score stored. */
 sf_status sf_csr_attention_f32(float *out, int64_t ldo, float *lse, const int64_t *crow,
-                               const int64_t *col, const float *bias, int64_t nrows,
-                               int64_t ncols, int64_t nse, const float *q, int64_t ldq,
-                               const float *k, int64_t ldk, const float *v, int64_t ldv,
-                               int64_t e, int64_t dv, float scale, int64_t row_begin,
-                               int64_t row_end);
+                               const int64_t *col, const float *bias, int64_t bias_stride,
+                               int64_t nrows, int64_t ncols, int64_t nse, int64_t nbatch,
+                               const float *q, int64_t ldq, const float *k, int64_t ldk,
+                               const float *v, int64_t ldv, int64_t e, int64_t dv, float scale,
+                               int64_t row_begin, int64_t row_end);
 sf_status sf_csr_attention_f64(double *out, int64_t ldo, double *lse, const int64_t *crow,
-                               const int64_t *col, const double *bias, int64_t nrows,
-                               int64_t ncols, int64_t nse, const double *q, int64_t ldq,
-                               const double *k, int64_t ldk, const double *v, int64_t ldv,
-                               int64_t e, int64_t dv, double scale, int64_t row_begin,
-                               int64_t row_end);
+                               const int64_t *col, const double *bias, int64_t bias_stride,
+                               int64_t nrows, int64_t ncols, int64_t nse, int64_t nbatch,
+                               const double *q, int64_t ldq, const double *k, int64_t ldk,
+                               const double *v, int64_t ldv, int64_t e, int64_t dv, double scale,
+                               int64_t row_begin, int64_t row_end);
+
+/* The backward of sf_csr_attention (same operands and batches), given the
+ * forward's lse, the output gradient g (nbatch * nrows x dv, ldg) and
+ * optionally lse's gradient g_lse [nbatch * nrows], in two passes:
+ *
+ * Rows (rows [row_begin, row_end) of nbatch * nrows, as the forward): with
+ * the weights w_p = exp(s_p - lse[r]) (0 when lse[r] = -inf: a row of
+ * weights 0), dw_p = dot(g[r, :], V_b[col[p], :]) and D_r = sum_p w_p dw_p,
+ *     ds[b * nse + p] = w_p (dw_p - D_r + g_lse[r]),   w[b * nse + p] = w_p,
+ *     dq[r, :] = scale * sum_p ds_p K_b[col[p], :]   (dq: ldq_out).
+ * ds is the gradient of the scores, i.e. of the bias.
+ *
+ * Columns (columns [col_begin, col_end) of nbatch * ncols), on the
+ * transposed pattern (crow_t [ncols + 1], row_t, perm: sf_csr_transpose) and
+ * the rows pass's ds and w: for column j of batch b, c = b * ncols + j,
+ *     dk[c, :] = scale * sum_t ds[b * nse + perm[t]] Q_b[row_t[t], :],
+ *     dv[c, :] = sum_t w[b * nse + perm[t]] g[b * nrows + row_t[t], :].
+ *
+ * Every output row is written by one call, its sum in a fixed order: the
+ * result does not depend on how the ranges are split over threads. O(nse
+ * (e + dv)) time per batch, no scratch beyond ds and w. */
+sf_status sf_csr_attention_backward_rows_f32(
+    float *dq, int64_t lddq, float *ds, float *w, const int64_t *crow, const int64_t *col,
+    const float *bias, int64_t bias_stride, int64_t nrows, int64_t ncols, int64_t nse,
+    int64_t nbatch, const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,
+    int64_t ldv, const float *lse, const float *g, int64_t ldg, const float *g_lse, int64_t e,
+    int64_t dv, float scale, int64_t row_begin, int64_t row_end);
+sf_status sf_csr_attention_backward_rows_f64(
+    double *dq, int64_t lddq, double *ds, double *w, const int64_t *crow, const int64_t *col,
+    const double *bias, int64_t bias_stride, int64_t nrows, int64_t ncols, int64_t nse,
+    int64_t nbatch, const double *q, int64_t ldq, const double *k, int64_t ldk, const double *v,
+    int64_t ldv, const double *lse, const double *g, int64_t ldg, const double *g_lse, int64_t e,
+    int64_t dv, double scale, int64_t row_begin, int64_t row_end);
+sf_status sf_csr_attention_backward_cols_f32(
+    float *dk, int64_t lddk, float *dv_out, int64_t lddv, const int64_t *crow_t,
+    const int64_t *row_t, const int64_t *perm, int64_t nrows, int64_t ncols, int64_t nse,
+    int64_t nbatch, const float *ds, const float *w, const float *q, int64_t ldq,
+    const float *g, int64_t ldg, int64_t e, int64_t dv, float scale, int64_t col_begin,
+    int64_t col_end);
+sf_status sf_csr_attention_backward_cols_f64(
+    double *dk, int64_t lddk, double *dv_out, int64_t lddv, const int64_t *crow_t,
+    const int64_t *row_t, const int64_t *perm, int64_t nrows, int64_t ncols, int64_t nse,
+    int64_t nbatch, const double *ds, const double *w, const double *q, int64_t ldq,
+    const double *g, int64_t ldg, int64_t e, int64_t dv, double scale, int64_t col_begin,
+    int64_t col_end);
 
 /* Transpose of a CSR pattern (nrows x ncols) into crow_t [ncols + 1] and
  * col_t [nse]; perm[q] = position in the input of the transposed element q

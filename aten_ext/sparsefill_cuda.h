@@ -217,21 +217,46 @@ sf_status sf_cuda_csr_sddmm_f64(sf_cuda_report *report, double *out, const int64
                                 const double *x, int64_t ldx, const double *y, int64_t ldy,
                                 int64_t n, void *stream);
 
-/* Fused sparse attention, as sf_csr_attention_*: out (nrows x dv), lse
- * [nrows]; q (nrows x e), k (ncols x e), v (ncols x dv), all row-major and
- * dense (ld = e or dv); bias [nse] or NULL. One warp per row, online
- * softmax. The report gets the checks of sf_cuda_csr_operand_check with
- * full = 0; bad spans or columns are skipped. No workspace. */
+/* Fused sparse attention, as sf_csr_attention_* (batches sharing the
+ * pattern, bias_stride 0 or nse): out (nbatch * nrows x dv), lse [nbatch *
+ * nrows]; q (nbatch * nrows x e), k (nbatch * ncols x e), v (nbatch * ncols
+ * x dv), all row-major and dense (ld = e or dv); bias or NULL. One warp per
+ * row, online softmax. The report gets the checks of
+ * sf_cuda_csr_operand_check with full = 0; bad spans or columns are skipped.
+ * No workspace. */
 sf_status sf_cuda_csr_attention_f32(sf_cuda_report *report, float *out, float *lse,
                                     const int64_t *crow, const int64_t *col, const float *bias,
-                                    int64_t nrows, int64_t ncols, int64_t nse, const float *q,
-                                    const float *k, const float *v, int64_t e, int64_t dv,
-                                    float scale, void *stream);
+                                    int64_t bias_stride, int64_t nrows, int64_t ncols,
+                                    int64_t nse, int64_t nbatch, const float *q, const float *k,
+                                    const float *v, int64_t e, int64_t dv, float scale,
+                                    void *stream);
 sf_status sf_cuda_csr_attention_f64(sf_cuda_report *report, double *out, double *lse,
                                     const int64_t *crow, const int64_t *col, const double *bias,
-                                    int64_t nrows, int64_t ncols, int64_t nse, const double *q,
+                                    int64_t bias_stride, int64_t nrows, int64_t ncols,
+                                    int64_t nse, int64_t nbatch, const double *q,
                                     const double *k, const double *v, int64_t e, int64_t dv,
                                     double scale, void *stream);
+
+/* Its backward, as sf_csr_attention_backward_rows_* then _cols_* (dense
+ * operands as above, g like out, lse and g_lse [nbatch * nrows], g_lse may
+ * be NULL; ds and w [nbatch * nse] are written): a warp per row, then a warp
+ * per column of the transposed pattern (crow_t, row_t, perm from
+ * sf_cuda_csr_transpose), so every output has one writer: deterministic.
+ * Report and skipping as the forward. No workspace. */
+sf_status sf_cuda_csr_attention_backward_f32(
+    sf_cuda_report *report, float *dq, float *dk, float *dv_out, float *ds, float *w,
+    const int64_t *crow, const int64_t *col, const float *bias, int64_t bias_stride,
+    const int64_t *crow_t, const int64_t *row_t, const int64_t *perm, int64_t nrows,
+    int64_t ncols, int64_t nse, int64_t nbatch, const float *q, const float *k, const float *v,
+    const float *lse, const float *g, const float *g_lse, int64_t e, int64_t dv, float scale,
+    void *stream);
+sf_status sf_cuda_csr_attention_backward_f64(
+    sf_cuda_report *report, double *dq, double *dk, double *dv_out, double *ds, double *w,
+    const int64_t *crow, const int64_t *col, const double *bias, int64_t bias_stride,
+    const int64_t *crow_t, const int64_t *row_t, const int64_t *perm, int64_t nrows,
+    int64_t ncols, int64_t nse, int64_t nbatch, const double *q, const double *k,
+    const double *v, const double *lse, const double *g, const double *g_lse, int64_t e,
+    int64_t dv, double scale, void *stream);
 
 /* The transposed pattern, as sf_csr_transpose: crow_t [ncols + 1], col_t
  * [nse] (the original row of each element), perm [nse] (its position in A).

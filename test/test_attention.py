@@ -197,6 +197,12 @@ def test_sdpa_minus_inf_mask_is_exact(mask_shape, values):
     check_sdpa(q, k, v, attention_mask(mask_shape, 23, values=values))
 
 
+def test_sdpa_shared_pattern_broadcast_operands():
+    # One pattern for every head, key and value broadcast over the batch.
+    q, k, v = randn(2, 3, 6, 4, seed=50), randn(1, 3, 7, 4, seed=51), randn(3, 7, 5, seed=52)
+    check_sdpa(q, k, v, attention_mask((1, 1, 6, 7), 53, values="with_inf", empty_row=True))
+
+
 def test_sdpa_csr_mask_scale_and_empty_rows():
     q, k, v = randn(3, 6, 4, seed=24), randn(3, 7, 4, seed=25), randn(3, 7, 5, seed=26)
     A = attention_mask((6, 7), 27, values="random", empty_row=True)
@@ -261,6 +267,129 @@ def test_fused_op_gradients_of_both_outputs():
     torch.testing.assert_close(lse, torch.logsumexp(scores, -1))
     torch.autograd.gradcheck(fn, args)
     torch.autograd.gradgradcheck(fn, args)
+
+
+# ---- the fused op's backward kernel -----------------------------------------------------
+
+_ops = torch.ops.sparsefill
+
+
+def fused_problem(nb, m, n, e, dv, seed, bias="shared", values="random"):
+    """A CSR pattern (row 1 empty) with q, k, v for `nb` batch members (None:
+    2-D operands) and a bias: one per stored element ("shared"), one row per
+    batch member ("per_batch") or none."""
+    A = attention_mask((m, n), seed, density=0.5, values=values, empty_row=True).to_sparse_csr()
+    lead = () if nb is None else (nb,)
+    b = {"shared": A.values().detach().clone(), "none": None,
+         "per_batch": randn(*lead, A.values().numel(), seed=seed + 1)}[bias]
+    return (A.crow_indices(), A.col_indices(), b, randn(*lead, m, e, seed=seed + 2),
+            randn(*lead, n, e, seed=seed + 3), randn(*lead, n, dv, seed=seed + 4))
+
+
+def dense_attention(crow, col, bias, q, k, v, scale):
+    """(out, lse, dense bias) of the same attention with a dense (..., m, n)
+    bias that is -inf off the pattern; a row of -inf only gets weights 0 and
+    lse -inf (as the op), with finite gradients."""
+    m, n = q.shape[-2], k.shape[-2]
+    rows = torch.repeat_interleave(torch.arange(m), crow.diff())
+    D = torch.full(q.shape[:-2] + (m, n), -math.inf, dtype=q.dtype)
+    D[..., rows, col] = 0.0 if bias is None else bias.detach()
+    D.requires_grad_()
+    s = scale * q @ k.transpose(-2, -1) + D
+    empty = (s == -math.inf).all(-1, keepdim=True)
+    s = torch.where(empty, 0.0, s)
+    out = (torch.softmax(s, -1) * ~empty) @ v
+    lse = torch.where(empty[..., 0], -math.inf, torch.logsumexp(s, -1))
+    return out, lse, D, (rows, col)
+
+
+@pytest.mark.parametrize("nb,bias", [(None, "shared"), (None, "none"), (3, "shared"),
+                                     (3, "per_batch"), (2, "none")], ids=str)
+@pytest.mark.parametrize("with_lse", [False, True])
+@pytest.mark.parametrize("values", ["random", "with_inf"])
+def test_backward_kernel_matches_dense(nb, bias, with_lse, values):
+    crow, col, b, q, k, v = fused_problem(nb, 6, 7, 4, 3, 70, bias=bias, values=values)
+    out, lse = _ops.sparse_attention(crow, col, b, q, k, v, 0.7)
+    g = randn(*out.shape, seed=71)
+    gl = randn(*lse.shape, seed=72) if with_lse else None
+    dq, dk, dv, ds = _ops.sparse_attention_backward(crow, col, b, q, k, v, lse, g, gl, 0.7)
+    q2, k2, v2 = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out2, lse2, D, (rows, cols) = dense_attention(crow, col, b, q2, k2, v2, 0.7)
+    assert_dense_equal(out, out2)
+    assert_dense_equal(lse, lse2)
+    loss = (out2 * g).sum() + ((lse2.where(lse2 > -math.inf, 0) * gl).sum() if with_lse else 0)
+    want = torch.autograd.grad(loss, (q2, k2, v2, D))
+    for got, w in zip((dq, dk, dv), want):
+        torch.testing.assert_close(got, w)
+    torch.testing.assert_close(ds, want[3][..., rows, cols])
+
+
+def test_plain_backward_takes_the_kernel_double_backward_the_composed_ops(monkeypatch):
+    calls = []
+    composed = _attention._composed_backward
+    monkeypatch.setattr(_attention, "_composed_backward",
+                        lambda *a: calls.append(1) or composed(*a))
+    kernel = []
+    real = _ops.sparse_attention_backward
+
+    class Spy:  # counts the backward kernel's calls
+        def __call__(self, *a):
+            kernel.append(1)
+            return real(*a)
+    monkeypatch.setattr(_attention, "_ops", type("Ops", (), {
+        "__getattr__": lambda self, name: Spy() if name == "sparse_attention_backward"
+        else getattr(_ops, name)})())
+    A = attention_mask((6, 7), 73, values="random")
+    q, k, v = (randn(2, 3, L, 4, seed=74 + L, grad=True) for L in (6, 7, 7))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=A)
+    out.sum().backward()
+    assert kernel == [1] and calls == []
+    gq, = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, attn_mask=A).pow(2).sum(),
+                              q, create_graph=True)
+    assert calls and kernel == [1]  # recorded: the composed ops only
+    dense = torch.softmax(q @ k.transpose(-2, -1) / 2 + A.to_dense(), -1) @ v  # scale 1/sqrt(4)
+    gd, = torch.autograd.grad(dense.pow(2).sum(), q, create_graph=True)
+    torch.testing.assert_close(torch.autograd.grad(gq.sum(), v)[0],
+                               torch.autograd.grad(gd.sum(), v)[0])
+
+
+def test_backward_kernel_refuses_its_own_gradient():
+    crow, col, b, q, k, v = fused_problem(2, 5, 6, 3, 2, 80)
+    out, lse = _ops.sparse_attention(crow, col, b, q, k, v, 0.5)
+    dq, *_ = _ops.sparse_attention_backward(crow, col, b, q.requires_grad_(), k, v, lse,
+                                            torch.ones_like(out), None, 0.5)
+    with pytest.raises(RuntimeError, match="sparse_attention_backward is not differentiable"):
+        dq.sum().backward()
+
+
+def test_backward_kernel_is_deterministic_with_threads():
+    crow, col, b, q, k, v = fused_problem(4, 64, 64, 16, 16, 81, bias="per_batch")
+    out, lse = _ops.sparse_attention(crow, col, b, q, k, v, 0.3)
+    g = randn(*out.shape, seed=82)
+    threads = torch.get_num_threads()
+    try:
+        results = []
+        for t in (1, max(threads, 2)):
+            torch.set_num_threads(t)
+            results.append(_ops.sparse_attention_backward(crow, col, b, q, k, v, lse, g, lse,
+                                                          0.3))
+    finally:
+        torch.set_num_threads(threads)
+    for a, c in zip(*results):
+        assert torch.equal(a, c)
+
+
+def test_fused_op_argument_errors():
+    crow, col, b, q, k, v = fused_problem(2, 5, 6, 3, 2, 83)
+    out, lse = _ops.sparse_attention(crow, col, b, q, k, v, 0.5)
+    with pytest.raises(RuntimeError, match="lse must have shape"):
+        _ops.sparse_attention_backward(crow, col, b, q, k, v, lse[0], out, None, 0.5)
+    with pytest.raises(RuntimeError, match="grad_out must have shape"):
+        _ops.sparse_attention_backward(crow, col, b, q, k, v, lse, out[..., :1], None, 0.5)
+    with pytest.raises(RuntimeError, match="bias must hold one value"):
+        _ops.sparse_attention(crow, col, b.expand(3, -1), q, k, v, 0.5)  # 3 rows for 2 members
+    with pytest.raises(RuntimeError, match="or a batch"):
+        _ops.sparse_attention(crow, col, b, q, k[0], v, 0.5)
 
 
 def test_sdpa_refusals():

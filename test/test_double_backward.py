@@ -240,9 +240,16 @@ class _Recorder(TorchDispatchMode):
 
 
 def _ops_called(name):
+    """The ops a program calls, forward and first-order backward: an op only
+    a backward calls (sparse_attention_backward, which refuses its own
+    gradient; test_attention.py checks the refusal) is covered by the
+    program whose gradcheck runs it and whose double backward records
+    differentiable ops instead."""
     fn, inputs, _ = PROGRAMS[name]
     with _Recorder() as rec:
-        fn(*[_leaf(t) for t in inputs])
+        out = fn(*[_leaf(t) for t in inputs])
+        if out.requires_grad:
+            out.sum().backward()
     return rec.seen
 
 

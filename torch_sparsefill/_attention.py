@@ -340,25 +340,35 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
         raise NotImplementedError(f"torch_sparsefill: {fname}: enable_gqa with grouped heads is "
                                   f"not supported with a sparse attn_mask")
     nb = _fill.prod(batch)
+    s = 1.0 / math.sqrt(E) if scale is None else scale
+    dv = value.shape[-1]
+    if _fused(query, dropout_p) and _fill.prod(tuple(A.shape[:-2])) == 1:
+        # One pattern for every batch and head: the fused op takes the heads
+        # as a batch (no position is repeated per head); no (nse,) score or
+        # weight tensor, the backward works from the saved log-sum-exp.
+        _, r, c = _positions(A)
+        crow = _ops.crow_from_rows(r.contiguous(), L)
+        q = query.expand(batch + (L, E)).reshape(nb, L, E)
+        k = key.expand(batch + (S, E)).reshape(nb, S, E)
+        v = value.expand(batch + (S, dv)).reshape(nb, S, dv)
+        out, _ = _ops.sparse_attention(crow, c.contiguous(), bias.reshape(-1), q, k, v, float(s))
+        return out.reshape(batch + (L, dv))
     b, r, c, bias = _expand_positions(A, bias, batch)
     q = query.expand(batch + (L, E)).reshape(nb * L, E)
     k = key.expand(batch + (S, E)).reshape(nb * S, E)
-    v = value.expand(batch + tuple(value.shape[-2:])).reshape(nb * S, value.shape[-1])
+    v = value.expand(batch + (S, dv)).reshape(nb * S, dv)
     crow, col, rows = _block_csr(b, r, c, nb, L, S)
-    s = 1.0 / math.sqrt(E) if scale is None else scale
     if _fused(q, dropout_p):
-        # One fused pass per row (sf_csr_attention, or a warp per row on
-        # CUDA): no (nse,) score or weight tensor; the backward (below)
-        # recomputes the weights.
+        # A pattern per batch: one fused call on their block-diagonal pattern.
         out, _ = _ops.sparse_attention(crow, col, bias, q, k, v, float(s))
-        return out.reshape(batch + (L, v.shape[-1]))
+        return out.reshape(batch + (L, dv))
     scores = _ops.sddmm(crow, col, nb * S, q, k) * s + bias
     weights = _row_softmax(scores, rows, nb * L)
     if dropout_p > 0:
         weights = F.dropout(weights, dropout_p, True)
     zero = torch.zeros((), dtype=weights.dtype, device=weights.device)
     out = _ops.spmm(crow, col, weights, zero, v, nb * S)
-    return out.reshape(batch + (L, v.shape[-1]))
+    return out.reshape(batch + (L, dv))
 
 
 def _fused(q, dropout_p) -> bool:
@@ -413,17 +423,53 @@ def _row_softmax(scores, rows, nrows):
 
 def _fused_setup(ctx, inputs, output):
     crow, col, bias, q, k, v, scale = inputs
-    ctx.save_for_backward(crow, col, bias, q, k, v)
+    ctx.save_for_backward(crow, col, bias, q, k, v, output[1])
     ctx.scale = scale
 
 
 def _fused_backward(ctx, g_out, g_lse):
-    """sparse_attention's gradients in differentiable ops (double backward
-    exact): the weights W are recomputed (sddmm + row softmax, O(nse)), then
-    dV = W^T g, dW = g V^T on the pattern, dS = W (dW - rowsum(W dW)) (+ W
-    g_lse), dQ = scale dS K, dK = scale dS^T Q, dbias = dS."""
-    crow, col, bias, q, k, v = ctx.saved_tensors
-    scale = ctx.scale
+    """sparse_attention's gradients. A plain backward is one op,
+    ``sparse_attention_backward`` (C core ``sf_csr_attention_backward_*``:
+    the weights from the saved lse, no Python per head). When the backward
+    itself is recorded (``create_graph=True`` with anything requiring
+    grad), the same formulas run in differentiable ops instead, so double
+    backward is exact (:func:`_composed_backward`)."""
+    crow, col, bias, q, k, v, lse = ctx.saved_tensors
+    if g_out is None:
+        g_out = torch.zeros(q.shape[:-1] + v.shape[-1:], dtype=q.dtype, device=q.device)
+    recorded = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (bias, q, k, v, g_out, g_lse))
+    if recorded:
+        dq, dk, dv, ds = _composed_backward(crow, col, bias, q, k, v, ctx.scale, g_out, g_lse)
+    else:
+        dq, dk, dv, ds = _ops.sparse_attention_backward(crow, col, bias, q, k, v, lse, g_out,
+                                                        g_lse, ctx.scale)
+    if bias is None:
+        ds = None
+    elif ds.dim() > bias.dim():  # one bias served every batch member
+        ds = ds.sum(0)
+    return None, None, ds, dq, dk, dv, None
+
+
+def _composed_backward(crow, col, bias, q, k, v, scale, g_out, g_lse):
+    """sparse_attention's gradients in differentiable ops: the weights W are
+    recomputed (sddmm + row softmax, O(nse)), then dV = W^T g, dW = g V^T on
+    the pattern, dS = W (dW - rowsum(W dW)) (+ W g_lse), dQ = scale dS K,
+    dK = scale dS^T Q, dscores = dS (per batch member, as the op's). A batch
+    sharing the pattern is laid out as the block-diagonal pattern."""
+    if q.dim() == 3:
+        nb, L, E = q.shape
+        S = k.shape[1]
+        nse = col.shape[0]
+        rows = _ops.rows_from_crow(crow)
+        b = torch.arange(nb, device=col.device).repeat_interleave(nse)
+        crow2, col2, _ = _block_csr(b, rows.repeat(nb), col.repeat(nb), nb, L, S)
+        if bias is not None:
+            bias = bias.expand(nb, nse).reshape(-1)
+        dq, dk, dv, ds = _composed_backward(
+            crow2, col2, bias, q.reshape(nb * L, E), k.reshape(nb * S, E), v.reshape(nb * S, -1),
+            scale, g_out.reshape(nb * L, -1), None if g_lse is None else g_lse.reshape(-1))
+        return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape), ds.view(nb, nse)
     m, ncols = q.shape[0], k.shape[0]
     rows = _ops.rows_from_crow(crow)
     scores = _ops.sddmm(crow, col, ncols, q, k) * scale
@@ -441,11 +487,27 @@ def _fused_backward(ctx, g_out, g_lse):
         ds = ds + w * g_lse.index_select(0, rows)
     dq = _ops.spmm(crow, col, ds, zero, k, ncols) * scale
     dk = _ops.dense_spmm(q.t(), crow, col, ds, zero, ncols).t() * scale
-    return None, None, (ds if bias is not None else None), dq, dk, dv, None
+    return dq, dk, dv, ds
 
 
 torch.library.register_autograd("sparsefill::sparse_attention", _fused_backward,
                                 setup_context=_fused_setup)
+
+
+def _backward_kernel_backward(ctx, *grads):
+    """sparse_attention_backward is not differentiated: the fused op's
+    backward calls it only when no graph of the backward is recorded, and
+    takes differentiable ops otherwise. A direct call that needs its
+    gradient is refused, never answered with a wrong one."""
+    raise RuntimeError(
+        "sparsefill::sparse_attention_backward is not differentiable; differentiate "
+        "F.scaled_dot_product_attention (or sparsefill::sparse_attention) twice instead: its "
+        "backward is recorded in differentiable ops when create_graph=True")
+
+
+torch.library.register_autograd("sparsefill::sparse_attention_backward",
+                                _backward_kernel_backward,
+                                setup_context=lambda ctx, inputs, output: None)
 
 
 ROUTES = {

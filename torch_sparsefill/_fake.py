@@ -81,8 +81,16 @@ def _sddmm_fake(crow_indices, col_indices, ncols, x, y):
 
 @torch.library.register_fake("sparsefill::sparse_attention")
 def _sparse_attention_fake(crow_indices, col_indices, bias, query, key, value, scale):
-    rows = query.shape[0]
-    return query.new_empty((rows, value.shape[1])), query.new_empty((rows,))
+    rows = tuple(query.shape[:-1])  # ((nb,) m)
+    return query.new_empty(rows + (value.shape[-1],)), query.new_empty(rows)
+
+
+@torch.library.register_fake("sparsefill::sparse_attention_backward")
+def _sparse_attention_backward_fake(crow_indices, col_indices, bias, query, key, value, lse,
+                                    grad_out, grad_lse, scale):
+    scores = tuple(query.shape[:-2]) + (col_indices.shape[0],)  # ((nb,) nse)
+    return (query.new_empty(query.shape), key.new_empty(key.shape), value.new_empty(value.shape),
+            query.new_empty(scores))
 
 
 @torch.library.register_fake("sparsefill::spgemm")

@@ -41,6 +41,10 @@ TORCH_LIBRARY(sparsefill, m) {
   m.def("sddmm(Tensor crow_indices, Tensor col_indices, int ncols, Tensor x, Tensor y) -> Tensor");
   m.def("sparse_attention(Tensor crow_indices, Tensor col_indices, Tensor? bias, Tensor query, "
         "Tensor key, Tensor value, float scale) -> (Tensor out, Tensor lse)");
+  m.def("sparse_attention_backward(Tensor crow_indices, Tensor col_indices, Tensor? bias, "
+        "Tensor query, Tensor key, Tensor value, Tensor lse, Tensor grad_out, Tensor? grad_lse, "
+        "float scale) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value, "
+        "Tensor grad_scores)");
   m.def("csr_transpose(Tensor crow_indices, Tensor col_indices, int ncols) -> "
         "(Tensor crow_indices, Tensor col_indices, Tensor perm)");
   m.def("spgemm(Tensor crow_a, Tensor col_a, Tensor values_a, Tensor crow_b, Tensor col_b, "

@@ -10,8 +10,13 @@
 //   sddmm(crow, col, ncols, x, y)                     (X Y^T) sampled on a pattern
 //   sparse_attention(crow, col, bias?, q, k, v, scale) -> (out, lse)  softmax over each
 //                                                     row's stored scale * Q K^T + bias,
-//                                                     times V, fused (CPU and CUDA; its
-//                                                     backward is Python's, _attention.py)
+//                                                     times V, fused (CPU and CUDA), for
+//                                                     one or a batch of heads sharing the
+//                                                     pattern (autograd: _attention.py,
+//                                                     which calls the next op)
+//   sparse_attention_backward(crow, col, bias?, q, k, v, lse, grad_out, grad_lse?, scale)
+//                                                     -> (dq, dk, dv, dscores)  its
+//                                                     gradients from the saved lse
 //   csr_transpose(crow, col, ncols) -> (crow, col, perm)  the transposed pattern and
 //                                                     the values' permutation
 //   spgemm(crow_a, col_a, values_a, crow_b, col_b, values_b, n)  fill-0 CSR @ CSR -> CSR
@@ -29,6 +34,7 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "ops/common/args.h"
 #include "ops/common/dispatch.h"
@@ -78,22 +84,58 @@ inline void check_sddmm_shapes(const Tensor& crow, int64_t ncols, const Tensor& 
               y_in.sizes());
 }
 
-// sparse_attention's operands: crow (m + 1), col (nse), bias (nse) if given,
-// q (m x e), k (ncols x e), v (ncols x dv), all of one dtype.
-inline void check_attention_shapes(const Tensor& crow, const Tensor& col,
-                                   const std::optional<Tensor>& bias, const Tensor& q,
-                                   const Tensor& k, const Tensor& v) {
+// sparse_attention's operands: crow (m + 1), col (nse); q (m x e), k (ncols x
+// e), v (ncols x dv), or a batch of them sharing the pattern: (nb x m x e),
+// (nb x ncols x e), (nb x ncols x dv); bias (nse) shared by the batch, or
+// (nb x nse) one per batch member; all of one dtype.
+struct AttentionDims {
+  int64_t nb, m, ncols, nse, e, dv, bias_stride;
+};
+
+inline AttentionDims check_attention_shapes(const Tensor& crow, const Tensor& col,
+                                            const std::optional<Tensor>& bias, const Tensor& q,
+                                            const Tensor& k, const Tensor& v) {
   TORCH_CHECK(crow.numel() >= 1, "sparsefill: sparse_attention: crow_indices must not be empty");
-  TORCH_CHECK(q.dim() == 2 && k.dim() == 2 && v.dim() == 2 && q.size(0) == crow.numel() - 1 &&
-                  k.size(1) == q.size(1) && v.size(0) == k.size(0) &&
+  const int64_t d = q.dim();
+  TORCH_CHECK((d == 2 || d == 3) && k.dim() == d && v.dim() == d &&
+                  q.size(-2) == crow.numel() - 1 && k.size(-1) == q.size(-1) &&
+                  v.size(-2) == k.size(-2) && (d == 2 || (k.size(0) == q.size(0) &&
+                                                          v.size(0) == q.size(0))) &&
                   k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
               "sparsefill: sparse_attention: expected query (rows x e), key (ncols x e) and "
-              "value (ncols x dv) of one dtype for ", crow.numel() - 1, " rows, got ",
-              q.sizes(), ", ", k.sizes(), " and ", v.sizes());
-  TORCH_CHECK(!bias.has_value() || (bias->dim() == 1 && bias->numel() == col.numel() &&
-                                    bias->scalar_type() == q.scalar_type()),
+              "value (ncols x dv), or a batch (b x ...) of each, of one dtype for ",
+              crow.numel() - 1, " rows, got ", q.sizes(), ", ", k.sizes(), " and ", v.sizes());
+  const int64_t nb = d == 3 ? q.size(0) : 1, nse = col.numel();
+  TORCH_CHECK(!bias.has_value() ||
+                  ((bias->dim() == 1 || (d == 3 && bias->dim() == 2 && bias->size(0) == nb)) &&
+                   bias->size(-1) == nse && bias->scalar_type() == q.scalar_type()),
               "sparsefill: sparse_attention: bias must hold one value of query's dtype per "
-              "stored element (", col.numel(), ")");
+              "stored element (", nse, "), or one row of them per batch member, got ",
+              bias.has_value() ? bias->sizes() : c10::IntArrayRef{});
+  const int64_t bias_stride = bias.has_value() && bias->dim() == 2 ? nse : 0;
+  return {nb, crow.numel() - 1, k.size(-2), nse, q.size(-1), v.size(-1), bias_stride};
+}
+
+// sparse_attention_backward's extra operands: lse ((nb x) m), grad_out ((nb
+// x) m x dv) and grad_lse (as lse) if given, of query's dtype.
+inline void check_attention_grads(const AttentionDims& d, const Tensor& q, const Tensor& lse,
+                                  const Tensor& g, const std::optional<Tensor>& g_lse) {
+  std::vector<int64_t> rows{d.m}, out{d.m, d.dv};
+  if (q.dim() == 3) {
+    rows.insert(rows.begin(), d.nb);
+    out.insert(out.begin(), d.nb);
+  }
+  const auto st = q.scalar_type();
+  TORCH_CHECK(lse.sizes() == c10::IntArrayRef(rows) && lse.scalar_type() == st,
+              "sparsefill: sparse_attention_backward: lse must have shape ", c10::IntArrayRef(rows),
+              " and query's dtype, got ", lse.sizes(), " ", lse.scalar_type());
+  TORCH_CHECK(g.sizes() == c10::IntArrayRef(out) && g.scalar_type() == st,
+              "sparsefill: sparse_attention_backward: grad_out must have shape ",
+              c10::IntArrayRef(out), " and query's dtype, got ", g.sizes(), " ", g.scalar_type());
+  TORCH_CHECK(!g_lse.has_value() ||
+                  (g_lse->sizes() == c10::IntArrayRef(rows) && g_lse->scalar_type() == st),
+              "sparsefill: sparse_attention_backward: grad_lse must have lse's shape ",
+              c10::IntArrayRef(rows), " and query's dtype");
 }
 
 // The row stride to give a kernel for a row-major dense operand B (unit

@@ -73,6 +73,7 @@ template <> struct CudaCore<float> {
   static constexpr auto bsr_spmm = sf_cuda_bsr_spmm_f32;
   static constexpr auto sddmm = sf_cuda_csr_sddmm_f32;
   static constexpr auto attention = sf_cuda_csr_attention_f32;
+  static constexpr auto attention_backward = sf_cuda_csr_attention_backward_f32;
   static constexpr auto spgemm_create = sf_cuda_spgemm_create_f32;
   static constexpr auto spgemm_copy = sf_cuda_spgemm_copy_f32;
   static constexpr auto seg_sum = sf_cuda_seg_sum_f32;
@@ -87,6 +88,7 @@ template <> struct CudaCore<double> {
   static constexpr auto bsr_spmm = sf_cuda_bsr_spmm_f64;
   static constexpr auto sddmm = sf_cuda_csr_sddmm_f64;
   static constexpr auto attention = sf_cuda_csr_attention_f64;
+  static constexpr auto attention_backward = sf_cuda_csr_attention_backward_f64;
   static constexpr auto spgemm_create = sf_cuda_spgemm_create_f64;
   static constexpr auto spgemm_copy = sf_cuda_spgemm_copy_f64;
   static constexpr auto seg_sum = sf_cuda_seg_sum_f64;

@@ -52,6 +52,8 @@ template <> struct Core<float> {
   static constexpr auto bsr_spmm = sf_bsr_spmm_f32;
   static constexpr auto sddmm = sf_csr_sddmm_f32;
   static constexpr auto attention = sf_csr_attention_f32;
+  static constexpr auto attention_backward_rows = sf_csr_attention_backward_rows_f32;
+  static constexpr auto attention_backward_cols = sf_csr_attention_backward_cols_f32;
   static constexpr auto spgemm = sf_csr_spgemm_f32;
   static constexpr auto sddmm_sparse = sf_csr_sddmm_sparse_f32;
   static constexpr auto seg_sum = sf_seg_sum_f32;
@@ -67,6 +69,8 @@ template <> struct Core<double> {
   static constexpr auto bsr_spmm = sf_bsr_spmm_f64;
   static constexpr auto sddmm = sf_csr_sddmm_f64;
   static constexpr auto attention = sf_csr_attention_f64;
+  static constexpr auto attention_backward_rows = sf_csr_attention_backward_rows_f64;
+  static constexpr auto attention_backward_cols = sf_csr_attention_backward_cols_f64;
   static constexpr auto spgemm = sf_csr_spgemm_f64;
   static constexpr auto sddmm_sparse = sf_csr_sddmm_sparse_f64;
   static constexpr auto seg_sum = sf_seg_sum_f64;

@@ -14,17 +14,15 @@
 
 namespace sparsefill {
 
-// Runs f(row_begin, row_end) -> sf_status over rows [0, m) of a CSR-like
-// pointer array (crow_indices, or the segment pointers of a reduction) on
-// torch's intra-op threads, in ranges of about equal work (stored elements
-// times work_per_row, plus one unit per row), and raises the first non-OK
+// Runs f(row_begin, row_end) -> sf_status over rows [0, m) on torch's
+// intra-op threads, in ranges of about equal work (stored elements times
+// work_per_row, plus one unit per row; prefix(r) = the stored elements of
+// rows [0, r), non-decreasing for valid data), and raises the first non-OK
 // status. Small inputs run on the calling thread. Results must not depend on
 // the split: each row is written by exactly one range.
-//   for_row_ranges(crow, m, n, "spmm operands", [&](int64_t r0, int64_t r1) {
-//     return sf_csr_spmm_f32(..., r0, r1); });
-template <class F>
-void for_row_ranges(const int64_t* ptr, int64_t m, int64_t work_per_row, const char* what, F f) {
-  const int64_t nse = ptr[m];
+template <class Prefix, class F>
+void for_ranges_by(Prefix prefix, int64_t m, int64_t work_per_row, const char* what, F f) {
+  const int64_t nse = prefix(m);
   const int64_t total = nse * std::max<int64_t>(work_per_row, 1) + m;
   const int64_t threads = at::get_num_threads();
   if (threads <= 1 || total < 32768 || m < 2) {
@@ -34,14 +32,14 @@ void for_row_ranges(const int64_t* ptr, int64_t m, int64_t work_per_row, const c
   const int64_t chunks = std::min<int64_t>(threads * 4, m);
   std::vector<int64_t> bound(chunks + 1, m);
   bound[0] = 0;
-  // ptr[i] + i is non-decreasing for valid data; for invalid data the split
-  // is merely uneven and the C core reports the error.
+  // prefix(i) + i is non-decreasing for valid data; for invalid data the
+  // split is merely uneven and the C core reports the error.
   for (int64_t c = 1; c < chunks; ++c) {
     const int64_t target = (nse + m) * c / chunks;
     int64_t lo = bound[c - 1], hi = m;
     while (lo < hi) {
       const int64_t mid = lo + (hi - lo) / 2;
-      if (ptr[mid] + mid < target) lo = mid + 1; else hi = mid;
+      if (prefix(mid) + mid < target) lo = mid + 1; else hi = mid;
     }
     bound[c] = lo;
   }
@@ -55,6 +53,25 @@ void for_row_ranges(const int64_t* ptr, int64_t m, int64_t work_per_row, const c
     }
   });
   check_status(static_cast<sf_status>(first_error.load()), what);
+}
+
+// The rows [0, m) of a CSR-like pointer array (crow_indices, or the segment
+// pointers of a reduction):
+//   for_row_ranges(crow, m, n, "spmm operands", [&](int64_t r0, int64_t r1) {
+//     return sf_csr_spmm_f32(..., r0, r1); });
+template <class F>
+void for_row_ranges(const int64_t* ptr, int64_t m, int64_t work_per_row, const char* what, F f) {
+  for_ranges_by([ptr](int64_t r) { return ptr[r]; }, m, work_per_row, what, f);
+}
+
+// The rows [0, nbatch * m) of nbatch copies of one pattern (row r is row
+// r % m of copy r / m), as the batched attention kernels number them.
+template <class F>
+void for_batched_row_ranges(const int64_t* ptr, int64_t m, int64_t nbatch, int64_t work_per_row,
+                            const char* what, F f) {
+  if (m == 0 || nbatch == 0) return;
+  for_ranges_by([ptr, m](int64_t r) { return (r / m) * ptr[m] + ptr[r % m]; }, nbatch * m,
+                work_per_row, what, f);
 }
 
 }  // namespace sparsefill

@@ -5,6 +5,7 @@
 
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/mv.h>
 #include <ATen/ops/zeros.h>
 
@@ -124,7 +125,8 @@ Tensor sddmm_cpu(const Tensor& crow_in, const Tensor& col_in, int64_t ncols, con
 }
 
 // Fused sparse attention (sparsefill_core.h, sf_csr_attention): per row of
-// the pattern, softmax of scale * Q K^T + bias over the stored elements, times V.
+// the pattern and batch member, softmax of scale * Q K^T + bias over the
+// stored elements, times V.
 std::tuple<Tensor, Tensor> sparse_attention_cpu(const Tensor& crow_in, const Tensor& col_in,
                                                 const std::optional<Tensor>& bias_in,
                                                 const Tensor& q_in, const Tensor& k_in,
@@ -134,26 +136,87 @@ std::tuple<Tensor, Tensor> sparse_attention_cpu(const Tensor& crow_in, const Ten
   check_float(q_in, "query");
   check_float(k_in, "key");
   check_float(v_in, "value");
-  check_attention_shapes(crow, col, bias_in, q_in, k_in, v_in);
+  const AttentionDims d = check_attention_shapes(crow, col, bias_in, q_in, k_in, v_in);
   const auto out_type = q_in.scalar_type();
   const auto ct = compute_type(out_type, "sparse_attention", false);
   Tensor q = q_in.to(ct).contiguous(), k = k_in.to(ct).contiguous(), v = v_in.to(ct).contiguous();
   Tensor bias = bias_in.has_value() ? bias_in->to(ct).contiguous() : Tensor();
-  const int64_t m = crow.numel() - 1, ncols = k.size(0), nse = col.numel();
-  const int64_t e = q.size(1), dv = v.size(1);
-  Tensor out = at::empty({m, dv}, q.options());
-  Tensor lse = at::empty({m}, q.options());
+  auto lead = q.sizes().vec();
+  lead.pop_back();  // (nb,) m
+  auto out_shape = lead;
+  out_shape.push_back(d.dv);
+  Tensor out = at::empty(out_shape, q.options());
+  Tensor lse = at::empty(lead, q.options());
   with_compute_type(ct, [&](auto zero) {
     using T = decltype(zero);
     const int64_t* cr = crow.data_ptr<int64_t>();
     const T* b = bias.defined() ? bias.data_ptr<T>() : nullptr;
-    for_row_ranges(cr, m, e + dv, "sparse_attention operands", [&](int64_t r0, int64_t r1) {
-      return Core<T>::attention(out.data_ptr<T>(), dv, lse.data_ptr<T>(), cr,
-                                col.data_ptr<int64_t>(), b, m, ncols, nse, q.data_ptr<T>(), e,
-                                k.data_ptr<T>(), e, v.data_ptr<T>(), dv, e, dv, (T)scale, r0, r1);
+    for_batched_row_ranges(cr, d.m, d.nb, d.e + d.dv, "sparse_attention operands",
+                           [&](int64_t r0, int64_t r1) {
+      return Core<T>::attention(out.data_ptr<T>(), d.dv, lse.data_ptr<T>(), cr,
+                                col.data_ptr<int64_t>(), b, d.bias_stride, d.m, d.ncols, d.nse,
+                                d.nb, q.data_ptr<T>(), d.e, k.data_ptr<T>(), d.e,
+                                v.data_ptr<T>(), d.dv, d.e, d.dv, (T)scale, r0, r1);
     });
   });
   return {out.to(out_type), lse.to(out_type)};
+}
+
+// sparse_attention's gradients (sf_csr_attention_backward_rows/_cols): the
+// weights from the saved lse, dq by rows, dk and dv by the columns of the
+// transposed pattern; grad_scores is the gradient of every stored score
+// ((nb x) nse, per batch member), which is the bias's.
+std::tuple<Tensor, Tensor, Tensor, Tensor> sparse_attention_backward_cpu(
+    const Tensor& crow_in, const Tensor& col_in, const std::optional<Tensor>& bias_in,
+    const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& lse_in,
+    const Tensor& g_in, const std::optional<Tensor>& g_lse_in, double scale) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  check_float(q_in, "query");
+  check_float(k_in, "key");
+  check_float(v_in, "value");
+  const AttentionDims d = check_attention_shapes(crow, col, bias_in, q_in, k_in, v_in);
+  check_attention_grads(d, q_in, lse_in, g_in, g_lse_in);
+  const auto out_type = q_in.scalar_type();
+  const auto ct = compute_type(out_type, "sparse_attention_backward", false);
+  auto prep = [&](const Tensor& t) { return t.to(ct).contiguous(); };
+  Tensor q = prep(q_in), k = prep(k_in), v = prep(v_in), lse = prep(lse_in), g = prep(g_in);
+  Tensor bias = bias_in.has_value() ? prep(*bias_in) : Tensor();
+  Tensor g_lse = g_lse_in.has_value() ? prep(*g_lse_in) : Tensor();
+  Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+  Tensor ds = at::empty(q.dim() == 3 ? std::vector<int64_t>{d.nb, d.nse}
+                                      : std::vector<int64_t>{d.nse}, q.options());
+  Tensor w = at::empty_like(ds);
+  Tensor crow_t = at::empty({d.ncols + 1}, crow.options());
+  Tensor row_t = at::empty({d.nse}, crow.options());
+  Tensor perm = at::empty({d.nse}, crow.options());
+  check_status(sf_csr_transpose(crow_t.data_ptr<int64_t>(), row_t.data_ptr<int64_t>(),
+                                perm.data_ptr<int64_t>(), crow.data_ptr<int64_t>(),
+                                col.data_ptr<int64_t>(), d.m, d.ncols, d.nse),
+               "sparse_attention_backward operands");
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t* cr = crow.data_ptr<int64_t>();
+    const T* b = bias.defined() ? bias.data_ptr<T>() : nullptr;
+    const T* gl = g_lse.defined() ? g_lse.data_ptr<T>() : nullptr;
+    for_batched_row_ranges(cr, d.m, d.nb, d.e + d.dv, "sparse_attention_backward operands",
+                           [&](int64_t r0, int64_t r1) {
+      return Core<T>::attention_backward_rows(
+          dq.data_ptr<T>(), d.e, ds.data_ptr<T>(), w.data_ptr<T>(), cr, col.data_ptr<int64_t>(),
+          b, d.bias_stride, d.m, d.ncols, d.nse, d.nb, q.data_ptr<T>(), d.e, k.data_ptr<T>(),
+          d.e, v.data_ptr<T>(), d.dv, lse.data_ptr<T>(), g.data_ptr<T>(), d.dv, gl, d.e, d.dv,
+          (T)scale, r0, r1);
+    });
+    for_batched_row_ranges(crow_t.data_ptr<int64_t>(), d.ncols, d.nb, d.e + d.dv,
+                           "sparse_attention_backward operands", [&](int64_t c0, int64_t c1) {
+      return Core<T>::attention_backward_cols(
+          dk.data_ptr<T>(), d.e, dv.data_ptr<T>(), d.dv, crow_t.data_ptr<int64_t>(),
+          row_t.data_ptr<int64_t>(), perm.data_ptr<int64_t>(), d.m, d.ncols, d.nse, d.nb,
+          ds.data_ptr<T>(), w.data_ptr<T>(), q.data_ptr<T>(), d.e, g.data_ptr<T>(), d.dv, d.e,
+          d.dv, (T)scale, c0, c1);
+    });
+  });
+  return {dq.to(out_type), dk.to(out_type), dv.to(out_type), ds.to(out_type)};
 }
 
 std::tuple<Tensor, Tensor, Tensor> csr_transpose_cpu(const Tensor& crow_in, const Tensor& col_in,
@@ -259,5 +322,6 @@ TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("csr_transpose", &sparsefill::csr_transpose_cpu);
   m.impl("sddmm", &sparsefill::sddmm_cpu);
   m.impl("sparse_attention", &sparsefill::sparse_attention_cpu);
+  m.impl("sparse_attention_backward", &sparsefill::sparse_attention_backward_cpu);
   m.impl("spgemm", &sparsefill::spgemm_cpu);
 }

@@ -14,12 +14,15 @@
 // CUDAContextLight.h declares getCurrentCUDASparseHandle (it includes
 // cusparse.h, which setup.py finds in the toolkit or torch's nvidia wheel).
 #include <ATen/cuda/CUDAContextLight.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/mv.h>
 #include <ATen/ops/zeros.h>
 
 #include <climits>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 #include "ops/common/cuda.h"
 #include "ops/common/dtypes.h"
@@ -178,28 +181,82 @@ std::tuple<Tensor, Tensor> sparse_attention_cuda(const Tensor& crow_in, const Te
   check_float(k_in, "key", device);
   check_float(v_in, "value", device);
   if (bias_in.has_value()) check_float(*bias_in, "bias", device);
-  check_attention_shapes(crow, col, bias_in, q_in, k_in, v_in);
+  const AttentionDims d = check_attention_shapes(crow, col, bias_in, q_in, k_in, v_in);
   c10::cuda::CUDAGuard guard(device);
   const auto out_type = q_in.scalar_type();
   const auto ct = compute_type(out_type, "sparse_attention", false);
   Tensor q = q_in.to(ct).contiguous(), k = k_in.to(ct).contiguous(), v = v_in.to(ct).contiguous();
   Tensor bias = bias_in.has_value() ? bias_in->to(ct).contiguous() : Tensor();
-  const int64_t m = crow.numel() - 1, nse = col.numel(), e = q.size(1), dv = v.size(1);
-  Tensor out = at::empty({m, dv}, q.options());
-  Tensor lse = at::empty({m}, q.options());
+  auto lead = q.sizes().vec();
+  lead.pop_back();  // (nb,) m
+  auto out_shape = lead;
+  out_shape.push_back(d.dv);
+  Tensor out = at::empty(out_shape, q.options());
+  Tensor lse = at::empty(lead, q.options());
   Reports reports(1, device);
   with_compute_type(ct, [&](auto zero) {
     using T = decltype(zero);
     check_call(CudaCore<T>::attention(reports.at(0), out.data_ptr<T>(), lse.data_ptr<T>(),
                                       crow.data_ptr<int64_t>(), col.data_ptr<int64_t>(),
-                                      bias.defined() ? bias.data_ptr<T>() : nullptr, m,
-                                      k.size(0), nse, q.data_ptr<T>(), k.data_ptr<T>(),
-                                      v.data_ptr<T>(), e, dv, (T)scale, current_stream()),
+                                      bias.defined() ? bias.data_ptr<T>() : nullptr,
+                                      d.bias_stride, d.m, d.ncols, d.nse, d.nb, q.data_ptr<T>(),
+                                      k.data_ptr<T>(), v.data_ptr<T>(), d.e, d.dv, (T)scale,
+                                      current_stream()),
                "sparse_attention operands");
   });
   const auto r = reports.read()[0];
   check_status((sf_status)r.status, "sparse_attention operands");
   return {out.to(out_type), lse.to(out_type)};
+}
+
+// sparse_attention's gradients, as the CPU kernel: the transposed pattern
+// (csr_transpose's CUDA kernel), then the rows and columns passes.
+std::tuple<Tensor, Tensor, Tensor, Tensor> sparse_attention_backward_cuda(
+    const Tensor& crow_in, const Tensor& col_in, const std::optional<Tensor>& bias_in,
+    const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& lse_in,
+    const Tensor& g_in, const std::optional<Tensor>& g_lse_in, double scale) {
+  Tensor crow, col;
+  std::tie(crow, col) = csr_index_args(crow_in, col_in);
+  const at::Device device = crow.device();
+  check_float(q_in, "query", device);
+  check_float(k_in, "key", device);
+  check_float(v_in, "value", device);
+  check_float(lse_in, "lse", device);
+  check_float(g_in, "grad_out", device);
+  if (bias_in.has_value()) check_float(*bias_in, "bias", device);
+  if (g_lse_in.has_value()) check_float(*g_lse_in, "grad_lse", device);
+  const AttentionDims d = check_attention_shapes(crow, col, bias_in, q_in, k_in, v_in);
+  check_attention_grads(d, q_in, lse_in, g_in, g_lse_in);
+  c10::cuda::CUDAGuard guard(device);
+  const auto out_type = q_in.scalar_type();
+  const auto ct = compute_type(out_type, "sparse_attention_backward", false);
+  auto prep = [&](const Tensor& t) { return t.to(ct).contiguous(); };
+  Tensor q = prep(q_in), k = prep(k_in), v = prep(v_in), lse = prep(lse_in), g = prep(g_in);
+  Tensor bias = bias_in.has_value() ? prep(*bias_in) : Tensor();
+  Tensor g_lse = g_lse_in.has_value() ? prep(*g_lse_in) : Tensor();
+  Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+  Tensor ds = at::empty(q.dim() == 3 ? std::vector<int64_t>{d.nb, d.nse}
+                                      : std::vector<int64_t>{d.nse}, q.options());
+  Tensor w = at::empty_like(ds);
+  Tensor crow_t, row_t, perm;
+  std::tie(crow_t, row_t, perm) = call::csr_transpose(crow, col, d.ncols);
+  Reports reports(1, device);
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    check_call(CudaCore<T>::attention_backward(
+                   reports.at(0), dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>(),
+                   ds.data_ptr<T>(), w.data_ptr<T>(), crow.data_ptr<int64_t>(),
+                   col.data_ptr<int64_t>(), bias.defined() ? bias.data_ptr<T>() : nullptr,
+                   d.bias_stride, crow_t.data_ptr<int64_t>(), row_t.data_ptr<int64_t>(),
+                   perm.data_ptr<int64_t>(), d.m, d.ncols, d.nse, d.nb, q.data_ptr<T>(),
+                   k.data_ptr<T>(), v.data_ptr<T>(), lse.data_ptr<T>(), g.data_ptr<T>(),
+                   g_lse.defined() ? g_lse.data_ptr<T>() : nullptr, d.e, d.dv, (T)scale,
+                   current_stream()),
+               "sparse_attention_backward operands");
+  });
+  const auto r = reports.read()[0];
+  check_status((sf_status)r.status, "sparse_attention_backward operands");
+  return {dq.to(out_type), dk.to(out_type), dv.to(out_type), ds.to(out_type)};
 }
 
 // ---- csr_transpose ------------------------------------------------------------------
@@ -341,6 +398,7 @@ TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {
   m.impl("csr_transpose", &sparsefill::csr_transpose_cuda);
   m.impl("sddmm", &sparsefill::sddmm_cuda);
   m.impl("sparse_attention", &sparsefill::sparse_attention_cuda);
+  m.impl("sparse_attention_backward", &sparsefill::sparse_attention_backward_cuda);
   m.impl("spgemm", &sparsefill::spgemm_cuda);
 }
 
