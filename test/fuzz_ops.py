@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import re
 import sys
 import time
 import traceback
@@ -1053,13 +1052,6 @@ KNOWN = {
     "to_dense() of a SparseFillTensor with 0 elements leaves the graph (dense: an empty "
     "result that requires grad); the to_dense op's autograd (aten_ext/ops/autograd, s15f)":
         lambda detail, text: "cut from the graph (0 elements)" in detail,
-    "products with a huge finite fill (nan_to_num's 1.8e308 from an infinite fill) that covers "
-    "elements: the fast path's correction (v - f) @ B + f * colsum(B) overflows to inf - inf "
-    "where dense is finite (old seed 100411's live case); the products' path choice "
-    "(spmm_fast_path_exact, aten_ext/ops/composite/products.cpp) must also rule out overflow":
-        lambda detail, text: detail.startswith("forward") and "nan_to_num(" in text and
-        re.search(r"\b(mm|matmul|__matmul__|__rmatmul__|mv|addmm|bmm|baddbmm|linear|smm|hspmm|"
-                  r"sspaddmm|_foreach_mm)\(", text) is not None,
 }
 
 

@@ -712,3 +712,54 @@ def test_product_with_an_unseen_huge_fill_is_exact(fill):
     torch.testing.assert_close(A @ B, A.to_dense() @ B)
     torch.testing.assert_close(L @ A, L @ A.to_dense())
     torch.testing.assert_close((A @ A.t()).to_dense(), A.to_dense() @ A.to_dense().t())
+
+
+def _huge_operands(case, dtype, layout):
+    """A (2 x 2, one unspecified element per row) and B whose product is
+    finite in dense, but where the fast path's shift overflows: a fill near
+    the dtype's largest value (f * colsum(B)), a stored value and a fill of
+    opposite signs near it (v - f), or B's entries near it (colsum(B))."""
+    big = torch.finfo(dtype).max * 0.6
+    values, fill, B = {
+        "fill": ([1.5, -2.], big, [[1., 0.5], [1., -1.]]),
+        "value minus fill": ([big, 1.], -big, [[1., 1.], [1., 0.5]]),
+        "B": ([0.25, 0.5], 0.5, [[big, 1.], [big, 1.]]),
+    }[case]
+    A = sf.sparse_coo_tensor(torch.tensor([[0, 1], [0, 1]]), torch.tensor(values, dtype=dtype),
+                             (2, 2), fill_value=torch.tensor(fill, dtype=dtype))
+    if layout == torch.sparse_csr:
+        A = A.to_sparse_csr()
+    return A, torch.tensor(B, dtype=dtype)
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=["coo", "csr"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("case", ["fill", "value minus fill", "B"])
+def test_products_with_a_huge_finite_fill_do_not_overflow(case, dtype, layout):
+    """Fuzzer (KNOWN "products with a huge finite fill", nan_to_num's 1.8e308
+    from an infinite fill): the fast path's correction (v - f) @ B + f * colsum(B)
+    overflowed to inf or inf - inf where dense is finite. The path choice
+    now bounds the intermediates and takes the exact path beyond the range,
+    for mm, mv, addmm, bmm, dense @ sparse and sparse @ sparse."""
+    A, B = _huge_operands(case, dtype, layout)
+    Ad = A.to_dense()
+
+    def close(got, want):
+        got = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
+        assert torch.isfinite(want).all()  # the case is one dense computes
+        # relative to the result's largest magnitude, as the fuzzer compares:
+        # dense's own order of summation rounds 1 + big - big to 0
+        scale = want.abs().max().clamp_min(1)
+        torch.testing.assert_close(got / scale, want / scale)
+
+    close(A @ B, Ad @ B)
+    close(torch.mv(A, B[:, 0]), Ad @ B[:, 0])
+    C = torch.ones(2, 2, dtype=dtype)
+    close(torch.addmm(C, A, B), torch.addmm(C, Ad, B))
+    close(torch.bmm(torch.stack([A.to_sparse_coo(), A.to_sparse_coo()]), B.expand(2, 2, 2)),
+          torch.bmm(Ad.expand(2, 2, 2), B.expand(2, 2, 2)))
+    close(B.t() @ A.t(), (Ad @ B).t())  # dense @ sparse
+    S = sf.sparse_coo_tensor(torch.tensor([[0], [1]]), B[0, 1:], (2, 2),
+                             fill_value=B[1, 0] if case == "B" else B[0, 0])
+    close(A @ S, Ad @ S.to_dense())  # sparse @ sparse
+
