@@ -763,3 +763,31 @@ def test_products_with_a_huge_finite_fill_do_not_overflow(case, dtype, layout):
                              fill_value=B[1, 0] if case == "B" else B[0, 0])
     close(A @ S, Ad @ S.to_dense())  # sparse @ sparse
 
+
+def test_union_result_whose_fill_covers_nothing_has_the_dense_second_derivative():
+    """Fuzzer seed 107562: atan2(A, B) with A fully stored and both fills 0:
+    the union stores every position, so the result's fill atan2(0, 0) covers
+    no element, yet its derivative (0/0) met the zero gradient reaching it
+    and the Hessian-vector product w.r.t. B's fill was nan (dense: finite)."""
+    g = torch.Generator().manual_seed(0)
+    idx = torch.tensor([[0, 0, 1, 1], [0, 1, 0, 1]])
+    va = torch.randn(4, dtype=D, generator=g, requires_grad=True)
+    vb = torch.randn(3, dtype=D, generator=g, requires_grad=True)
+    fa, fb = (torch.zeros((), dtype=D, requires_grad=True) for _ in range(2))
+    leaves = [va, fa, vb, fb]
+
+    def hvp(make):
+        A, B = make(idx, va, fa), make(idx[:, :3], vb, fb)
+        out = torch.atan2(A, B)
+        out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        grads = torch.autograd.grad((out ** 2).sum(), leaves, create_graph=True)
+        return torch.autograd.grad(sum(x.sum() for x in grads), leaves, allow_unused=True)
+
+    def dense(i, v, f):
+        return f.expand(2, 2).index_put(tuple(i), v)
+
+    got = hvp(lambda i, v, f: sf.sparse_coo_tensor(i, v, (2, 2), fill_value=f))
+    want = hvp(dense)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, torch.zeros_like(a) if b is None else b)
+    assert want[3].abs() > 0  # B's fill is in the dense Hessian
