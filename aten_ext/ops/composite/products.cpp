@@ -8,20 +8,21 @@
 
 #include <ATen/TensorIndexing.h>
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/amax.h>
 #include <ATen/ops/any.h>
 #include <ATen/ops/ceil.h>
 #include <ATen/ops/clamp_min.h>
 #include <ATen/ops/exp2.h>
-#include <ATen/ops/log2.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/index_put.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
-#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/log2.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/ones_like.h>
-#include <ATen/ops/where.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
 #include <cmath>
@@ -36,9 +37,9 @@ namespace sparsefill {
 namespace {
 
 // max |x| as a 0-d tensor of x's dtype: 0 for an empty x, NaN if x holds one.
+// (abs then amax: ATen's inf-norm reduction is far slower on the CPU.)
 Tensor max_abs(const Tensor& x) {
-  return x.numel() ? at::linalg_vector_norm(x, std::numeric_limits<double>::infinity())
-                   : at::zeros({}, x.options());
+  return x.numel() ? x.abs().amax() : at::zeros({}, x.options());
 }
 
 // Whether a bound on a path's intermediates (a 0-d tensor) stays below a
