@@ -791,3 +791,52 @@ def test_union_result_whose_fill_covers_nothing_has_the_dense_second_derivative(
     for a, b in zip(got, want):
         torch.testing.assert_close(a, torch.zeros_like(a) if b is None else b)
     assert want[3].abs() > 0  # B's fill is in the dense Hessian
+
+
+@pytest.mark.parametrize("size", [(2, 1, 1), (4, 4, 2)])
+def test_new_zeros_of_a_csr_tensor_with_three_dims_is_batched_csr(size):
+    """Fuzzer seeds 659 and 1469 (batched and hybrid CSR operands): x.new_zeros
+    and x.new_empty of a CSR x with a 3-D size raised, where torch makes a
+    batched CSR tensor (its leading dim a batch dim); zeros_like of a batched
+    CSR tensor made a hybrid one."""
+    x = sf.sparse_coo_tensor(torch.tensor([[0], [1]]), torch.tensor([1.], dtype=D), (2, 2),
+                             fill_value=2.).to_sparse_csr()
+    native = torch.zeros(2, 2, dtype=D).to_sparse_csr().new_zeros(size)
+    for y in (x.new_zeros(size), x.new_full(size, 3.)):
+        assert (y.layout, y.shape, y.dense_dim()) == (native.layout, native.shape, 0)
+        assert y.crow_indices().shape == native.crow_indices().shape  # batched, not hybrid
+    torch.testing.assert_close(x.new_full(size, 3.).to_dense(), torch.full(size, 3., dtype=D))
+    y = x.new_full(size, 3., requires_grad=True)
+    y.to_dense().sum().backward()
+    assert y._fill_value().grad == math.prod(size)
+    z = torch.zeros_like(x.new_full(size, 3.))
+    assert z.crow_indices().shape == native.crow_indices().shape
+    torch.testing.assert_close(z.to_dense(), torch.zeros(size, dtype=D))
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
+                                    torch.sparse_bsc])
+def test_batched_compressed_tensor_with_zero_batches(layout):
+    """Fuzzer seed 412: narrowing a batched CSC tensor to 0 batches, then
+    to_dense(), failed in reshape(0, -1) (ambiguous with 0 elements)."""
+    A = sf.sparse_coo_tensor(torch.tensor([[0, 0], [0, 0], [0, 1]]), torch.tensor([1., 2.]),
+                             (1, 1, 2), fill_value=NAN)
+    B = A.to_sparse(layout=layout, blocksize=(1, 2) if layout in (torch.sparse_bsr,
+                                                                 torch.sparse_bsc) else None)
+    got = B.narrow_copy(0, 1, 0)
+    want = A.to_dense().narrow_copy(0, 1, 0)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got.to_dense(), want)
+    torch.testing.assert_close(torch.logical_not(got).to_dense(), torch.logical_not(want))
+
+
+def test_new_full_of_a_bsr_tensor_with_a_batch_dim_the_blocks_do_not_divide():
+    """Fuzzer seed 4838: new_full((2, 1, 1)) of a hybrid BSR tensor with
+    blocksize (2, 1): the batched CSR result went back to BSR checking the
+    blocksize against its batch and row dims, and the conversion raised; a
+    result whose matrices the blocks do not divide stays CSR (RFC.md 15.3)."""
+    x = sf.sparse_coo_tensor(torch.tensor([[0], [0]]), torch.tensor([[True]]), (2, 1, 1),
+                             fill_value=False).to_sparse_bsr((2, 1))
+    y = x.new_full((2, 1, 1), True)
+    assert y.layout == torch.sparse_csr
+    torch.testing.assert_close(y.to_dense(), torch.ones(2, 1, 1, dtype=torch.bool))
