@@ -714,7 +714,7 @@ def test_product_with_an_unseen_huge_fill_is_exact(fill):
     torch.testing.assert_close((A @ A.t()).to_dense(), A.to_dense() @ A.to_dense().t())
 
 
-def _huge_operands(case, dtype, layout):
+def _huge_operands(case, dtype, layout, form="scalar"):
     """A (2 x 2, one unspecified element per row) and B whose product is
     finite in dense, but where the fast path's shift overflows: a fill near
     the dtype's largest value (f * colsum(B)), a stored value and a fill of
@@ -725,8 +725,10 @@ def _huge_operands(case, dtype, layout):
         "value minus fill": ([big, 1.], -big, [[1., 1.], [1., 0.5]]),
         "B": ([0.25, 0.5], 0.5, [[big, 1.], [big, 1.]]),
     }[case]
+    fill = torch.tensor(fill, dtype=dtype)
+    fill = {"scalar": fill, "per-row": fill.expand(2, 1), "per-column": fill.expand(1, 2)}[form]
     A = sf.sparse_coo_tensor(torch.tensor([[0, 1], [0, 1]]), torch.tensor(values, dtype=dtype),
-                             (2, 2), fill_value=torch.tensor(fill, dtype=dtype))
+                             (2, 2), fill_value=fill.clone())
     if layout == torch.sparse_csr:
         A = A.to_sparse_csr()
     return A, torch.tensor(B, dtype=dtype)
@@ -735,13 +737,14 @@ def _huge_operands(case, dtype, layout):
 @pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=["coo", "csr"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("case", ["fill", "value minus fill", "B"])
-def test_products_with_a_huge_finite_fill_do_not_overflow(case, dtype, layout):
+@pytest.mark.parametrize("form", ["scalar", "per-row", "per-column"])
+def test_products_with_a_huge_finite_fill_do_not_overflow(form, case, dtype, layout):
     """Fuzzer (KNOWN "products with a huge finite fill", nan_to_num's 1.8e308
     from an infinite fill): the fast path's correction (v - f) @ B + f * colsum(B)
     overflowed to inf or inf - inf where dense is finite. The path choice
     now bounds the intermediates and takes the exact path beyond the range,
     for mm, mv, addmm, bmm, dense @ sparse and sparse @ sparse."""
-    A, B = _huge_operands(case, dtype, layout)
+    A, B = _huge_operands(case, dtype, layout, form)
     Ad = A.to_dense()
 
     def close(got, want):
