@@ -843,3 +843,41 @@ def test_new_full_of_a_bsr_tensor_with_a_batch_dim_the_blocks_do_not_divide():
     y = x.new_full((2, 1, 1), True)
     assert y.layout == torch.sparse_csr
     torch.testing.assert_close(y.to_dense(), torch.ones(2, 1, 1, dtype=torch.bool))
+
+
+def test_union_result_with_a_per_slice_fill_that_covers_nothing():
+    """Fuzzer seed 208137: as above with B's fill per column (one element 0):
+    the union stores every position, so none of the result's per-slice fill
+    elements covers an element, and its graph is cut as a whole."""
+    g = torch.Generator().manual_seed(1)
+    idx = torch.tensor([[0, 0, 1, 1], [0, 1, 0, 1]])
+    va = torch.randn(4, dtype=D, generator=g, requires_grad=True)
+    vb = torch.randn(2, dtype=D, generator=g, requires_grad=True)
+    fa = torch.zeros((), dtype=D, requires_grad=True)
+    fb = torch.tensor([[0., 0.5]], dtype=D, requires_grad=True)
+    leaves = [va, fa, vb, fb]
+
+    def hvp(make):
+        out = torch.atan2(make(idx, va, fa), make(idx[:, :2], vb, fb))
+        out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        grads = torch.autograd.grad((out ** 2).sum(), leaves, create_graph=True)
+        return torch.autograd.grad(sum(x.sum() for x in grads), leaves, allow_unused=True)
+
+    got = hvp(lambda i, v, f: sf.sparse_coo_tensor(i, v, (2, 2), fill_value=f))
+    want = hvp(lambda i, v, f: f.expand(2, 2).index_put(tuple(i), v))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, torch.zeros_like(a) if b is None else b)
+    assert want[3].abs().min() > 0  # both elements of B's fill are in the dense Hessian
+
+
+def test_block_tensor_with_an_empty_dense_dim_converts():
+    """Fuzzer seed 208487: a hybrid BSC tensor whose dense dim has size 0 failed
+    to convert to CSR (reshape(-1, 0) is ambiguous), e.g. in torch.cat."""
+    A = sf.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.zeros(2, 0), (2, 2, 0),
+                             fill_value=1.5)
+    for B in (A.to_sparse_bsc((2, 2)), A.to_sparse_bsr((1, 2))):
+        E = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, 2),
+                                 (2, 2, 2), fill_value=NAN)
+        torch.testing.assert_close(B.to_sparse_csr().to_dense(), A.to_dense())
+        torch.testing.assert_close(torch.cat([E, B], 2).to_dense(),
+                                   torch.cat([E.to_dense(), A.to_dense()], 2), equal_nan=True)

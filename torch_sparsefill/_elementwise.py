@@ -283,15 +283,14 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
 def _union(layout, size, values, fill, indices) -> SparseFillTensor:
     """The result of an op on the union of its operands' patterns (coalesced
     COO `indices`). Where that union stores every position, the result's
-    fill covers no element, though each operand's fill did: it is in no
-    dense element, so its graph is cut. Otherwise the op's derivative at the
-    fills (atan2's at (0, 0) is 0/0) times the zero gradient that reaches
-    the fill makes the second derivative nan where dense has none (fuzzer
-    seed 107562). A per-slice fill keeps its graph (its elements' coverage
-    differs)."""
-    if fill.requires_grad and not _fill.is_per_slice(fill, values.dim() - 1) and \
-            _fill.unspecified_per_dense_part_element(fill, size, indices.shape[0],
-                                                     values.shape[0]) == 0:
+    fill covers no element (per-slice: none of its elements does), though
+    each operand's fill did: it is in no dense element, so its graph is cut.
+    Otherwise the op's derivative at the fills (atan2's at (0, 0) is 0/0)
+    times the zero gradient that reaches the fill makes the second
+    derivative nan where dense has none (fuzzer seeds 107562, 208137). A
+    per-slice fill some of whose slices are fully stored keeps its graph
+    (RFC.md 8.1 lists this as open)."""
+    if fill.requires_grad and _fill.prod(size[:indices.shape[0]]) == values.shape[0]:
         fill = fill.detach()
     return build(layout, size, values, fill, indices=indices)
 
