@@ -2,10 +2,10 @@
 drawn from every family the library routes, run on SparseFillTensors and on
 their dense equivalents, which must agree.
 
-A program starts from one random operand (COO, CSR, CSC, BSR or BSC; plain, hybrid or 3-D;
-empty, random, all-stored or uncoalesced; fill 0, 1.5, -inf, +inf, nan or a
-per-slice fill; float64, float32, int64 or bool) and applies ops one after
-another; binary, ternary, product and concatenation steps draw further
+A program starts from one random operand (COO, CSR, CSC, BSR or BSC; plain,
+hybrid or 3-D, a 3-D compressed one batched; empty, random, all-stored or
+uncoalesced; fill 0, 1.5, -inf, +inf, nan or a per-slice fill; float64,
+float32, int64 or bool) and applies ops one after another; binary, ternary, product and concatenation steps draw further
 operands (SparseFillTensors, strided tensors, numbers). Every SparseFillTensor
 operand is built from leaf components (values, fill) and has a dense twin
 built from the same leaves in plain torch (`fill` everywhere, `values`
@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import re
 import sys
 import time
 import traceback
@@ -184,8 +183,9 @@ def make_operand(g: random.Random, dtype, size=None, sparse_dim=None, layout=Non
             size, sparse_dim = (g.randint(1, 3), g.randint(1, 4), g.randint(1, 4)), 3
     dense_shape = tuple(size[sparse_dim:])
     if layout is None:
-        layout = torch.sparse_csr if sparse_dim == 2 and not dense_shape and g.random() < 0.35 \
-            else torch.sparse_coo
+        # compressed: plain, hybrid (a dense dim) or batched (a leading batch
+        # dim, RFC 15.4) alike
+        layout = torch.sparse_csr if sparse_dim >= 2 and g.random() < 0.35 else torch.sparse_coo
         if layout == torch.sparse_csr and g.random() < 0.3:  # the layouts of RFC 15
             layout = g.choice([torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc])
     positions = 1
@@ -216,7 +216,8 @@ def make_operand(g: random.Random, dtype, size=None, sparse_dim=None, layout=Non
         fill.requires_grad_()
     blocksize = (1, 1)
     if layout in (torch.sparse_bsr, torch.sparse_bsc):
-        blocksize = g.choice([(1, 1), (max(size[0], 1), max(size[1], 1))])
+        rows, cols = size[sparse_dim - 2:sparse_dim]  # a batched operand's: one matrix's
+        blocksize = g.choice([(1, 1), (max(rows, 1), max(cols, 1))])
     lay = str(layout).replace("torch.sparse_", "")
     desc = f"{lay}{tuple(size)} sd={sparse_dim} {pattern} nse={len(lin)} fill={fdesc} {dtype}"
     if layout in (torch.sparse_bsr, torch.sparse_bsc):
@@ -260,15 +261,21 @@ def _name(func):
     return _args.name(func)
 
 
+def _sd(x):
+    """x's sparse dims in its COO form: batch dims of a batched compressed
+    tensor count (its own sparse_dim() is 2, as torch's)."""
+    return x.dim() - x.dense_dim()
+
+
 def _other_like(g, x, dtype):
     """A second operand for a binary op on x: a SparseFillTensor of x's size,
     a strided tensor (x's size, or its dense part), or a number."""
     r = g.random()
     if r < 0.45:
-        return make_operand(g, dtype, x.shape, x.sparse_dim(),
+        return make_operand(g, dtype, x.shape, _sd(x),
                             g.choice([x.layout, torch.sparse_coo]))
     if r < 0.75:
-        shape = tuple(x.shape) if g.random() < 0.5 else tuple(x.shape[x.sparse_dim():])
+        shape = tuple(x.shape) if g.random() < 0.5 else tuple(x.shape[_sd(x):])
         if x.dim() == 2 and not x.dense_dim() and g.random() < 0.3:
             shape = g.choice([(x.shape[0], 1), (1, x.shape[1])])  # a per-slice fill to merge
         return random_values(g, 1, shape, dtype)[0]
@@ -302,7 +309,7 @@ def _make_elementwise(fn, opname, spec, gen, inplace):
         if kind == "binary":
             other = _other_like(g, x, dtype)
             if not spec["number"] and not isinstance(other, (Operand, torch.Tensor)):
-                other = make_operand(g, dtype, x.shape, x.sparse_dim())
+                other = make_operand(g, dtype, x.shape, _sd(x))
             if opname in ("where",):
                 return None
             return Step(_name(fn), fn, (X, other, *extra), inplace=inplace)
@@ -311,7 +318,7 @@ def _make_elementwise(fn, opname, spec, gen, inplace):
         args = []
         for p in params:
             if p == "condition":
-                args.append(make_operand(g, torch.bool, x.shape, x.sparse_dim())
+                args.append(make_operand(g, torch.bool, x.shape, _sd(x))
                             if g.random() < 0.6 else random_values(g, 1, x.shape, torch.bool)[0])
             elif p == "input":
                 args.append(X)
@@ -322,7 +329,7 @@ def _make_elementwise(fn, opname, spec, gen, inplace):
         if fn is torch.where:
             args[1] = X
             if not isinstance(args[2], (Operand, torch.Tensor)) and dtype == torch.bool:
-                args[2] = make_operand(g, dtype, x.shape, x.sparse_dim())
+                args[2] = make_operand(g, dtype, x.shape, _sd(x))
         elif X not in args:
             args[0] = X
         return Step(_name(fn), fn, tuple(args))
@@ -408,7 +415,7 @@ def _matmul(fn):
 
 def _bmm(fn):
     def recipe(g, x):
-        if x.dim() != 3 or x.sparse_dim() != 3 or not x.dtype.is_floating_point:
+        if x.dim() != 3 or _sd(x) != 3 or not x.dtype.is_floating_point:
             return None
         b, m, k = x.shape
         return Step(_name(fn), fn, (X, random_values(g, 1, (b, k, 2), x.dtype)[0]), sums=True)
@@ -473,11 +480,11 @@ def _shape_recipes():
         d = g.randrange(x.dim())
         size = list(x.shape)
         size[d] = g.randint(0, 3)
-        other = make_operand(g, x.dtype, tuple(size), x.sparse_dim())
+        other = make_operand(g, x.dtype, tuple(size), _sd(x))
         return ([X, other], d)
 
     def stack(g, x):
-        other = make_operand(g, x.dtype, tuple(x.shape), x.sparse_dim())
+        other = make_operand(g, x.dtype, tuple(x.shape), _sd(x))
         return ([X, other],)
 
     def one(g, x):
@@ -522,7 +529,8 @@ def _shape_recipes():
         ([T.where], lambda g, x: (X, random_values(g, 1, tuple(x.shape), torch.bool)[0],
                                   _other_like(g, x, x.dtype))),
         ([T.to_sparse_coo], one),
-        ([T.to_sparse_csr], lambda g, x: (X,) if x.dim() == 2 and x.dense_dim() == 0 else None),
+        ([T.to_sparse_csr], lambda g, x: (X,) if _sd(x) == 2 or (_sd(x) == 3 and not
+                                                                 x.dense_dim()) else None),
         ([T.to_sparse], lambda g, x: (X,)),
         ([T.to], lambda g, x: (X, g.choice([torch.float64, torch.float32, torch.int64,
                                              torch.bool]))),
@@ -651,7 +659,7 @@ def _other_same(g, x, dtype=None, strided_p=0.3):
     dtype = dtype or x.dtype
     if g.random() < strided_p:
         return random_values(g, 1, tuple(x.shape), dtype)[0]
-    return make_operand(g, dtype, tuple(x.shape), x.sparse_dim(),
+    return make_operand(g, dtype, tuple(x.shape), _sd(x),
                         g.choice([x.layout, torch.sparse_coo]))
 
 
@@ -764,7 +772,7 @@ def _family_recipes():
         return (X,) if x.dim() <= 2 else None
 
     def baddbmm(g, x):
-        if x.dim() != 3 or x.sparse_dim() != 3 or not x.dtype.is_floating_point:
+        if x.dim() != 3 or _sd(x) != 3 or not x.dtype.is_floating_point:
             return None
         b, m, k = x.shape
         n = g.randint(0, 3)
@@ -800,7 +808,7 @@ def _family_recipes():
             return None
         # a COO pattern: a block layout's pattern is its whole blocks, not the indices
         return (random_values(g, 1, tuple(x.shape), x.dtype)[0],
-                Pattern(make_operand(g, x.dtype, tuple(x.shape), x.sparse_dim(),
+                Pattern(make_operand(g, x.dtype, tuple(x.shape), _sd(x),
                                      torch.sparse_coo)))
 
     def sdpa(g, x):
@@ -873,7 +881,7 @@ def _family_recipes():
         ([T.type], lambda g, x: (X, g.choice([torch.float64, torch.int64])), T.type),
         ([T.data.__get__], lambda g, x: (X,), T.data.__get__),
         ([T.data.__set__], lambda g, x: (X, make_operand(g, x.dtype, tuple(x.shape),
-                                                         x.sparse_dim(), x.layout)), _set_data),
+                                                         _sd(x), x.layout)), _set_data),
         ([F.linear], linear, F.linear),
         ([torch.addcmul, T.addcmul], addc, None), ([torch.addcdiv, T.addcdiv], addc, None),
         ([T.addcmul_], addc, _in_place_copy(T.addcmul_)),
@@ -1053,13 +1061,6 @@ KNOWN = {
     "to_dense() of a SparseFillTensor with 0 elements leaves the graph (dense: an empty "
     "result that requires grad); the to_dense op's autograd (aten_ext/ops/autograd, s15f)":
         lambda detail, text: "cut from the graph (0 elements)" in detail,
-    "products with a huge finite fill (nan_to_num's 1.8e308 from an infinite fill) that covers "
-    "elements: the fast path's correction (v - f) @ B + f * colsum(B) overflows to inf - inf "
-    "where dense is finite (old seed 100411's live case); the products' path choice "
-    "(spmm_fast_path_exact, aten_ext/ops/composite/products.cpp) must also rule out overflow":
-        lambda detail, text: detail.startswith("forward") and "nan_to_num(" in text and
-        re.search(r"\b(mm|matmul|__matmul__|__rmatmul__|mv|addmm|bmm|baddbmm|linear|smm|hspmm|"
-                  r"sspaddmm|_foreach_mm)\(", text) is not None,
 }
 
 

@@ -712,3 +712,172 @@ def test_product_with_an_unseen_huge_fill_is_exact(fill):
     torch.testing.assert_close(A @ B, A.to_dense() @ B)
     torch.testing.assert_close(L @ A, L @ A.to_dense())
     torch.testing.assert_close((A @ A.t()).to_dense(), A.to_dense() @ A.to_dense().t())
+
+
+def _huge_operands(case, dtype, layout, form="scalar"):
+    """A (2 x 2, one unspecified element per row) and B whose product is
+    finite in dense, but where the fast path's shift overflows: a fill near
+    the dtype's largest value (f * colsum(B)), a stored value and a fill of
+    opposite signs near it (v - f), or B's entries near it (colsum(B))."""
+    big = torch.finfo(dtype).max * 0.6
+    values, fill, B = {
+        "fill": ([1.5, -2.], big, [[1., 0.5], [1., -1.]]),
+        "value minus fill": ([big, 1.], -big, [[1., 1.], [1., 0.5]]),
+        "B": ([0.25, 0.5], 0.5, [[big, 1.], [big, 1.]]),
+    }[case]
+    fill = torch.tensor(fill, dtype=dtype)
+    fill = {"scalar": fill, "per-row": fill.expand(2, 1), "per-column": fill.expand(1, 2)}[form]
+    A = sf.sparse_coo_tensor(torch.tensor([[0, 1], [0, 1]]), torch.tensor(values, dtype=dtype),
+                             (2, 2), fill_value=fill.clone())
+    if layout == torch.sparse_csr:
+        A = A.to_sparse_csr()
+    return A, torch.tensor(B, dtype=dtype)
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=["coo", "csr"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("case", ["fill", "value minus fill", "B"])
+@pytest.mark.parametrize("form", ["scalar", "per-row", "per-column"])
+def test_products_with_a_huge_finite_fill_do_not_overflow(form, case, dtype, layout):
+    """Fuzzer (KNOWN "products with a huge finite fill", nan_to_num's 1.8e308
+    from an infinite fill): the fast path's correction (v - f) @ B + f * colsum(B)
+    overflowed to inf or inf - inf where dense is finite. The path choice
+    now bounds the intermediates and takes the exact path beyond the range,
+    for mm, mv, addmm, bmm, dense @ sparse and sparse @ sparse."""
+    A, B = _huge_operands(case, dtype, layout, form)
+    Ad = A.to_dense()
+
+    def close(got, want):
+        got = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
+        assert torch.isfinite(want).all()  # the case is one dense computes
+        # relative to the result's largest magnitude, as the fuzzer compares:
+        # dense's own order of summation rounds 1 + big - big to 0
+        scale = want.abs().max().clamp_min(1)
+        torch.testing.assert_close(got / scale, want / scale)
+
+    close(A @ B, Ad @ B)
+    close(torch.mv(A, B[:, 0]), Ad @ B[:, 0])
+    C = torch.ones(2, 2, dtype=dtype)
+    close(torch.addmm(C, A, B), torch.addmm(C, Ad, B))
+    close(torch.bmm(torch.stack([A.to_sparse_coo(), A.to_sparse_coo()]), B.expand(2, 2, 2)),
+          torch.bmm(Ad.expand(2, 2, 2), B.expand(2, 2, 2)))
+    close(B.t() @ A.t(), (Ad @ B).t())  # dense @ sparse
+    S = sf.sparse_coo_tensor(torch.tensor([[0], [1]]), B[0, 1:], (2, 2),
+                             fill_value=B[1, 0] if case == "B" else B[0, 0])
+    close(A @ S, Ad @ S.to_dense())  # sparse @ sparse
+
+
+def test_union_result_whose_fill_covers_nothing_has_the_dense_second_derivative():
+    """Fuzzer seed 107562: atan2(A, B) with A fully stored and both fills 0:
+    the union stores every position, so the result's fill atan2(0, 0) covers
+    no element, yet its derivative (0/0) met the zero gradient reaching it
+    and the Hessian-vector product w.r.t. B's fill was nan (dense: finite)."""
+    g = torch.Generator().manual_seed(0)
+    idx = torch.tensor([[0, 0, 1, 1], [0, 1, 0, 1]])
+    va = torch.randn(4, dtype=D, generator=g, requires_grad=True)
+    vb = torch.randn(3, dtype=D, generator=g, requires_grad=True)
+    fa, fb = (torch.zeros((), dtype=D, requires_grad=True) for _ in range(2))
+    leaves = [va, fa, vb, fb]
+
+    def hvp(make):
+        A, B = make(idx, va, fa), make(idx[:, :3], vb, fb)
+        out = torch.atan2(A, B)
+        out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        grads = torch.autograd.grad((out ** 2).sum(), leaves, create_graph=True)
+        return torch.autograd.grad(sum(x.sum() for x in grads), leaves, allow_unused=True)
+
+    def dense(i, v, f):
+        return f.expand(2, 2).index_put(tuple(i), v)
+
+    got = hvp(lambda i, v, f: sf.sparse_coo_tensor(i, v, (2, 2), fill_value=f))
+    want = hvp(dense)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, torch.zeros_like(a) if b is None else b)
+    assert want[3].abs() > 0  # B's fill is in the dense Hessian
+
+
+@pytest.mark.parametrize("size", [(2, 1, 1), (4, 4, 2)])
+def test_new_zeros_of_a_csr_tensor_with_three_dims_is_batched_csr(size):
+    """Fuzzer seeds 659 and 1469 (batched and hybrid CSR operands): x.new_zeros
+    and x.new_empty of a CSR x with a 3-D size raised, where torch makes a
+    batched CSR tensor (its leading dim a batch dim); zeros_like of a batched
+    CSR tensor made a hybrid one."""
+    x = sf.sparse_coo_tensor(torch.tensor([[0], [1]]), torch.tensor([1.], dtype=D), (2, 2),
+                             fill_value=2.).to_sparse_csr()
+    native = torch.zeros(2, 2, dtype=D).to_sparse_csr().new_zeros(size)
+    for y in (x.new_zeros(size), x.new_full(size, 3.)):
+        assert (y.layout, y.shape, y.dense_dim()) == (native.layout, native.shape, 0)
+        assert y.crow_indices().shape == native.crow_indices().shape  # batched, not hybrid
+    torch.testing.assert_close(x.new_full(size, 3.).to_dense(), torch.full(size, 3., dtype=D))
+    y = x.new_full(size, 3., requires_grad=True)
+    y.to_dense().sum().backward()
+    assert y._fill_value().grad == math.prod(size)
+    z = torch.zeros_like(x.new_full(size, 3.))
+    assert z.crow_indices().shape == native.crow_indices().shape
+    torch.testing.assert_close(z.to_dense(), torch.zeros(size, dtype=D))
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
+                                    torch.sparse_bsc])
+def test_batched_compressed_tensor_with_zero_batches(layout):
+    """Fuzzer seed 412: narrowing a batched CSC tensor to 0 batches, then
+    to_dense(), failed in reshape(0, -1) (ambiguous with 0 elements)."""
+    A = sf.sparse_coo_tensor(torch.tensor([[0, 0], [0, 0], [0, 1]]), torch.tensor([1., 2.]),
+                             (1, 1, 2), fill_value=NAN)
+    B = A.to_sparse(layout=layout, blocksize=(1, 2) if layout in (torch.sparse_bsr,
+                                                                 torch.sparse_bsc) else None)
+    got = B.narrow_copy(0, 1, 0)
+    want = A.to_dense().narrow_copy(0, 1, 0)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got.to_dense(), want)
+    torch.testing.assert_close(torch.logical_not(got).to_dense(), torch.logical_not(want))
+
+
+def test_new_full_of_a_bsr_tensor_with_a_batch_dim_the_blocks_do_not_divide():
+    """Fuzzer seed 4838: new_full((2, 1, 1)) of a hybrid BSR tensor with
+    blocksize (2, 1): the batched CSR result went back to BSR checking the
+    blocksize against its batch and row dims, and the conversion raised; a
+    result whose matrices the blocks do not divide stays CSR (RFC.md 15.3)."""
+    x = sf.sparse_coo_tensor(torch.tensor([[0], [0]]), torch.tensor([[True]]), (2, 1, 1),
+                             fill_value=False).to_sparse_bsr((2, 1))
+    y = x.new_full((2, 1, 1), True)
+    assert y.layout == torch.sparse_csr
+    torch.testing.assert_close(y.to_dense(), torch.ones(2, 1, 1, dtype=torch.bool))
+
+
+def test_union_result_with_a_per_slice_fill_that_covers_nothing():
+    """Fuzzer seed 208137: as above with B's fill per column (one element 0):
+    the union stores every position, so none of the result's per-slice fill
+    elements covers an element, and its graph is cut as a whole."""
+    g = torch.Generator().manual_seed(1)
+    idx = torch.tensor([[0, 0, 1, 1], [0, 1, 0, 1]])
+    va = torch.randn(4, dtype=D, generator=g, requires_grad=True)
+    vb = torch.randn(2, dtype=D, generator=g, requires_grad=True)
+    fa = torch.zeros((), dtype=D, requires_grad=True)
+    fb = torch.tensor([[0., 0.5]], dtype=D, requires_grad=True)
+    leaves = [va, fa, vb, fb]
+
+    def hvp(make):
+        out = torch.atan2(make(idx, va, fa), make(idx[:, :2], vb, fb))
+        out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        grads = torch.autograd.grad((out ** 2).sum(), leaves, create_graph=True)
+        return torch.autograd.grad(sum(x.sum() for x in grads), leaves, allow_unused=True)
+
+    got = hvp(lambda i, v, f: sf.sparse_coo_tensor(i, v, (2, 2), fill_value=f))
+    want = hvp(lambda i, v, f: f.expand(2, 2).index_put(tuple(i), v))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, torch.zeros_like(a) if b is None else b)
+    assert want[3].abs().min() > 0  # both elements of B's fill are in the dense Hessian
+
+
+def test_block_tensor_with_an_empty_dense_dim_converts():
+    """Fuzzer seed 208487: a hybrid BSC tensor whose dense dim has size 0 failed
+    to convert to CSR (reshape(-1, 0) is ambiguous), e.g. in torch.cat."""
+    A = sf.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.zeros(2, 0), (2, 2, 0),
+                             fill_value=1.5)
+    for B in (A.to_sparse_bsc((2, 2)), A.to_sparse_bsr((1, 2))):
+        E = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, 2),
+                                 (2, 2, 2), fill_value=NAN)
+        torch.testing.assert_close(B.to_sparse_csr().to_dense(), A.to_dense())
+        torch.testing.assert_close(torch.cat([E, B], 2).to_dense(),
+                                   torch.cat([E.to_dense(), A.to_dense()], 2), equal_nan=True)

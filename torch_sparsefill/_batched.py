@@ -68,7 +68,7 @@ def to_coo(layout, size, crow, col, values, fill, blocksize):
     m, n = size[nb], size[nb + 1]
     P, Q, unit = _pattern_shape(layout, size, nb, blocksize)
     nse = col.shape[-1]
-    crow_s = _stack_compressed(crow.reshape(B, -1), nse)
+    crow_s = _stack_compressed(crow.reshape(B, crow.shape[-1]), nse)  # B may be 0
     col_s = col.reshape(-1).contiguous()
     vals = values.reshape((B * nse,) + tuple(values.shape[nb + 1:]))
     if layout in BLOCK:
@@ -98,7 +98,7 @@ def _stacked_fill(fill, size, nb, transposed):
     shape = list(full.shape)
     lead = tuple(size[:nb]) + ((size[nb + 1] if transposed else size[nb]),)
     full = full.expand(lead + tuple(shape[nb + 1:]))
-    return full.reshape((-1,) + tuple(shape[nb + 1:]))
+    return full.reshape((_fill.prod(lead),) + tuple(shape[nb + 1:]))
 
 
 def from_coo(indices, values, fill, size, layout, blocksize):
@@ -253,7 +253,7 @@ def check(layout, compressed, plain, values, size, names, blocksize, renamed):
         raise RuntimeError(f"`{cname}[..., -1] == nse` is not satisfied (nse = "
                            f"{plain.shape[-1]}).")
     B = _fill.prod(batch)
-    stacked = _stack_compressed(compressed.reshape(B, -1), plain.shape[-1])
+    stacked = _stack_compressed(compressed.reshape(B, compressed.shape[-1]), plain.shape[-1])
     try:
         _ops.csr_check(stacked, plain.reshape(-1).contiguous(), [B * P, Q])
     except RuntimeError as e:

@@ -79,7 +79,9 @@ def csr_from_bsr(crow, col, values, blocksize, nrows: int):
     # Blocks of one block row are in column order and so are the columns of a
     # block: a stable sort by row leaves every row's columns increasing.
     rows, order = torch.sort(er, stable=True)
-    flat = values.reshape((-1,) + tuple(values.shape[3:]))
+    # sizes counted, not -1: with a 0 in the dense part -1 is ambiguous
+    flat = values.reshape((values.shape[0] * values.shape[1] * values.shape[2],) +
+                          tuple(values.shape[3:]))
     return (_ops.crow_from_rows(rows.contiguous(), nrows), ec[order].contiguous(),
             flat.index_select(0, order))
 

@@ -34,12 +34,18 @@ def _without_elements(size, sparse_dim, layout, value, dtype, device,
     if layout not in _LAYOUTS:
         raise NotImplementedError(f"layout={layout}: only torch.sparse_coo, torch.sparse_csr "
                                   f"and torch.strided are supported")
-    if layout == torch.sparse_csr and sparse_dim != 2:
+    if layout == torch.sparse_csr and sparse_dim < 2:
         raise RuntimeError(f"layout=torch.sparse_csr needs 2 sparse dimensions, got size {size} "
                            f"with {sparse_dim}")
     if requires_grad and not (dtype.is_floating_point or dtype.is_complex):
         raise RuntimeError(f"requires_grad=True needs a floating point or complex dtype, got "
                            f"{dtype}")
+    if layout == torch.sparse_csr and sparse_dim > 2:
+        # leading dims beyond two are batch dims (RFC.md 15.4), as torch's
+        # new_zeros((b, m, n)) of a CSR tensor makes a batched CSR tensor
+        out = _without_elements(size, sparse_dim, torch.sparse_coo, value, dtype, device,
+                                False).to_sparse_csr()
+        return out.requires_grad_() if requires_grad else out
     values = torch.zeros((0,) + size[sparse_dim:], dtype=dtype, device=device)
     fill = torch.full((), value, dtype=dtype, device=device)
     if requires_grad:
@@ -55,7 +61,9 @@ def _like(value_of):
     def like(input, *args, fill_value=None, dtype=None, layout=None, device=None,
              requires_grad=False, memory_format=None, pin_memory=False):
         value = value_of(args if fill_value is None else args + (fill_value,))
-        return _without_elements(input.shape, input.sparse_dim(), layout or input.layout, value,
+        # sparse dims as COO counts them (a batched CSR input's batch dims too)
+        return _without_elements(input.shape, input.dim() - input.dense_dim(),
+                                 layout or input.layout, value,
                                  dtype or input.dtype, device or input.device, requires_grad)
     return like
 

@@ -159,7 +159,7 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
             values, fill, indices = op.main(a._coo_indices(), a._sf_values, a._live_fill(),
                                             b._coo_indices(), b._sf_values, fb,
                                             list(a._sf_size), *extra)
-            return build(a.layout, a._sf_size, values, fill, indices=indices)
+            return _union(a.layout, a._sf_size, values, fill, indices)
         try:
             out = both(b._live_fill())
         except RuntimeError as e:
@@ -193,7 +193,7 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
                 mine = [a._coo_indices(), a._sf_values, a._sf_fill]
                 first, second = (nothing, mine) if reverse else (mine, nothing)
                 values, fill, indices = op.main(*first, *second, list(a._sf_size), *extra)
-                out = build(a.layout, a._sf_size, values, fill, indices=indices)
+                out = _union(a.layout, a._sf_size, values, fill, indices)
                 if inplace:
                     return _assign(x, out, func)
                 return out
@@ -277,7 +277,22 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
         parts += [torch.zeros(sparse_dim, 0, dtype=torch.int64, device=ref.device),
                   empty_values, o]
     values, fill, indices = op.main(*parts, list(ref._sf_size))
-    return build(ref.layout, ref._sf_size, values, fill, indices=indices)
+    return _union(ref.layout, ref._sf_size, values, fill, indices)
+
+
+def _union(layout, size, values, fill, indices) -> SparseFillTensor:
+    """The result of an op on the union of its operands' patterns (coalesced
+    COO `indices`). Where that union stores every position, the result's
+    fill covers no element (per-slice: none of its elements does), though
+    each operand's fill did: it is in no dense element, so its graph is cut.
+    Otherwise the op's derivative at the fills (atan2's at (0, 0) is 0/0)
+    times the zero gradient that reaches the fill makes the second
+    derivative nan where dense has none (fuzzer seeds 107562, 208137). A
+    per-slice fill some of whose slices are fully stored keeps its graph
+    (RFC.md 8.1 lists this as open)."""
+    if fill.requires_grad and _fill.prod(size[:indices.shape[0]]) == values.shape[0]:
+        fill = fill.detach()
+    return build(layout, size, values, fill, indices=indices)
 
 
 def _dividing(compute, a: SparseFillTensor, other, one, reverse):

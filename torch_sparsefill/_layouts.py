@@ -113,7 +113,8 @@ def _back(out, like: SparseFillTensor):
             like._batch_dim() and out._sf_layout == torch.sparse_coo
             and out.sparse_dim() >= 2)):
         bs = like._sf_blocksize
-        nb = out.sparse_dim() - 2 if out._sf_layout == torch.sparse_coo else 0
+        # the matrix dims follow the batch dims (a batched CSR result's too)
+        nb = out.sparse_dim() - 2 if out._sf_layout == torch.sparse_coo else out._batch_dim()
         if bs and (out.shape[nb] % bs[0] or out.shape[nb + 1] % bs[1]):
             return out
         return out._to_layout(like._sf_layout, bs)

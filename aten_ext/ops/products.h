@@ -196,11 +196,14 @@ inline int64_t csr_operand_shape(const Tensor& crow, const Tensor& col, const Te
 
 // ---- the non-finite path (composite/products.cpp) ----------------------------
 
-// Whether spmm's fast path is exact: the fill and the correction vector
-// (1^T B, or B^T c for a per-column fill) are finite, hence so is every
-// entry of B. Otherwise `values - fill` or the correction could hold
-// inf - inf where the dense sum does not.
-bool spmm_fast_path_exact(const Tensor& fill, const Tensor& correction);
+// Whether spmm's fast path, sum over stored (v - f) B[j] + f 1^T B, is exact
+// for A's values and fill and the dense B (k x n), all in the compute
+// dtype: every intermediate (v - f, the correction f 1^T B or B^T c, the
+// partial sums) is at most k max|B| (max|v| + 2 max|f|) in magnitude, and
+// that bound must be finite and below a quarter of the dtype's largest
+// value. Otherwise `values - fill` or the correction could overflow or hold
+// inf - inf where the dense sum is finite (RFC.md section 5.5).
+bool spmm_fast_path_exact(const Tensor& values, const Tensor& fill, const Tensor& b);
 
 // A @ B for a CSR A with any fill and a strided B holding anything (inf,
 // -inf, nan anywhere), without inf - inf: the stored terms as the dense sum

@@ -4,19 +4,28 @@
 // their parts (spmm, spgemm and ATen).
 #include <torch/library.h>
 
+#include <ATen/Dispatch.h>
+
 #include <ATen/TensorIndexing.h>
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/amax.h>
 #include <ATen/ops/any.h>
+#include <ATen/ops/ceil.h>
+#include <ATen/ops/clamp_min.h>
+#include <ATen/ops/exp2.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/index_put.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
+#include <ATen/ops/log2.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/ones_like.h>
-#include <ATen/ops/where.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
+#include <cmath>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -26,6 +35,27 @@
 
 namespace sparsefill {
 namespace {
+
+// max |x| as a 0-d tensor of x's dtype: 0 for an empty x, NaN if x holds one.
+// (abs then amax: ATen's inf-norm reduction is far slower on the CPU.)
+Tensor max_abs(const Tensor& x) {
+  return x.numel() ? x.abs().amax() : at::zeros({}, x.options());
+}
+
+// Whether a bound on a path's intermediates (a 0-d tensor) stays below a
+// quarter of its dtype's largest finite value: the quarter absorbs the
+// rounding of the bound itself. False for an infinite or NaN bound.
+double largest_finite(at::ScalarType t) {
+  double largest = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "largest_finite", [&] {
+    largest = static_cast<double>(std::numeric_limits<scalar_t>::max());
+  });
+  return largest;
+}
+
+bool within_range(const Tensor& bound) {
+  return (bound < largest_finite(bound.scalar_type()) / 4).item<bool>();
+}
 
 // D @ A = (A^T D^T)^T for a strided D (p x m) and A (m x k): the fill-aware
 // SpMM on A's transposed pattern; autograd comes from its parts.
@@ -81,11 +111,16 @@ Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const Tensor& 
   const int64_t m = crow_a.numel() - 1;
   TORCH_CHECK(crow_b.numel() == k + 1, "sparsefill: sparse_mm_dense: the second operand has ",
               crow_b.numel() - 1, " rows but the first has ", k, " columns");
-  if (!(at::isfinite(fa).all().item<bool>() && at::isfinite(fb).all().item<bool>() &&
-        at::isfinite(va).all().item<bool>() && at::isfinite(vb).all().item<bool>())) {
-    // Shifting values by a fill (or a correction over B0) could compute
-    // inf - inf: A @ B with B dense (k x n, the result's order of size),
-    // through spmm's non-finite path.
+  // Every intermediate below (va - fa, vb - fb, the SpGEMM's sums, the
+  // rank-one terms) is at most k (max|va| + 2 max|fa|) (max|vb| + 2 max|fb| + 1)
+  // in magnitude (the 1: spmm of A with a column of ones). One host sync.
+  Tensor bound = (max_abs(va) + 2 * max_abs(fa)) * static_cast<double>(k) *
+                 (max_abs(vb) + 2 * max_abs(fb) + 1);
+  if (!within_range(bound)) {
+    // Non-finite, or large enough to overflow: shifting values by a fill
+    // (or a correction over B0) could compute inf - inf where the dense sum
+    // is finite. A @ B with B dense (k x n, the result's order of size),
+    // through spmm, which chooses its own exact path.
     Tensor b_dense = fb.expand({k, n}).clone();
     b_dense.index_put_({call::rows_from_crow(crow_b), col_b.to(at::kLong)}, vb);
     return call::spmm(crow_a, col_a, va, fa, b_dense, k);
@@ -148,8 +183,13 @@ Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const Tensor& 
 
 // ---- non-finite fills and operands -------------------------------------------------
 
-bool spmm_fast_path_exact(const Tensor& fill, const Tensor& correction) {
-  return at::isfinite(fill).all().item<bool>() && at::isfinite(correction).all().item<bool>();
+bool spmm_fast_path_exact(const Tensor& values, const Tensor& fill, const Tensor& b) {
+  // Every intermediate of the fast path is at most k max|B| (max|v| + 2 max|f|)
+  // in magnitude (ops/products.h); a NaN or an infinity makes the bound NaN
+  // or inf, which fails the test as well. One host sync.
+  Tensor bound = max_abs(b) * static_cast<double>(b.size(0)) *
+                 (max_abs(values) + 2 * max_abs(fill));
+  return within_range(bound);
 }
 
 namespace {
@@ -168,6 +208,22 @@ Tensor count_over_unspecified(const Tensor& mask, const Tensor& rows, const Tens
   return over_unspecified(mask.to(at::kLong), rows, col, m);
 }
 
+// over_unspecified of a finite x as (sum, scale): the sums are sum * scale.
+// total - stored could leave the dtype's range where the sum over the
+// unspecified positions does not (their total is 2 max, their part 1 max),
+// so x is first scaled by a power of two, 1/scale, that brings k max|x|
+// below 2^(max exponent - 3): exact (up to underflow of values far below
+// max|x|), and scale = 1 unless k max|x| needs it. No host sync.
+std::pair<Tensor, Tensor> scaled_over_unspecified(const Tensor& x, const Tensor& rows,
+                                                  const Tensor& col, int64_t m) {
+  const int64_t k = x.size(0);
+  if (x.numel() == 0) return {over_unspecified(x, rows, col, m), at::ones({}, x.options())};
+  const double headroom = std::floor(std::log2(largest_finite(x.scalar_type()))) - 3;
+  Tensor top = at::log2(max_abs(x)) + std::log2(static_cast<double>(k));  // -inf for 0
+  Tensor exponent = at::clamp_min(at::ceil(top) - headroom, 0);
+  return {over_unspecified(x * at::exp2(-exponent), rows, col, m), at::exp2(exponent)};
+}
+
 }  // namespace
 
 // Output element (i, t) is S[i, t] + U[i, t]: S the stored terms (their
@@ -176,7 +232,8 @@ Tensor count_over_unspecified(const Tensor& mask, const Tensor& rows, const Tens
 // from the counts over the unspecified positions of the products' classes
 // (+inf, -inf, nan; one count per class, O(nse n + k n)), U is nan if a
 // product is nan or +inf and -inf both occur, else +-inf if one occurs, else
-// the sum of the finite products (the finite entries' sum times f).
+// the sum of the finite products (the finite entries' sum times f), summed
+// in a scaled form that cannot overflow where the dense sum does not.
 Tensor spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& values,
                       const Tensor& fill, const Tensor& b, int64_t ncols) {
   const int64_t m = crow.numel() - 1, n = b.size(1);
@@ -187,20 +244,24 @@ Tensor spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& value
   const double inf = std::numeric_limits<double>::infinity();
   auto count = [&](const Tensor& mask) { return count_over_unspecified(mask, rows, col_l, m); };
   Tensor finite_sum, has_pinf, has_ninf, has_nan;
-  if (fill_kind(fill, m, ncols) == FillKind::Col) {
-    // The products c_j B[j, t] themselves, k x n.
-    Tensor p = fill.reshape({ncols, 1}) * b;
-    finite_sum = over_unspecified(at::where(at::isfinite(p), p, at::zeros({}, p.options())), rows,
-                                  col_l, m);
+  if (fill_kind(fill, m, ncols) != FillKind::Row) {
+    // The products f B[j, t] or c_j B[j, t] themselves, k x n: their finite
+    // ones summed as the dense sum has them (f times a sum of B's entries
+    // could overflow where those products do not).
+    Tensor p = fill.reshape({-1, 1}) * b;
+    auto [sum, scale] = scaled_over_unspecified(
+        at::where(at::isfinite(p), p, at::zeros({}, p.options())), rows, col_l, m);
+    finite_sum = sum * scale;
     has_pinf = count(p == inf) > 0;
     has_ninf = count(p == -inf) > 0;
     has_nan = count(at::isnan(p)) > 0;
   } else {
-    // f_i B[j, t] from the classes of B's entries and of f_i.
+    // f_i B[j, t] from the classes of B's entries and of f_i (the m x k
+    // products are never formed; f_i times the finite entries' sum).
     Tensor f = fill.reshape({-1, 1});  // (1, 1) or (m, 1)
     Tensor b_finite = at::isfinite(b);
-    finite_sum = over_unspecified(at::where(b_finite, b, at::zeros({}, b.options())), rows, col_l,
-                                  m);
+    auto [sum, scale] = scaled_over_unspecified(
+        at::where(b_finite, b, at::zeros({}, b.options())), rows, col_l, m);
     Tensor pos = count((b > 0)) > 0, neg = count((b < 0)) > 0;  // infinities included
     Tensor pinf = count(b == inf) > 0, ninf = count(b == -inf) > 0;
     Tensor zero = count(b == 0) > 0, nan_b = count(at::isnan(b)) > 0;
@@ -212,7 +273,9 @@ Tensor spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& value
     has_pinf = (f_pinf & pos) | (f_ninf & neg) | (f_pos & pinf) | (f_neg & ninf);
     has_ninf = (f_pinf & neg) | (f_ninf & pos) | (f_pos & ninf) | (f_neg & pinf);
     has_nan = nan_b | (f_nan & any) | ((f_pinf | f_ninf) & zero) | ((f == 0) & (pinf | ninf));
-    finite_sum = at::where(f_finite, f * finite_sum, at::zeros({}, b.options()));
+    // f_i times the scaled sum first: the sum itself may leave the range
+    // where f_i times it does not.
+    finite_sum = at::where(f_finite, (f * sum) * scale, at::zeros({}, b.options()));
   }
   Tensor nan_t = at::full({}, std::numeric_limits<double>::quiet_NaN(), b.options());
   Tensor unspecified = at::where(

@@ -58,14 +58,15 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
   if (n > 1 && (b.stride(1) != 1 || dense_row_stride(b) < n)) b = b.contiguous();
   Tensor c = at::empty({m, n}, values.options());
   if (m == 0 || n == 0) return c.to(out_type);
+  // Non-finite operands, or large enough for the shift by the fill to
+  // overflow: the path that never computes inf - inf.
+  if (!spmm_fast_path_exact(values, fill, b)) {
+    return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
+  }
   // The correction vectors: 1^T B for a scalar or per-row fill, c^T B for a
   // per-column fill (a GEMV over B, O(k n)).
   Tensor colsum = kind == FillKind::Col ? Tensor() : b.sum(0).contiguous();
   Tensor corr = kind == FillKind::Col ? at::mv(b.t(), fill.view({-1})).contiguous() : Tensor();
-  // Non-finite fill or B: the path that never computes inf - inf.
-  if (!spmm_fast_path_exact(fill, kind == FillKind::Col ? corr : colsum)) {
-    return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
-  }
   const int64_t nse = values.numel();
   with_compute_type(ct, [&](auto zero) {
     using T = decltype(zero);

@@ -109,14 +109,15 @@ Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& valu
   if (b.stride(1) != 1 || dense_row_stride(b) < std::max<int64_t>(n, 1)) b = b.contiguous();
   Tensor c = at::empty({m, n}, values.options());
   if (m == 0 || n == 0) return c.to(out_type);
+  // Non-finite operands, or large enough for the shift by the fill to
+  // overflow: the path that never computes inf - inf.
+  if (!spmm_fast_path_exact(values, fill, b)) {
+    return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
+  }
   // The correction vectors, as on the CPU: 1^T B for a scalar or per-row
   // fill, c^T B for a per-column fill.
   Tensor colsum = kind == FillKind::Col ? Tensor() : b.sum(0).contiguous();
   Tensor corr = kind == FillKind::Col ? at::mv(b.t(), fill.view({-1})).contiguous() : Tensor();
-  // Non-finite fill or B: the path that never computes inf - inf.
-  if (!spmm_fast_path_exact(fill, kind == FillKind::Col ? corr : colsum)) {
-    return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
-  }
   with_compute_type(ct, [&](auto zero) {
     using T = decltype(zero);
     const T* rf = kind == FillKind::Col ? nullptr : fill.data_ptr<T>();
