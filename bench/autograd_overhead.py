@@ -63,6 +63,8 @@ def rows(requires_grad: bool):
     yield "torch.exp(A)", lambda: torch.exp(A), "torch.sin(COO)", lambda: torch.sin(nA)
     yield "A + B, one pattern", lambda: A + B, "COO + COO", lambda: nA + nB
     yield "A @ W, 3x3", lambda: M @ W, "torch.sparse.mm(COO, W)", lambda: torch.sparse.mm(nM, W)
+    yield "A.sum(0), 3x3", lambda: M.sum(0), "torch.sparse.sum(COO, 0)", \
+        lambda: torch.sparse.sum(nM, 0)
 
 
 def main():

@@ -1055,12 +1055,6 @@ KNOWN = {
     "pytorch/pytorch#185770, fix proposed in #192318), and the fill is computed as a 0-d "
     "tensor; torch's to settle":
         lambda detail, text: "NaN positions differ" in detail and "gelu(" in text,
-    "prod's double backward where an element is 0 gives NaN (dense: exact); the C++ "
-    "autograd of seg_reduce (aten_ext/ops/autograd/reductions.cpp, issue 15's s15f)":
-        lambda detail, text: "Hessian" in detail and "prod(" in text,
-    "to_dense() of a SparseFillTensor with 0 elements leaves the graph (dense: an empty "
-    "result that requires grad); the to_dense op's autograd (aten_ext/ops/autograd, s15f)":
-        lambda detail, text: "cut from the graph (0 elements)" in detail,
 }
 
 

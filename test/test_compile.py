@@ -407,14 +407,12 @@ COMPONENT_PROGRAMS = {"elementwise-spmm": _c_elementwise, "softmax-spmm": _c_sof
                       "seg-max": _c_seg_max, "to-dense": _c_to_dense}
 # Programs whose op reads nse as an int while it is traced, so that the graph
 # specializes on nse (one graph per nse) instead of keeping it symbolic:
-# (why, the backends where it does). A C++ autograd Function is traced by
-# AOTAutograd (aot_eager, inductor); a C++ composite by Dynamo itself (every
-# backend). strict: a program that stops specializing must leave this list.
+# (why, the backends where it does). A C++ composite is traced by Dynamo
+# itself (every backend). (seg_reduce and seg_max left this list with their
+# C++ autograd Functions: their backward, now in Python, keeps nse
+# symbolic.) strict: a program that stops specializing must leave this list.
 _AOT = ("aot_eager", "inductor")
-SPECIALIZES_NSE = {"seg-sum": ("seg_reduce's C++ autograd Function", _AOT),
-                   "gcn": ("seg_reduce's C++ autograd Function", _AOT),
-                   "seg-max": ("seg_max's C++ autograd Function", _AOT),
-                   "to-dense": ("to_dense's C++ composite", ("eager",) + _AOT)}
+SPECIALIZES_NSE = {"to-dense": ("to_dense's C++ composite", ("eager",) + _AOT)}
 
 
 def _components(nse, seed=0):

@@ -17,6 +17,7 @@ import torch
 
 from . import _C  # noqa: F401  -- registers torch.ops.sparsefill.*
 from . import _fake  # noqa: F401  -- fake kernels of the ops
+from . import _autograd  # noqa: F401  -- the ops' autograd (what torch.func can use)
 from . import _compile, _data, _factories, _interop, _routing
 from ._data import collate
 from ._factories import (eliminate_fill, empty, fill_value, full, ones, sparse_bsc_tensor,

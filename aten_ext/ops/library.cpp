@@ -63,6 +63,26 @@ TORCH_LIBRARY(sparsefill, m) {
   m.def("seg_softmax(Tensor values, Tensor fill, Tensor seg_ptr, int n, bool log) -> (Tensor values, Tensor fill)");
   m.def("seg_softmax_backward(Tensor out, Tensor out_fill, Tensor grad, Tensor grad_fill, Tensor seg_ptr, int n, bool log) -> (Tensor grad_values, Tensor grad_fill)");
 
+  // ---- the ops with a backward formula, recording it (ops/autograd/) ----
+  // What an op's Autograd kernel calls when a gradient is tracked: the same
+  // schema, one kernel (CompositeImplicitAutograd, registered by
+  // torch_sparsefill/_autograd.py), never in a traced graph.
+  m.def("spmm_autograd(Tensor crow_indices, Tensor col_indices, Tensor values, Tensor fill, "
+        "Tensor other, int ncols) -> Tensor");
+  m.def("sddmm_autograd(Tensor crow_indices, Tensor col_indices, int ncols, Tensor x, "
+        "Tensor y) -> Tensor");
+  m.def("spgemm_autograd(Tensor crow_a, Tensor col_a, Tensor values_a, Tensor crow_b, "
+        "Tensor col_b, Tensor values_b, int n) -> (Tensor crow_indices, Tensor col_indices, "
+        "Tensor values)");
+  m.def("seg_reduce_autograd(Tensor values, Tensor fill, Tensor seg_ptr, int n, str reduce) "
+        "-> Tensor");
+  m.def("seg_max_autograd(Tensor values, Tensor fill, Tensor seg_ptr, Tensor? coord, int n, "
+        "bool is_min, bool split_ties) -> (Tensor out, Tensor winner, Tensor index)");
+  m.def("seg_softmax_autograd(Tensor values, Tensor fill, Tensor seg_ptr, int n, bool log) "
+        "-> (Tensor values, Tensor fill)");
+  m.def("from_dense_autograd(Tensor self, Tensor fill, int sparse_dim) -> (Tensor indices, "
+        "Tensor values, Tensor fill)");
+
   // ---- element-wise (elementwise.h; generated from tools/codegen/elementwise.yaml) ----
   for (const char* schema : sparsefill::kElementwiseSchemas) m.def(schema);
 }

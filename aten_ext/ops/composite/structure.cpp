@@ -67,7 +67,8 @@ Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor& fill,
   int64_t rows = 1;
   for (auto s : sparse_size) rows *= s;
   Tensor background = fill.to(values.scalar_type()).expand(size);
-  if (values.size(0) == 0) return background.clone(at::MemoryFormat::Contiguous);
+  // Also with nothing stored: the values stay in the graph (an empty result
+  // requires grad as the dense one does).
   return background.reshape(cat_sizes({rows}, dense_shape))
       .index_copy(0, linear, values)
       .view(size);
