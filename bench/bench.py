@@ -818,15 +818,18 @@ def _chain_components(values, fill):
     v, f = ops.exp(v, f)
     v, f = ops.mul_scalar(v, f, 0.5, False)
     v, f = ops.sub_scalar(v, f, 1.0, False)
-    return ops.neg(v, f)
+    # Unpacked, not the op's tuple returned as is: Inductor then keeps every
+    # op of the graph as an external call instead of decomposing them.
+    v, f = ops.neg(v, f)
+    return v, f
 
 
 def compile_rows(quick: bool):
     """torch.compile (issue 15): the 6-op chain on n stored values, compiled
     against eager. A SparseFillTensor graph-breaks at each op (RFC.md 12.1),
     so the compiled public API is eager plus Dynamo's overhead; the fullgraph
-    route is a function of the components (inductor: each op stays an
-    external call, no fusion: ops are C++ kernels Inductor cannot see into).
+    route is a function of the components (inductor: the element-wise ops are
+    CompositeImplicitAutograd, decomposed into ATen and fused into one loop).
     The small rows: per-call time on 3 elements against the same chain on a
     dense tensor in eager."""
     n = 100_000 if quick else 1_000_000
