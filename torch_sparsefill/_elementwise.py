@@ -488,8 +488,8 @@ def _fast_table() -> dict:
     """{torch callable: fast handler} for the out-of-place callables with
     one route: a unary op without required arguments, or a binary op."""
     routes: dict = {}
-    for fn, name, reflected in _generated_ops.ROUTES:
-        routes.setdefault(fn, []).append((name, reflected))
+    for fn, name, reflected in _generated_ops.ROUTES:  # (T.__neg__ is T.neg: one route twice)
+        routes.setdefault(fn, {})[name, reflected] = None
     table = {}
     for fn, ((name, reflected),) in ((f, r) for f, r in routes.items() if len(r) == 1):
         op = _named_op(name)

@@ -25,7 +25,7 @@ from ._compressed import BLOCK, EXTRA
 
 _ops = torch.ops.sparsefill
 
-__all__ = ["SparseFillTensor", "build", "is_plain", "on_pattern"]
+__all__ = ["SparseFillTensor", "build", "coo_indices_of_csr", "is_plain", "on_pattern"]
 
 
 class SparseFillTensor(torch.Tensor):
@@ -178,7 +178,7 @@ class SparseFillTensor(torch.Tensor):
         if self._sf_layout in EXTRA:
             return self._to_csr()._coo_indices()
         if self._sf_layout == torch.sparse_csr:
-            return torch.stack([_ops.rows_from_crow(self._sf_crow), self._sf_col])
+            return coo_indices_of_csr(self._sf_crow, self._sf_col)
         assert self._sf_coalesced, "internal: coalesce first"
         return self._sf_indices
 
@@ -781,6 +781,21 @@ class SparseFillTensor(torch.Tensor):
         return f"SparseFillTensor({body})"
 
 
+def coo_indices_of_csr(crow: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """The coalesced COO indices (2, nse) of an unbatched CSR pattern: ATen's
+    own conversion (what torch's to_sparse_coo calls), which writes both rows
+    of the result in one parallel pass; rows_from_crow plus a stack would
+    write the row indices twice.
+
+    Example::
+
+        >>> coo_indices_of_csr(torch.tensor([0, 1, 1, 3]), torch.tensor([2, 0, 1]))
+        tensor([[0, 2, 2],
+                [2, 0, 1]])
+    """
+    return torch._convert_indices_from_csr_to_coo(crow, col)
+
+
 def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
           coalesced=True, coalesced_flag=None, blocksize=None) -> SparseFillTensor:
     """The one way to make a SparseFillTensor from trusted components: the
@@ -816,7 +831,7 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
         else:
             layout = torch.sparse_coo
     elif layout == torch.sparse_coo:
-        indices, coalesced = torch.stack([_ops.rows_from_crow(crow), col]), True
+        indices, coalesced = coo_indices_of_csr(crow, col), True
         crow = col = None
     dense_dim = values.dim() - (3 if blocksize else 1) - _batched.batch_dim(layout, crow)
     if fill.dim() > dense_dim:  # only a per-slice fill may change form (skip the call)
