@@ -434,7 +434,7 @@ def _table() -> dict:
 ROUTES = _table()
 
 
-# ---- the hot path (RFC.md section 9.3) ------------------------------------------
+# ---- the hot path (RFC.md section 9.1) ------------------------------------------
 # A fast handler takes the positional arguments of a call without keywords
 # and returns its result, or None to hand the call to the routes above. It
 # serves plain operands only (_tensor.is_plain) and calls the same op with

@@ -381,7 +381,7 @@ ROUTES = {
 
 
 def _fast_sum(args):
-    """The hot path of ``A.sum()`` (RFC.md section 9.3): a plain floating
+    """The hot path of ``A.sum()`` (RFC.md section 9.1): a plain floating
     tensor's _sum_all, the count read off the size; None for any other call."""
     if len(args) != 1 or not is_plain(A := args[0]) or not A._sf_values.dtype.is_floating_point:
         return None

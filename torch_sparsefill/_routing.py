@@ -163,7 +163,7 @@ _FAMILY_FUNCS = frozenset(func for _, routes in _FAMILIES for func in routes)
 _METADATA = frozenset(_PASSTHROUGH)
 
 
-# The hot path (RFC.md section 9.3): per callable, a family's fast handler
+# The hot path (RFC.md section 9.1): per callable, a family's fast handler
 # of plain operands (_tensor.is_plain), tried before TABLE's handler; a
 # family may only speed up a callable it routes.
 FAST = {**_elementwise.FAST, **_reductions.FAST}

@@ -843,7 +843,7 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
                                     coalesced_flag=coalesced_flag, blocksize=blocksize)
 
 
-# ---- the hot path (RFC.md section 9.3) ------------------------------------------
+# ---- the hot path (RFC.md section 9.1) ------------------------------------------
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 _COO, _CSR = torch.sparse_coo, torch.sparse_csr
