@@ -34,7 +34,7 @@ from ._tensor import SparseFillTensor
 # The wiring, top-down: SparseFillTensor (_tensor.py) imports nothing above
 # the fill rules, so the package gives it its routing and the methods whose
 # homes lie above it.
-SparseFillTensor._route_function = staticmethod(_routing.torch_function)
+SparseFillTensor.__torch_function__ = classmethod(_routing.torch_function)
 SparseFillTensor._route_dispatch = staticmethod(_routing.torch_dispatch)
 SparseFillTensor.__reduce_ex__ = _factories.reduce_ex
 SparseFillTensor.__deepcopy__ = _factories.deepcopy

@@ -18,7 +18,7 @@ import torch
 
 from . import _args, _fill, _generated_ops
 from ._fill import full_rank
-from ._tensor import SparseFillTensor, build
+from ._tensor import SparseFillTensor, build, is_plain, on_pattern
 
 __all__: list = []
 
@@ -447,3 +447,72 @@ def _table() -> dict:
 
 
 ROUTES = _table()
+
+
+# ---- the hot path (RFC.md section 9.1) ------------------------------------------
+# A fast handler takes the positional arguments of a call without keywords
+# and returns its result, or None to hand the call to the routes above. It
+# serves plain operands only (_tensor.is_plain) and calls the same op with
+# the same arguments as its route would, so the result is the route's; any
+# RuntimeError (an integer division by a zero fill, ...) is also left to the
+# route, which knows the exceptions' rules.
+
+def _fast_unary(op: _Op):
+    # The op overload's C++ callable itself: OpOverload.__call__ is a
+    # Python frame that only calls it.
+    main, extra = op.main._op, tuple(op.spec["defaults"])
+
+    def fast(args):
+        if len(args) != 1 or not is_plain(a := args[0]):
+            return None
+        values, fill = main(a._sf_values, a._sf_fill, *extra)
+        return on_pattern(a, values, fill)
+    return fast
+
+
+def _fast_binary(op: _Op, reflected: bool):
+    same, extra = op.same._op, tuple(op.spec["defaults"])
+    scalar = op.scalar._op if op.scalar is not None else None
+    numbers = (int, float) if scalar is not None and op.name != "pow" else ()
+
+    def fast(args):
+        if len(args) != 2:
+            return None
+        x, y = (args[1], args[0]) if reflected else args
+        try:
+            if is_plain(x):
+                if type(y) in numbers:
+                    values, fill = scalar(x._sf_values, x._sf_fill, y, False, *extra)
+                    return on_pattern(x, values, fill)
+                if (is_plain(y) and x._sf_layout is y._sf_layout and x._sf_size == y._sf_size
+                        and x._sf_indices is y._sf_indices and x._sf_crow is y._sf_crow
+                        and x._sf_col is y._sf_col):
+                    values, fill = same(x._sf_values, x._sf_fill, y._sf_values, y._sf_fill,
+                                        *extra)
+                    return on_pattern(x, values, fill)
+            elif type(x) in numbers and is_plain(y):
+                values, fill = scalar(y._sf_values, y._sf_fill, x, True, *extra)
+                return on_pattern(y, values, fill)
+        except RuntimeError:
+            return None
+        return None
+    return fast
+
+
+def _fast_table() -> dict:
+    """{torch callable: fast handler} for the out-of-place callables with
+    one route: a unary op without required arguments, or a binary op."""
+    routes: dict = {}
+    for fn, name, reflected in _generated_ops.ROUTES:  # (T.__neg__ is T.neg: one route twice)
+        routes.setdefault(fn, {})[name, reflected] = None
+    table = {}
+    for fn, ((name, reflected),) in ((f, r) for f, r in routes.items() if len(r) == 1):
+        op = _named_op(name)
+        if op.kind == "unary" and not op.spec["required"]:
+            table[fn] = _fast_unary(op)
+        elif op.kind == "binary" and not op.spec["required"]:
+            table[fn] = _fast_binary(op, reflected)
+    return table
+
+
+FAST = _fast_table()

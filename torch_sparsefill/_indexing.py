@@ -324,6 +324,8 @@ def getitem(input, index):
         tensor([5., 5.])
     """
     a = _args.sparse(input, "__getitem__()")
+    if type(index) is int and a._sf_size:  # A[i] (one row: the hot path), as the loop below
+        return _select(a, 0, index)
     items = index if isinstance(index, tuple) else (index,)
     if any(isinstance(x, bool) for x in items):
         raise NotImplementedError("A[True]/A[False] is not supported on SparseFillTensor")

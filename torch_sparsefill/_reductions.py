@@ -10,6 +10,7 @@ import math
 import torch
 
 from . import _args, _fill
+from ._tensor import is_plain
 from ._reduce import (Slices, count_core, fill_over_kept, fill_rows, logsumexp_core, max_core,
                       mean_core, prod_core, reduce, safe_root, sum_core, var_core)
 
@@ -377,3 +378,17 @@ ROUTES = {
     torch.all: all_, T.all: all_, torch.any: any_, T.any: any_,
     torch.count_nonzero: count_nonzero_, T.count_nonzero: count_nonzero_,
 }
+
+
+def _fast_sum(args):
+    """The hot path of ``A.sum()`` (RFC.md section 9.1): a plain floating
+    tensor's _sum_all, the count read off the size; None for any other call."""
+    if len(args) != 1 or not is_plain(A := args[0]) or not A._sf_values.dtype.is_floating_point:
+        return None
+    total = A._sf_values.sum()
+    count = math.prod(A._sf_size) - A._sf_values.shape[0]
+    return torch.add(total, A._sf_fill, alpha=count) if count > 0 else total
+
+
+# Callables whose calls without keywords the routing tries here first.
+FAST = {torch.sum: _fast_sum, T.sum: _fast_sum, torch._sparse_sum: _fast_sum}

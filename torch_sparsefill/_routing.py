@@ -163,6 +163,15 @@ _FAMILY_FUNCS = frozenset(func for _, routes in _FAMILIES for func in routes)
 _METADATA = frozenset(_PASSTHROUGH)
 
 
+# The hot path (RFC.md section 9.1): per callable, a family's fast handler
+# of plain operands (_tensor.is_plain), tried before TABLE's handler; a
+# family may only speed up a callable it routes.
+FAST = {**_elementwise.FAST, **_reductions.FAST}
+assert all(TABLE[f] is routes[f] for f in FAST
+           for routes in (_elementwise.ROUTES, _reductions.ROUTES) if f in routes), \
+    "internal: a fast handler for a callable its family does not route"
+
+
 # Callables that read a tensor's elements out as plain data: what to call instead.
 _AS_DATA = {T.tolist: "A.to_dense().tolist()", T.numpy: "A.to_dense().numpy()",
             T.item: "A.to_dense().item()", T.__array__: "np.asarray(A.to_dense())",
@@ -170,12 +179,23 @@ _AS_DATA = {T.tolist: "A.to_dense().tolist()", T.numpy: "A.to_dense().numpy()",
             T.__int__: "int(A.to_dense())", T.__index__: "operator.index(A.to_dense())"}
 
 
-def torch_function(func, types, args, kwargs):
-    """SparseFillTensor.__torch_function__: the routed handler, or a refusal
-    that says what is unsupported and what to call instead.
+def torch_function(cls, func, types, args=(), kwargs=None):
+    """SparseFillTensor.__torch_function__ (a classmethod): the routed
+    handler, or a refusal that says what is unsupported and what to call
+    instead.
 
-    The hot path: one set and one dict lookup, then the
-    handler; every other rule is a cheap test that fails fast."""
+    The hot path: a fast handler (FAST) for a call without keywords
+    outside autocast, which answers None where its operands are not plain;
+    then one set and one dict lookup, then the handler; every other rule is
+    a cheap test that fails fast."""
+    if not kwargs:
+        fast = FAST.get(func)
+        if fast is not None and not _autocast.enabled():
+            out = fast(args)
+            if out is not None:
+                return out
+    if kwargs is None:
+        kwargs = {}
     if func in _METADATA:
         return _disabled_impl(func, types, args, kwargs)
     handler = TABLE.get(func)

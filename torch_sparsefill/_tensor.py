@@ -25,7 +25,7 @@ from ._compressed import BLOCK, EXTRA
 
 _ops = torch.ops.sparsefill
 
-__all__ = ["SparseFillTensor", "build"]
+__all__ = ["SparseFillTensor", "build", "coo_indices_of_csr", "is_plain", "on_pattern"]
 
 
 class SparseFillTensor(torch.Tensor):
@@ -140,13 +140,15 @@ class SparseFillTensor(torch.Tensor):
 
     # ---- routing hooks (see _routing.py) -----------------------------------
 
-    # Wired by the package (__init__.py) to _routing's functions.
-    _route_function = None
+    # Wired by the package (__init__.py) to _routing's functions; the
+    # package replaces __torch_function__ with _routing.torch_function
+    # itself, so no frame of ours lies between torch and the routing.
     _route_dispatch = None
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        return SparseFillTensor._route_function(func, types, args, kwargs or {})
+        raise RuntimeError("torch_sparsefill internal: the routing is not wired "
+                           "(import torch_sparsefill)")
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
@@ -176,7 +178,7 @@ class SparseFillTensor(torch.Tensor):
         if self._sf_layout in EXTRA:
             return self._to_csr()._coo_indices()
         if self._sf_layout == torch.sparse_csr:
-            return torch.stack([_ops.rows_from_crow(self._sf_crow), self._sf_col])
+            return coo_indices_of_csr(self._sf_crow, self._sf_col)
         assert self._sf_coalesced, "internal: coalesce first"
         return self._sf_indices
 
@@ -779,6 +781,21 @@ class SparseFillTensor(torch.Tensor):
         return f"SparseFillTensor({body})"
 
 
+def coo_indices_of_csr(crow: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+    """The coalesced COO indices (2, nse) of an unbatched CSR pattern: ATen's
+    own conversion (what torch's to_sparse_coo calls), which writes both rows
+    of the result in one parallel pass; rows_from_crow plus a stack would
+    write the row indices twice.
+
+    Example::
+
+        >>> coo_indices_of_csr(torch.tensor([0, 1, 1, 3]), torch.tensor([2, 0, 1]))
+        tensor([[0, 2, 2],
+                [2, 0, 1]])
+    """
+    return torch._convert_indices_from_csr_to_coo(crow, col)
+
+
 def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
           coalesced=True, coalesced_flag=None, blocksize=None) -> SparseFillTensor:
     """The one way to make a SparseFillTensor from trusted components: the
@@ -814,7 +831,7 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
         else:
             layout = torch.sparse_coo
     elif layout == torch.sparse_coo:
-        indices, coalesced = torch.stack([_ops.rows_from_crow(crow), col]), True
+        indices, coalesced = coo_indices_of_csr(crow, col), True
         crow = col = None
     dense_dim = values.dim() - (3 if blocksize else 1) - _batched.batch_dim(layout, crow)
     if fill.dim() > dense_dim:  # only a per-slice fill may change form (skip the call)
@@ -824,3 +841,54 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
     return SparseFillTensor.__new__(SparseFillTensor, layout, size, values, fill, indices=indices,
                                     crow=crow, col=col, coalesced=coalesced,
                                     coalesced_flag=coalesced_flag, blocksize=blocksize)
+
+
+# ---- the hot path (RFC.md section 9.1) ------------------------------------------
+
+_make_wrapper = torch.Tensor._make_wrapper_subclass
+_COO, _CSR = torch.sparse_coo, torch.sparse_csr
+
+
+def is_plain(a) -> bool:
+    """Whether `a` is a SparseFillTensor of the simplest kind, the one the
+    hot path serves: coalesced COO or unbatched CSR, no dense part, a 0-d
+    fill that needs no autograd cut (so ``a._live_fill()`` is ``a._sf_fill``).
+    Read from the components on every call (they change in place).
+
+    Example::
+
+        >>> is_plain(sf.sparse_coo_tensor([[0]], [1.], (3,), fill_value=2.))
+        True
+    """
+    if type(a) is not SparseFillTensor or not a._sf_coalesced:
+        return False
+    layout = a._sf_layout
+    return ((layout is _COO or (layout is _CSR and a._sf_crow.dim() == 1))
+            and a._sf_values.dim() == 1 and a._sf_fill.dim() == 0
+            and not a._sf_fill.requires_grad)
+
+
+def on_pattern(a: SparseFillTensor, values: torch.Tensor, fill: torch.Tensor
+               ) -> SparseFillTensor:
+    """``a._with(values, fill)`` for a plain `a` (:func:`is_plain`) and an
+    op's 1-d `values` and 0-d `fill`: the same tensor, made without build's
+    general case (no layout or fill form to work out, every fact a's).
+
+    Example::
+
+        >>> A = sf.sparse_coo_tensor([[0]], [1.], (3,), fill_value=2.)
+        >>> on_pattern(A, A.values() * 3, A._fill_value() * 3).to_dense()
+        tensor([3., 6., 6.])
+    """
+    out = _make_wrapper(SparseFillTensor, a._sf_size, dtype=values.dtype, device=values.device,
+                        layout=a._sf_layout, requires_grad=False, dispatch_layout=True)
+    out._sf_layout = a._sf_layout
+    out._sf_size = a._sf_size
+    out._sf_indices = a._sf_indices
+    out._sf_crow = a._sf_crow
+    out._sf_col = a._sf_col
+    out._sf_values = values
+    out._sf_fill = fill
+    out._sf_coalesced = out._sf_coalesced_flag = True
+    out._sf_blocksize = None
+    return out
