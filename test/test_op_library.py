@@ -28,7 +28,9 @@ def test_op_reference_is_current():
 
 @pytest.mark.cpu_only(reason="one build of the downstream extension")
 def test_downstream_extension_builds_and_calls_the_library():
-    build = ROOT / "build" / "downstream_ext"  # kept: ninja rebuilds only what changed
+    # Kept between runs (ninja rebuilds only what changed), one folder per torch:
+    # the CPU suite and the CUDA build's suite must not share objects or a lock.
+    build = ROOT / "build" / f"downstream_ext-{torch.__version__}"
     build.mkdir(parents=True, exist_ok=True)
     ext = cpp_extension.load(
         name="sparsefill_downstream", sources=[str(ROOT / "test" / "downstream" / "downstream.cpp")],
