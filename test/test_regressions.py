@@ -881,3 +881,37 @@ def test_block_tensor_with_an_empty_dense_dim_converts():
         torch.testing.assert_close(B.to_sparse_csr().to_dense(), A.to_dense())
         torch.testing.assert_close(torch.cat([E, B], 2).to_dense(),
                                    torch.cat([E.to_dense(), A.to_dense()], 2), equal_nan=True)
+
+
+def test_union_fill_slices_covering_nothing_keep_second_derivatives_finite():
+    """As seed 107562 with a per-row fill (RFC 8.1's open case): atan2(A, B)
+    stores all of row 0 but not (1, 1), so the result's fill of row 0 covers
+    no element while row 1's does. Row 0's fill derivative (0/0 at (0, 0))
+    must not reach the Hessian; row 1's stays in it."""
+    g = torch.Generator().manual_seed(1)
+    idx_a = torch.tensor([[0, 0, 1], [0, 1, 0]])
+    idx_b = torch.tensor([[0], [0]])
+    va = torch.randn(3, dtype=D, generator=g, requires_grad=True)
+    vb = torch.randn(1, dtype=D, generator=g, requires_grad=True)
+    fa, fb = (torch.tensor([[0.], [x]], dtype=D, requires_grad=True) for x in (0.5, 0.7))
+    leaves = [va, fa, vb, fb]
+
+    def hvp(make, strided_b=False):  # B: sparse, or strided of one column (fill-like)
+        B = fb if strided_b else make(idx_b, vb, fb)
+        out = torch.atan2(make(idx_a, va, fa), B)
+        out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        grads = torch.autograd.grad((out ** 2).sum(), leaves, create_graph=True,
+                                    allow_unused=True)
+        grads = [x for x in grads if x is not None]
+        return torch.autograd.grad(sum(x.sum() for x in grads), leaves, allow_unused=True)
+
+    def dense(i, v, f):
+        return f.expand(2, 2).index_put(tuple(i), v)
+
+    for strided_b in (False, True):  # two patterns; a strided operand broadcast per row
+        want = hvp(dense, strided_b)
+        got = hvp(lambda i, v, f: sf.sparse_coo_tensor(i, v, (2, 2), fill_value=f), strided_b)
+        for a, b, leaf in zip(got, want, leaves):
+            zero = torch.zeros_like(leaf)
+            torch.testing.assert_close(zero if a is None else a, zero if b is None else b)
+        assert want[3].abs().sum() > 0

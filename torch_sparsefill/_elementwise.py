@@ -159,7 +159,9 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
             values, fill, indices = op.main(a._coo_indices(), a._sf_values, a._live_fill(),
                                             b._coo_indices(), b._sf_values, fb,
                                             list(a._sf_size), *extra)
-            return _union(a.layout, a._sf_size, values, fill, indices)
+            return _union(a.layout, a._sf_size, values, fill, indices,
+                          lambda mask: _fill_only(op, a, [(a._sf_values, mask(a._live_fill())),
+                                                         (b._sf_values, mask(fb))], extra))
         try:
             out = both(b._live_fill())
         except RuntimeError as e:
@@ -193,7 +195,10 @@ def _binary(op: _Op, func, args, kwargs, reflected, inplace):
                 mine = [a._coo_indices(), a._sf_values, a._sf_fill]
                 first, second = (nothing, mine) if reverse else (mine, nothing)
                 values, fill, indices = op.main(*first, *second, list(a._sf_size), *extra)
-                out = _union(a.layout, a._sf_size, values, fill, indices)
+                pair = [(nothing[1], full), (a._sf_values, a._sf_fill)]
+                pair = pair if reverse else pair[::-1]
+                out = _union(a.layout, a._sf_size, values, fill, indices,
+                             lambda mask: _fill_only(op, a, [(v, mask(f)) for v, f in pair], extra))
                 if inplace:
                     return _assign(x, out, func)
                 return out
@@ -280,18 +285,38 @@ def _ternary(op: _Op, func, args, kwargs, reflected, inplace):
     return _union(ref.layout, ref._sf_size, values, fill, indices)
 
 
-def _union(layout, size, values, fill, indices) -> SparseFillTensor:
+def _fill_only(op: _Op, ref: SparseFillTensor, operands, extra) -> torch.Tensor:
+    """The fill `op.main` computes from the operands' fills alone, both
+    patterns empty: `operands` is ((values, fill), (values, fill)), each
+    values tensor giving its operand's dtype and dense shape."""
+    nothing = torch.zeros(ref.sparse_dim(), 0, dtype=torch.int64, device=ref.device)
+    parts = [x for v, f in operands for x in (nothing, v.new_zeros((0,) + tuple(v.shape[1:])), f)]
+    return op.main(*parts, list(ref._sf_size), *extra)[1]
+
+
+def _union(layout, size, values, fill, indices, refill=None) -> SparseFillTensor:
     """The result of an op on the union of its operands' patterns (coalesced
-    COO `indices`). Where that union stores every position, the result's
-    fill covers no element (per-slice: none of its elements does), though
-    each operand's fill did: it is in no dense element, so its graph is cut.
-    Otherwise the op's derivative at the fills (atan2's at (0, 0) is 0/0)
-    times the zero gradient that reaches the fill makes the second
-    derivative nan where dense has none (fuzzer seeds 107562, 208137). A
-    per-slice fill some of whose slices are fully stored keeps its graph
-    (RFC.md 8.1 lists this as open)."""
-    if fill.requires_grad and _fill.prod(size[:indices.shape[0]]) == values.shape[0]:
-        fill = fill.detach()
+    COO `indices`). Where that union stores every position a fill element
+    covers, that element is in no dense element, though each operand's fill
+    was: its gradient must be 0, yet the op's derivative at the fills
+    (atan2's at (0, 0) is 0/0) times that 0 makes the second derivative nan
+    where dense has none (fuzzer seeds 107562, 208137). A whole fill that
+    covers nothing is cut from the graph. A per-slice fill some of whose
+    slices cover nothing is recomputed by `refill(mask)` from the operands'
+    fills with `mask` cutting those slices' graph before the op, so its
+    derivative there is never formed (a cut after the op would still meet
+    it)."""
+    if fill.requires_grad:
+        sparse_dim = indices.shape[0]
+        if not _fill.is_per_slice(fill, values.dim() - 1):
+            if _fill.unspecified_per_dense_part_element(fill, size, sparse_dim,
+                                                        values.shape[0]) == 0:
+                fill = fill.detach()
+        elif refill is not None and not torch.compiler.is_compiling():
+            covered = _fill.unspecified_per_element(fill, size, indices).to(fill.device) > 0
+            if not bool(covered.all()):
+                fill = refill(lambda f: torch.where(
+                    covered, *(lambda g: (g, g.detach()))(torch.broadcast_to(f, fill.shape))))
     return build(layout, size, values, fill, indices=indices)
 
 
