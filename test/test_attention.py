@@ -197,7 +197,7 @@ def test_sdpa_minus_inf_mask_is_exact(mask_shape, values):
     check_sdpa(q, k, v, attention_mask(mask_shape, 23, values=values))
 
 
-def test_sdpa_shared_pattern_broadcast_operands():
+def test_sdpa_one_pattern_for_all_heads_broadcast_operands():
     # One pattern for every head, key and value broadcast over the batch.
     q, k, v = randn(2, 3, 6, 4, seed=50), randn(1, 3, 7, 4, seed=51), randn(3, 7, 5, seed=52)
     check_sdpa(q, k, v, attention_mask((1, 1, 6, 7), 53, values="with_inf", empty_row=True))
@@ -274,13 +274,13 @@ def test_fused_op_gradients_of_both_outputs():
 _ops = torch.ops.sparsefill
 
 
-def fused_problem(nb, m, n, e, dv, seed, bias="shared", values="random"):
+def fused_problem(nb, m, n, e, dv, seed, bias="common", values="random"):
     """A CSR pattern (row 1 empty) with q, k, v for `nb` batch members (None:
-    2-D operands) and a bias: one per stored element ("shared"), one row per
-    batch member ("per_batch") or none."""
+    2-D operands) and a bias: one per stored element for every batch member
+    ("common"), one row per batch member ("per_batch") or none."""
     A = attention_mask((m, n), seed, density=0.5, values=values, empty_row=True).to_sparse_csr()
     lead = () if nb is None else (nb,)
-    b = {"shared": A.values().detach().clone(), "none": None,
+    b = {"common": A.values().detach().clone(), "none": None,
          "per_batch": randn(*lead, A.values().numel(), seed=seed + 1)}[bias]
     return (A.crow_indices(), A.col_indices(), b, randn(*lead, m, e, seed=seed + 2),
             randn(*lead, n, e, seed=seed + 3), randn(*lead, n, dv, seed=seed + 4))
@@ -303,7 +303,7 @@ def dense_attention(crow, col, bias, q, k, v, scale):
     return out, lse, D, (rows, col)
 
 
-@pytest.mark.parametrize("nb,bias", [(None, "shared"), (None, "none"), (3, "shared"),
+@pytest.mark.parametrize("nb,bias", [(None, "common"), (None, "none"), (3, "common"),
                                      (3, "per_batch"), (2, "none")], ids=str)
 @pytest.mark.parametrize("with_lse", [False, True])
 @pytest.mark.parametrize("values", ["random", "with_inf"])
