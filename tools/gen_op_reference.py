@@ -34,9 +34,12 @@ VARIANTS = {"": "two SparseFillTensors, on the union of their patterns",
             "_scalar": "a SparseFillTensor and a Python number",
             "_dense": "a SparseFillTensor and a strided tensor over its dense part"}
 DIFFERENTIABLE_KEYS = ("Autograd", "AutogradCPU", "CompositeImplicitAutograd")
-# Element-wise ops without derivatives in the YAML: their Autograd kernel
-# refuses a backward (filled in by elementwise_descriptions).
+# Element-wise ops marked `differentiable: false` in the YAML (predicates,
+# comparisons, ...): their results carry no gradient (filled in by
+# elementwise_descriptions).
 NOT_DIFFERENTIABLE: set = set()
+# An op's autograd twin (RFC.md 12.2) is documented with its op.
+TWIN = "_autograd"
 
 
 def header_descriptions(family: str) -> dict:
@@ -63,7 +66,7 @@ def elementwise_descriptions() -> dict:
     spec = yaml.safe_load((ROOT / "tools" / "codegen" / "elementwise.yaml").read_text())
     out = {}
     for op in spec["ops"]:
-        if not op.get("derivatives"):
+        if not op.get("differentiable", True):
             NOT_DIFFERENTIABLE.update(op["name"] + s for s in ("", *VARIANTS))
         kind, formula = op["kind"], op["aten"]
         if kind == "unary":
@@ -97,8 +100,13 @@ def render() -> str:
     sections["other"] = []
     for name in names:
         packet = getattr(ns, name)
-        family = next((f for f, d in descriptions.items() if name in d), "other")
-        what = " ".join(descriptions.get(family, {}).get(name, "").split())
+        base = name[:-len(TWIN)] if name.endswith(TWIN) else name
+        family = next((f for f, d in descriptions.items() if base in d), "other")
+        what = " ".join(descriptions.get(family, {}).get(base, "").split())
+        if base != name:
+            what = (f"the autograd twin of `{base}` (same schema and result), called by its "
+                    f"Autograd kernel when a gradient is tracked; a Python autograd Function "
+                    f"(torch.func, forward AD, double backward; RFC.md 12.2)")
         for overload in packet.overloads():
             schema = str(getattr(packet, overload)._schema)
             keys = dispatch_keys(f"sparsefill::{name}" + ("" if overload == "default"
