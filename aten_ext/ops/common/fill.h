@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "ops/common/args.h"
-#include "ops/common/grad.h"
 
 namespace sparsefill {
 
@@ -72,22 +71,6 @@ inline Tensor rows_or_fill(const Tensor& values, const Tensor& fill, const Tenso
   Tensor fill_row =
       fill.to(values.scalar_type()).expand_symint(values.sym_sizes().slice(1)).unsqueeze(0);
   return at::cat({fill_row, values}).index_select(0, src + 1);
-}
-
-// Gradient `g_rows` (n, *dense) of fill_rows_at(fill, indices, ...), summed
-// back onto the fill's shape. `which` (optional): the rows are those of
-// indices.index_select(1, which), selected only when a per-slice fill reads
-// them.
-inline Tensor fill_rows_grad(const Tensor& g_rows, const Tensor& fill, const Tensor& indices,
-                             const Tensor& which = Tensor()) {
-  if (!is_per_slice_fill(fill, g_rows.dim() - 1)) return grad_to(g_rows.sum(0), fill);
-  const int64_t sd = indices.size(0);
-  int64_t nslots = 1;
-  Tensor slot =
-      fill_slot(fill, which.defined() ? indices.index_select(1, which) : indices, &nslots);
-  Tensor acc = at::zeros(cat_sizes({nslots}, g_rows.sizes().slice(1)), g_rows.options())
-                   .index_add(0, slot, g_rows);
-  return grad_to(acc.view(cat_sizes(fill.sizes().slice(0, sd), g_rows.sizes().slice(1))), fill);
 }
 
 }  // namespace sparsefill
