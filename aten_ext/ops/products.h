@@ -29,6 +29,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -136,6 +138,31 @@ inline void check_attention_grads(const AttentionDims& d, const Tensor& q, const
                   (g_lse->sizes() == c10::IntArrayRef(rows) && g_lse->scalar_type() == st),
               "sparsefill: sparse_attention_backward: grad_lse must have lse's shape ",
               c10::IntArrayRef(rows), " and query's dtype");
+}
+
+// What the CPU and CUDA kernels of sparse_attention_backward share before
+// their passes: the operands in the compute type `ct`, contiguous (bias and
+// grad_lse undefined when absent), and the outputs allocated: dq, dk, dv like
+// q, k, v; ds, the stored scores' gradients, and w, their weights, (nb x) nse.
+struct AttentionBackwardArgs {
+  Tensor q, k, v, lse, g, bias, g_lse;
+  Tensor dq, dk, dv, ds, w;
+};
+
+inline AttentionBackwardArgs prepare_attention_backward(
+    const AttentionDims& d, at::ScalarType ct, const Tensor& q, const Tensor& k, const Tensor& v,
+    const Tensor& lse, const Tensor& g, const std::optional<Tensor>& bias,
+    const std::optional<Tensor>& g_lse) {
+  auto prep = [&](const Tensor& t) { return t.to(ct).contiguous(); };
+  AttentionBackwardArgs a;
+  a.q = prep(q), a.k = prep(k), a.v = prep(v), a.lse = prep(lse), a.g = prep(g);
+  if (bias.has_value()) a.bias = prep(*bias);
+  if (g_lse.has_value()) a.g_lse = prep(*g_lse);
+  a.dq = at::empty_like(a.q), a.dk = at::empty_like(a.k), a.dv = at::empty_like(a.v);
+  a.ds = at::empty(q.dim() == 3 ? std::vector<int64_t>{d.nb, d.nse} : std::vector<int64_t>{d.nse},
+                   a.q.options());
+  a.w = at::empty_like(a.ds);
+  return a;
 }
 
 // The row stride to give a kernel for a row-major dense operand B (unit

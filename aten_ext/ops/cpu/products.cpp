@@ -180,14 +180,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sparse_attention_backward_cpu(
   check_attention_grads(d, q_in, lse_in, g_in, g_lse_in);
   const auto out_type = q_in.scalar_type();
   const auto ct = compute_type(out_type, "sparse_attention_backward", false);
-  auto prep = [&](const Tensor& t) { return t.to(ct).contiguous(); };
-  Tensor q = prep(q_in), k = prep(k_in), v = prep(v_in), lse = prep(lse_in), g = prep(g_in);
-  Tensor bias = bias_in.has_value() ? prep(*bias_in) : Tensor();
-  Tensor g_lse = g_lse_in.has_value() ? prep(*g_lse_in) : Tensor();
-  Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
-  Tensor ds = at::empty(q.dim() == 3 ? std::vector<int64_t>{d.nb, d.nse}
-                                      : std::vector<int64_t>{d.nse}, q.options());
-  Tensor w = at::empty_like(ds);
+  auto [q, k, v, lse, g, bias, g_lse, dq, dk, dv, ds, w] =
+      prepare_attention_backward(d, ct, q_in, k_in, v_in, lse_in, g_in, bias_in, g_lse_in);
   Tensor crow_t = at::empty({d.ncols + 1}, crow.options());
   Tensor row_t = at::empty({d.nse}, crow.options());
   Tensor perm = at::empty({d.nse}, crow.options());
