@@ -53,6 +53,7 @@ def test_not_plain_goes_to_the_routes():
     for X in (dense_part, per_slice, uncoalesced, grad_fill, csc):
         assert not is_plain(X)
         assert _routing.FAST[torch.exp]((X,)) is None
+        assert _routing.FAST[torch.sum]((X,)) is None
         T.assert_dense_equal(torch.exp(X).to_dense(), torch.exp(X.to_dense()))
     assert is_plain(grad_fill.detach())
     fast_mul = _routing.FAST[torch.Tensor.__mul__]
@@ -128,6 +129,8 @@ def test_hot_functions_equal_the_ops(fill):
     torch.testing.assert_close(sf._C.hot_sum(v, f, (3,)), v.sum())  # every element stored
     assert sf._C.hot_sum(v.long(), f.long(), (4, 3)) is None  # the route's dtype rules
     assert sf._C.hot_sum(v, f, (4, 3.0)) is None and sf._C.hot_sum(v, f, (2 ** 40,) * 2) is None
+    assert sf._C.hot_sum(v, torch.ones(4, 1, dtype=v.dtype), (4, 3)) is None  # per-slice fill
+    assert sf._C.hot_sum(v[:, None], f, (4, 3, 1)) is None  # a dense part
 
 
 def test_hot_functions_leave_gradients_modes_and_odd_arguments_to_the_op():

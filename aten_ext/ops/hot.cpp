@@ -247,14 +247,17 @@ PyObject* hot(PyObject*, PyObject* name) {
 
 // _C.hot_sum(values, fill, size) -> values.sum() + count * fill, count the
 // number of unspecified elements (prod(size) - nse): the sum of a plain
-// tensor, or None (also for values that are not floating: their sum's
+// tensor (given the components of a coalesced COO or a CSR one), or None (also for values that are not floating: their sum's
 // dtype has its own rules, which the route keeps). The same two ATen calls
 // as _reductions._fast_sum, in one C call below autograd.
 PyObject* hot_sum(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (n != 3 || !PyTuple_CheckExact(args[2]) || !ordinary_thread() || !all_plain(args, 2))
     Py_RETURN_NONE;
   const Tensor& values = T(args[0]);
-  if (!at::isFloatingType(values.scalar_type()) || values.dim() != 1) Py_RETURN_NONE;
+  // What makes the tensor plain beyond its layout and coalescing (the
+  // caller checks those): 1-d values, a 0-d fill (gradients: all_plain).
+  if (!at::isFloatingType(values.scalar_type()) || values.dim() != 1 || T(args[1]).dim() != 0)
+    Py_RETURN_NONE;
   int64_t numel = 1;
   for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(args[2]); ++d) {
     PyObject* item = PyTuple_GET_ITEM(args[2], d);
