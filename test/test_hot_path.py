@@ -53,6 +53,7 @@ def test_not_plain_goes_to_the_routes():
     for X in (dense_part, per_slice, uncoalesced, grad_fill, csc):
         assert not is_plain(X)
         assert _routing.FAST[torch.exp]((X,)) is None
+        assert _routing.FAST[torch.sum]((X,)) is None
         T.assert_dense_equal(torch.exp(X).to_dense(), torch.exp(X.to_dense()))
     assert is_plain(grad_fill.detach())
     fast_mul = _routing.FAST[torch.Tensor.__mul__]
@@ -101,3 +102,112 @@ def test_every_fast_callable_is_routed_by_its_family():
         assert _routing.TABLE[func] is _elementwise.ROUTES[func]
     for func in _reductions.FAST:
         assert _routing.TABLE[func] is _reductions.ROUTES[func]
+
+
+# ---- the hot functions (_C.hot, _C.hot_sum: aten_ext/ops/hot.cpp) -----------------
+
+_ops = torch.ops.sparsefill
+
+
+@pytest.mark.parametrize("fill", FILLS, ids=str)
+def test_hot_functions_equal_the_ops(fill):
+    A = _plain(fill)
+    v, f = A._sf_values, A._sf_fill
+    w, g = v * -3, f + 1
+    exp, _, _ = sf._C.hot("exp")
+    _, add_same, add_scalar = sf._C.hot("add")
+    _, _, sub_scalar = sf._C.hot("sub")
+    for got, want in ((exp(v, f), _ops.exp(v, f)),
+                      (add_same(v, f, w, g, 2), _ops.add_same(v, f, w, g, 2)),
+                      (add_scalar(v, f, 2.5, False, 1), _ops.add_scalar(v, f, 2.5, False, 1)),
+                      (sub_scalar(v, f, 3, True, 1), _ops.sub_scalar(v, f, 3, True, 1))):
+        assert got is not None
+        for x, y in zip(got, want):
+            assert x.dtype == y.dtype
+            torch.testing.assert_close(x, y, equal_nan=True, rtol=0, atol=0)
+    torch.testing.assert_close(sf._C.hot_sum(v, f, (4, 3)), A.to_dense().sum(), equal_nan=True)
+    torch.testing.assert_close(sf._C.hot_sum(v, f, (3,)), v.sum())  # every element stored
+    assert sf._C.hot_sum(v.long(), f.long(), (4, 3)) is None  # the route's dtype rules
+    assert sf._C.hot_sum(v, f, (4, 3.0)) is None and sf._C.hot_sum(v, f, (2 ** 40,) * 2) is None
+    assert sf._C.hot_sum(v, torch.ones(4, 1, dtype=v.dtype), (4, 3)) is None  # per-slice fill
+    assert sf._C.hot_sum(v[:, None], f, (4, 3, 1)) is None  # a dense part
+
+
+def test_hot_functions_leave_gradients_modes_and_odd_arguments_to_the_op():
+    from torch.autograd import forward_ad
+    from torch.utils._python_dispatch import TorchDispatchMode
+    v, f = torch.tensor([1., 2.]), torch.tensor(0.5)
+    exp, _, _ = sf._C.hot("exp")
+    _, mul_same, mul_scalar = sf._C.hot("mul")
+    assert exp(v, f) is not None
+    assert exp(v.clone().requires_grad_(), f) is None
+    assert exp(v, f.clone().requires_grad_()) is None
+    assert sf._C.hot_sum(v.clone().requires_grad_(), f, (3,)) is None
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(v, torch.ones(2))
+        assert exp(dual, f) is None and sf._C.hot_sum(dual, f, (3,)) is None
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    with Watch():
+        assert exp(v, f) is None
+    seen = []
+
+    def under_vmap(x):
+        seen.append(exp(x, f))
+        return x
+    torch.func.vmap(under_vmap)(v[:, None])
+    assert seen == [None]
+    assert mul_scalar(v, f, True, False) is None       # a bool is no number here
+    assert mul_scalar(v, f, 2 ** 70, False) is None    # beyond int64: the op says what
+    assert mul_scalar(v, f, 2, 1) is None              # reverse must be a bool
+    assert mul_same(v, f, torch.ones(3), f) is None    # the op's error, not ours
+    assert exp(v) is None and sf._C.hot("no_such_op") == (None, None, None)
+
+
+def test_values_that_require_grad_take_the_op_on_the_hot_path():
+    A = _plain(0.5)
+    values = A._sf_values.clone().requires_grad_()
+    B = A._with(values, A._sf_fill)
+    assert is_plain(B)
+    out = _routing.FAST[torch.exp]((B,))
+    assert out is not None and out._sf_values.requires_grad
+    out._sf_values.sum().backward()
+    torch.testing.assert_close(values.grad, values.detach().exp())
+
+
+@pytest.mark.parametrize("fill", FILLS, ids=str)
+def test_one_row_on_the_hot_path_is_the_routes(fill):
+    from torch_sparsefill import _indexing
+    A = _plain(fill, torch.sparse_csr)
+    fast = _routing.FAST[torch.Tensor.__getitem__]
+    for i in range(-4, 4):
+        out = fast((A, i))
+        assert out is not None
+        route = _indexing._select(A, 0, i)
+        assert (out.layout, out.shape, out._sf_coalesced, out.is_coalesced()) == \
+            (route.layout, route.shape, route._sf_coalesced, route.is_coalesced())
+        T.assert_dense_equal(out.to_dense(), A.to_dense()[i])
+        T.assert_dense_equal(A[i].to_dense(), A.to_dense()[i])
+    out = fast((A, 1))
+    out._sf_values.add_(1)  # a copy: A keeps its values
+    T.assert_dense_equal(A[1].to_dense(), A.to_dense()[1])
+
+
+def test_rows_the_hot_path_leaves_to_the_route():
+    A = _plain(0.5, torch.sparse_csr)
+    fast = _routing.FAST[torch.Tensor.__getitem__]
+    for index in (4, -5, True, 1.0, (1,), slice(1, 2)):
+        assert fast((A, index)) is None
+    with pytest.raises(IndexError, match="out of range"):
+        A[4]
+    assert fast((_plain(0.5), 1)) is None  # COO: the route
+    meta = A._with(A._sf_values.to("meta"), A._sf_fill.to("meta"))
+    assert sf._C.hot_row(meta._sf_crow.to("meta"), meta._sf_col.to("meta"), meta._sf_values,
+                         meta._sf_fill, 1) is None
+    values = A._sf_values.clone().requires_grad_()
+    B = A._with(values, A._sf_fill)
+    assert fast((B, 1)) is None
+    B[1]._sf_values.sum().backward()
+    assert values.grad.tolist() == [0., 1., 0.]

@@ -16,7 +16,7 @@ import functools
 
 import torch
 
-from . import _args, _fill, _generated_ops
+from . import _C, _args, _fill, _generated_ops
 from ._fill import full_rank
 from ._tensor import SparseFillTensor, build, is_plain, on_pattern
 
@@ -481,16 +481,31 @@ ROUTES = _table()
 # the same arguments as its route would, so the result is the route's; any
 # RuntimeError (an integer division by a zero fill, ...) is also left to the
 # route, which knows the exceptions' rules.
+#
+# The op is first tried through its hot function (_C.hot, aten_ext/ops/hot.cpp:
+# the op's kernel body below autograd, one C call), which answers None
+# where it does not serve the call (a component that tracks gradients, a
+# mode or transform, an error); `hot(...) or op(...)` then calls the op
+# overload's C++ callable itself (OpOverload.__call__ is a Python frame that
+# only calls it). An op without a hot function calls the op alone.
+
+def _hot(op: _Op) -> tuple:
+    """(unary, same, scalar): op's hot functions, each the op's own callable
+    where it has none (`f(...) or f(...)` calls it once)."""
+    unary, same, scalar = _C.hot(op.name)
+    return (unary or op.main._op, same or (op.same._op if op.same else None),
+            scalar or (op.scalar._op if op.scalar else None))
+
 
 def _fast_unary(op: _Op):
-    # The op overload's C++ callable itself: OpOverload.__call__ is a
-    # Python frame that only calls it.
     main, extra = op.main._op, tuple(op.spec["defaults"])
+    hot = _hot(op)[0]
 
     def fast(args):
         if len(args) != 1 or not is_plain(a := args[0]):
             return None
-        values, fill = main(a._sf_values, a._sf_fill, *extra)
+        values, fill = (hot(a._sf_values, a._sf_fill, *extra)
+                        or main(a._sf_values, a._sf_fill, *extra))
         return on_pattern(a, values, fill)
     return fast
 
@@ -498,6 +513,7 @@ def _fast_unary(op: _Op):
 def _fast_binary(op: _Op, reflected: bool):
     same, extra = op.same._op, tuple(op.spec["defaults"])
     scalar = op.scalar._op if op.scalar is not None else None
+    _, hot_same, hot_scalar = _hot(op)
     numbers = (int, float) if scalar is not None and op.name != "pow" else ()
 
     def fast(args):
@@ -507,16 +523,20 @@ def _fast_binary(op: _Op, reflected: bool):
         try:
             if is_plain(x):
                 if type(y) in numbers:
-                    values, fill = scalar(x._sf_values, x._sf_fill, y, False, *extra)
+                    values, fill = (hot_scalar(x._sf_values, x._sf_fill, y, False, *extra)
+                                    or scalar(x._sf_values, x._sf_fill, y, False, *extra))
                     return on_pattern(x, values, fill)
                 if (is_plain(y) and x._sf_layout is y._sf_layout and x._sf_size == y._sf_size
                         and x._sf_indices is y._sf_indices and x._sf_crow is y._sf_crow
                         and x._sf_col is y._sf_col):
-                    values, fill = same(x._sf_values, x._sf_fill, y._sf_values, y._sf_fill,
-                                        *extra)
+                    values, fill = (hot_same(x._sf_values, x._sf_fill, y._sf_values, y._sf_fill,
+                                             *extra)
+                                    or same(x._sf_values, x._sf_fill, y._sf_values, y._sf_fill,
+                                            *extra))
                     return on_pattern(x, values, fill)
             elif type(x) in numbers and is_plain(y):
-                values, fill = scalar(y._sf_values, y._sf_fill, x, True, *extra)
+                values, fill = (hot_scalar(y._sf_values, y._sf_fill, x, True, *extra)
+                                or scalar(y._sf_values, y._sf_fill, x, True, *extra))
                 return on_pattern(y, values, fill)
         except RuntimeError:
             return None

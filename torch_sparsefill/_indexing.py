@@ -8,12 +8,13 @@ import numbers
 
 import torch
 
-from . import _args
+from . import _C, _args
 from ._parts import Parts, fill_index, finish, full_fill, own, parts, sort, strided
 from ._shape import unsqueeze
-from ._tensor import SparseFillTensor, build
+from ._tensor import SparseFillTensor, build, is_plain
 
 T = torch.Tensor
+_CSR = torch.sparse_csr
 
 __all__: list = []
 
@@ -375,6 +376,21 @@ def getitem(input, index):
 
 
 
+def _fast_row(args):
+    """The hot path of ``A[i]`` (RFC.md section 9.1): row i of a plain CSR
+    matrix in one C call (_C.hot_row), the tensor _select makes; None for
+    any other call, and where hot_row answers None (the route then says
+    what is wrong, or reads the row's bounds itself)."""
+    if len(args) != 2 or type(i := args[1]) is not int or not is_plain(a := args[0]) \
+            or a._sf_layout is not _CSR or len(a._sf_size) != 2:
+        return None
+    out = _C.hot_row(a._sf_crow, a._sf_col, a._sf_values, a._sf_fill, i)
+    if out is None:
+        return None
+    indices, values, fill = out
+    return build(torch.sparse_coo, a._sf_size[1:], values, fill, indices=indices)
+
+
 ROUTES = {
     T.narrow: narrow, torch.narrow: narrow,
     T.narrow_copy: narrow, torch.narrow_copy: narrow,  # results are copies anyway
@@ -384,3 +400,5 @@ ROUTES = {
     T.unbind: unbind, torch.unbind: unbind, T.split: split, torch.split: split,
     T.chunk: chunk, torch.chunk: chunk,
 }
+# Callables whose calls without keywords the routing tries here first.
+FAST = {T.__getitem__: _fast_row}

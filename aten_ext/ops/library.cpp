@@ -10,10 +10,16 @@
 
 #include "ops/generated/elementwise_schemas.h"
 
+namespace sparsefill {
+extern PyMethodDef kHotMethods[];  // hot.cpp
+}
+
 // `import torch_sparsefill._C` loads this library, which registers the ops as
-// a side effect; the Python module itself is empty.
+// a side effect; the Python module itself holds only the hot path's
+// functions (hot.cpp).
 extern "C" PyObject* PyInit__C(void) {
-  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1,
+                                          sparsefill::kHotMethods};
   return PyModule_Create(&module_def);
 }
 
