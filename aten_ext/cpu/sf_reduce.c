@@ -151,9 +151,17 @@ sf_status sf_segment_sort(int64_t *perm, int64_t *seg_ptr, const int64_t *segmen
     for (int64_t s = seg_begin; s < seg_end; ++s) {                                             \
       const int64_t lo = seg_ptr[s], hi = seg_ptr[s + 1], u = n - (hi - lo);                    \
       const T *f = fill + s * fill_stride;                                                      \
-      if (w == 1) { /* the common non-hybrid case: one contiguous run */                       \
-        ACC acc = 0;                                                                            \
-        for (int64_t k = lo; k < hi; ++k) acc += (ACC)values[k];                                \
+      if (w == 1) { /* the common non-hybrid case: one contiguous run, summed in */            \
+        ACC a0 = 0, a1 = 0, a2 = 0, a3 = 0; /* four registers: no add waits on the last */     \
+        int64_t k = lo;                                                                         \
+        for (; k + 4 <= hi; k += 4) {                                                           \
+          a0 += (ACC)values[k];                                                                 \
+          a1 += (ACC)values[k + 1];                                                             \
+          a2 += (ACC)values[k + 2];                                                             \
+          a3 += (ACC)values[k + 3];                                                             \
+        }                                                                                       \
+        for (; k < hi; ++k) a0 += (ACC)values[k];                                               \
+        ACC acc = (a0 + a1) + (a2 + a3);                                                        \
         if (u > 0) acc += (ACC)u * (ACC)f[0];                                                   \
         out[s] = (T)acc;                                                                        \
         continue;                                                                               \
@@ -237,3 +245,149 @@ SF_DEFINE_FLOAT_KERNELS(float, f32, expf, logf, powf)
 SF_DEFINE_SUM_MAX(double, double, f64, SF_ISNAN_FLOAT)
 SF_DEFINE_SUM_MAX(float, double, f32, SF_ISNAN_FLOAT)
 SF_DEFINE_SUM_MAX(int64_t, int64_t, i64, SF_ISNAN_INT)
+
+/* ---- reductions by output slot (no reordering of the stored elements) ---------- */
+
+/* Shared argument checks of the two phases. */
+static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, int op,
+                             int has_prod) {
+  if (lo < 0 || hi < lo || nslots < 0 || w < 0) return SF_ERR_NEGATIVE_SIZE;
+  if (op < SF_SLOT_SUM || op > SF_SLOT_MIN || (op == SF_SLOT_PROD && !has_prod)) {
+    return SF_ERR_INVALID_ARGUMENT;
+  }
+  return SF_OK;
+}
+
+/* T: the element type, ACC: the accumulator, LOWEST / HIGHEST: max's and
+ * min's identities, POW(f, u): fill^u in ACC. A partial's row per slot is
+ * w accumulators and then the slot's stored row count (in ACC: exact below
+ * 2^53 rows), side by side so that one element touches one cache line. */
+#define SF_DEFINE_SLOT_KERNELS(T, ACC, SUFFIX, ISNAN, LOWEST, HIGHEST, HAS_PROD, POW)            \
+  sf_status sf_slot_partial_##SUFFIX(ACC *acc, const T *values, const int64_t *slot,            \
+                                     int64_t k_begin, int64_t k_end, int64_t nslots, int64_t w, \
+                                     int op) {                                                  \
+    sf_status st = check_slots(k_begin, k_end, nslots, w, op, HAS_PROD);                         \
+    if (st != SF_OK) return st;                                                                  \
+    if (acc == NULL || (k_end > k_begin && (values == NULL || slot == NULL))) {                  \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    const ACC ident = op == SF_SLOT_SUM ? (ACC)0 : op == SF_SLOT_PROD ? (ACC)1                   \
+                      : op == SF_SLOT_MAX ? LOWEST : HIGHEST;                                    \
+    const int64_t row = w + 1;                                                                   \
+    for (int64_t s = 0; s < nslots; ++s) {                                                       \
+      for (int64_t c = 0; c < w; ++c) acc[s * row + c] = ident;                                  \
+      acc[s * row + w] = 0;                                                                      \
+    }                                                                                            \
+    /* Runs of equal slots (sorted slots) are folded in registers, so that no \
+     * step waits on a store; sums of one value per stored element in four    \
+     * registers, each block of four checked for the slot before it is added. \
+     * A lone element (scattered slots) is added directly. */                 \
+    int64_t k = k_begin;                                                                         \
+    while (k < k_end) {                                                                          \
+      const int64_t s = slot[k];                                                                 \
+      if ((uint64_t)s >= (uint64_t)nslots) return SF_ERR_INDEX_OUT_OF_RANGE;                     \
+      ACC *a = acc + s * row;                                                                    \
+      int64_t e = k + 1;                                                                         \
+      if (op == SF_SLOT_SUM && w == 1) {                                                         \
+        if (e == k_end || slot[e] != s) {                                                        \
+          a[0] += (ACC)values[k];                                                                \
+          a[1] += 1;                                                                             \
+          k = e;                                                                                 \
+          continue;                                                                              \
+        }                                                                                        \
+        ACC a0 = (ACC)values[k], a1 = 0, a2 = 0, a3 = 0;                                         \
+        for (; e + 4 <= k_end; e += 4) {                                                         \
+          if ((slot[e] != s) | (slot[e + 1] != s) | (slot[e + 2] != s) | (slot[e + 3] != s)) {   \
+            break;                                                                               \
+          }                                                                                      \
+          a0 += (ACC)values[e];                                                                  \
+          a1 += (ACC)values[e + 1];                                                              \
+          a2 += (ACC)values[e + 2];                                                              \
+          a3 += (ACC)values[e + 3];                                                              \
+        }                                                                                        \
+        for (; e < k_end && slot[e] == s; ++e) a0 += (ACC)values[e];                             \
+        a[0] += (a0 + a1) + (a2 + a3);                                                           \
+      } else {                                                                                   \
+        while (e < k_end && slot[e] == s) ++e;                                                   \
+        for (int64_t c = 0; c < w; ++c) {                                                        \
+          ACC x = a[c];                                                                          \
+          switch (op) {                                                                          \
+            case SF_SLOT_SUM:                                                                    \
+              for (int64_t j = k; j < e; ++j) x += (ACC)values[j * w + c];                       \
+              break;                                                                             \
+            case SF_SLOT_PROD:                                                                   \
+              for (int64_t j = k; j < e; ++j) x *= (ACC)values[j * w + c];                       \
+              break;                                                                             \
+            case SF_SLOT_MAX:                                                                    \
+              for (int64_t j = k; j < e; ++j) {                                                  \
+                const ACC y = (ACC)values[j * w + c];                                            \
+                if (y > x || ISNAN(y)) x = y;                                                    \
+              }                                                                                  \
+              break;                                                                             \
+            default:                                                                             \
+              for (int64_t j = k; j < e; ++j) {                                                  \
+                const ACC y = (ACC)values[j * w + c];                                            \
+                if (y < x || ISNAN(y)) x = y;                                                    \
+              }                                                                                  \
+          }                                                                                      \
+          a[c] = x;                                                                              \
+        }                                                                                        \
+      }                                                                                          \
+      a[w] += (ACC)(e - k);                                                                      \
+      k = e;                                                                                     \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }                                                                                              \
+                                                                                                 \
+  sf_status sf_slot_finish_##SUFFIX(T *out, int64_t *total, const ACC *acc, int64_t nparts,     \
+                                    const T *fill, int64_t s_begin, int64_t s_end,              \
+                                    int64_t nslots, int64_t w, int64_t n, int op) {             \
+    sf_status st = check_slots(s_begin, s_end, nslots, w, op, HAS_PROD);                         \
+    if (st != SF_OK) return st;                                                                  \
+    if (nparts < 0 || n < 0) return SF_ERR_NEGATIVE_SIZE;                                        \
+    if (s_end > nslots) return SF_ERR_INVALID_ARGUMENT;                                          \
+    if (s_end > s_begin &&                                                                       \
+        (out == NULL || total == NULL || fill == NULL || (nparts > 0 && acc == NULL))) {         \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    const ACC ident = op == SF_SLOT_SUM ? (ACC)0 : op == SF_SLOT_PROD ? (ACC)1                   \
+                      : op == SF_SLOT_MAX ? LOWEST : HIGHEST;                                    \
+    const int64_t row = w + 1, part = nslots * row;                                              \
+    for (int64_t s = s_begin; s < s_end; ++s) {                                                  \
+      int64_t t = 0;                                                                             \
+      for (int64_t p = 0; p < nparts; ++p) t += (int64_t)acc[p * part + s * row + w];            \
+      if (t > n) return SF_ERR_NOT_COALESCED;                                                    \
+      total[s] = t;                                                                              \
+      const int64_t u = n - t;                                                                   \
+      for (int64_t c = 0; c < w; ++c) {                                                          \
+        ACC a = ident;                                                                           \
+        for (int64_t p = 0; p < nparts; ++p) {                                                   \
+          const ACC x = acc[p * part + s * row + c];                                             \
+          switch (op) {                                                                          \
+            case SF_SLOT_SUM: a += x; break;                                                     \
+            case SF_SLOT_PROD: a *= x; break;                                                    \
+            default:                                                                             \
+              if (ISNAN(x) || (op == SF_SLOT_MAX ? x > a : x < a)) a = x;                        \
+          }                                                                                      \
+        }                                                                                        \
+        if (u > 0) {                                                                             \
+          const ACC f = (ACC)fill[c];                                                            \
+          switch (op) {                                                                          \
+            case SF_SLOT_SUM: a += (ACC)u * f; break;                                            \
+            case SF_SLOT_PROD: a *= POW(f, u); break;                                            \
+            default:                                                                             \
+              if (!ISNAN(a) && (ISNAN(f) || (op == SF_SLOT_MAX ? f > a : f < a))) a = f;         \
+          }                                                                                      \
+        }                                                                                        \
+        out[s * w + c] = (T)a;                                                                   \
+      }                                                                                          \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }
+
+#define SF_POW_DOUBLE(f, u) pow((f), (double)(u))
+#define SF_POW_NONE(f, u) ((void)(f), (void)(u), 1)
+
+SF_DEFINE_SLOT_KERNELS(double, double, f64, SF_ISNAN_FLOAT, -INFINITY, INFINITY, 1, SF_POW_DOUBLE)
+SF_DEFINE_SLOT_KERNELS(float, double, f32, SF_ISNAN_FLOAT, -INFINITY, INFINITY, 1, SF_POW_DOUBLE)
+SF_DEFINE_SLOT_KERNELS(int64_t, int64_t, i64, SF_ISNAN_INT, INT64_MIN, INT64_MAX, 0, SF_POW_NONE)
