@@ -603,3 +603,23 @@ def test_slot_reduce_rejects_bad_arguments():
         ops.slot_reduce(v, torch.tensor([0, 1, 0]), f, -1, 4, "sum")
     with pytest.raises(RuntimeError, match="does not support dtype"):
         ops.slot_reduce(v.long(), torch.tensor([0, 1, 0]), f.long(), 2, 4, "prod")
+
+
+@pytest.mark.parametrize("fill", [0.0, 0.5, math.inf, -math.inf, math.nan])
+@pytest.mark.parametrize("layout", LAYOUTS, ids=str)
+def test_float32_softmax_matches_dense(layout, fill):
+    """The float32 kernel of one value per element (its own vectorized exp):
+    values spread wide enough that some exponentials underflow, NaN and
+    infinite values among them, against torch's dense softmax."""
+    g = torch.Generator().manual_seed(3)
+    D = torch.randn(40, 30, generator=g) * 40
+    D[3, 4], D[5, 6], D[7, 8] = math.nan, math.inf, -math.inf
+    D[9, :] = -math.inf  # a row of -inf values
+    keep = torch.rand(40, 30, generator=g) < 0.6
+    keep[:, 2] = True
+    keep[11, :] = True  # a row stored in full
+    D = torch.where(keep, D, torch.tensor(fill))
+    A = sf.to_sparse(D, fill_value=fill, layout=layout)
+    for d in (0, 1):
+        for fn in (torch.softmax, torch.log_softmax):
+            close(fn(A, d), fn(D, d), rtol=1e-5, atol=1e-6)

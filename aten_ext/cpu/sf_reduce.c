@@ -15,6 +15,7 @@
 #include "sparsefill_core.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Shared argument checks: segment range, widths, counts. */
 static sf_status check_segments(const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end,
@@ -48,15 +49,119 @@ sf_status sf_segment_sort(int64_t *perm, int64_t *seg_ptr, const int64_t *segmen
   return SF_OK;
 }
 
+/* exp(x) for x <= 0 or NaN (a softmax's x - max), written without a branch
+ * (the selects on the integer bits) so that a loop of it vectorizes; libm's
+ * expf is a call per element. 2^n e^r with n = round(x / ln 2), |r| <= ln 2
+ * / 2 and Cephes' degree-6 polynomial: relative error below 1e-7. Where the
+ * result would be subnormal (x < -87.3) it is 0, an absolute error under
+ * FLT_MIN; -inf gives 0, NaN stays NaN. */
+static inline float exp_nonpositive_f32(float x) {
+  const int32_t lim = 0x42ae999a; /* the bits of 87.3f */
+  int32_t xi;
+  memcpy(&xi, &x, sizeof xi);
+  xi &= 0x7fffffff; /* |x|; x <= 0, so x = -|x| */
+  const int32_t over = -(int32_t)(xi >= lim), is_nan = -(int32_t)(xi > 0x7f800000);
+  const int32_t ci = (xi & ~over) | (lim & over); /* NaN and -inf clamped too */
+  float a;
+  memcpy(&a, &ci, sizeof a);
+  const float xc = -a;
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* nearest */
+  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const int32_t scale_bits = ((int32_t)n + 127) << 23; /* n in [-126, 0]: normal */
+  float scale;
+  memcpy(&scale, &scale_bits, sizeof scale);
+  const float e = (p * r * r + r + 1.0f) * scale;
+  int32_t ei;
+  memcpy(&ei, &e, sizeof ei);
+  ei = (ei & ~(over | is_nan)) | (is_nan & 0x7fc00000);
+  float out;
+  memcpy(&out, &ei, sizeof out);
+  return out;
+}
+
+/* The f64 kernels keep libm's exp. */
+#define SF_EXP_ROW_f32(x) exp_nonpositive_f32(x)
+#define SF_EXP_ROW_f64(x) exp(x)
+
 /* ---- per-type kernels, instantiated for float and double below ------------ */
 
 #define SF_DEFINE_FLOAT_KERNELS(T, SUFFIX, EXP, LOG, POW)                                       \
+  /* Softmax of one value per stored element (w == 1), the common case: unit \
+   * strides, the max in four independent branch-free lanes (NaN noted on   \
+   * the side: it wins, as in torch), then one pass of exp and sum, one of  \
+   * scaling. Same formulas, same results as the general loop below. */      \
+  static sf_status seg_softmax_row_##SUFFIX(T *out_values, T *out_fill, const T *values,        \
+                                            const T *fill, int64_t fill_stride,                 \
+                                            const int64_t *seg_ptr, int64_t seg_begin,          \
+                                            int64_t seg_end, int64_t n, int log_softmax) {      \
+    for (int64_t s = seg_begin; s < seg_end; ++s) {                                             \
+      const int64_t lo = seg_ptr[s], hi = seg_ptr[s + 1], u = n - (hi - lo);                    \
+      const T f = fill[s * fill_stride];                                                        \
+      const T *x = values + lo;                                                                 \
+      T *y = out_values + lo;                                                                   \
+      const int64_t len = hi - lo;                                                              \
+      T m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;                         \
+      int nan = u > 0 && isnan(f);                                                              \
+      int64_t k = 0;                                                                            \
+      for (; k + 4 <= len; k += 4) {                                                            \
+        m0 = x[k] > m0 ? x[k] : m0;                                                             \
+        m1 = x[k + 1] > m1 ? x[k + 1] : m1;                                                     \
+        m2 = x[k + 2] > m2 ? x[k + 2] : m2;                                                     \
+        m3 = x[k + 3] > m3 ? x[k + 3] : m3;                                                     \
+        nan |= (x[k] != x[k]) | (x[k + 1] != x[k + 1]) | (x[k + 2] != x[k + 2]) |               \
+               (x[k + 3] != x[k + 3]);                                                          \
+      }                                                                                         \
+      for (; k < len; ++k) {                                                                    \
+        m0 = x[k] > m0 ? x[k] : m0;                                                             \
+        nan |= x[k] != x[k];                                                                    \
+      }                                                                                         \
+      T m = m0 > m1 ? m0 : m1;                                                                  \
+      m = m2 > m ? m2 : m;                                                                      \
+      m = m3 > m ? m3 : m;                                                                      \
+      if (u > 0 && f > m) m = f;                                                                \
+      if (nan) m = (T)NAN;                                                                      \
+      /* exp into the output (log_softmax overwrites it below), then the sum */                \
+      for (k = 0; k < len; ++k) y[k] = SF_EXP_ROW_##SUFFIX(x[k] - m);                           \
+      T z0 = 0, z1 = 0, z2 = 0, z3 = 0;                                                         \
+      for (k = 0; k + 4 <= len; k += 4) {                                                       \
+        z0 += y[k];                                                                             \
+        z1 += y[k + 1];                                                                         \
+        z2 += y[k + 2];                                                                         \
+        z3 += y[k + 3];                                                                         \
+      }                                                                                         \
+      for (; k < len; ++k) z0 += y[k];                                                          \
+      T z = (z0 + z1) + (z2 + z3);                                                              \
+      const T ef = u > 0 ? EXP(f - m) : (T)0;                                                   \
+      z += (T)u * ef;                                                                           \
+      if (log_softmax) {                                                                        \
+        const T lz = LOG(z);                                                                    \
+        for (k = 0; k < len; ++k) y[k] = x[k] - m - lz;                                         \
+        out_fill[s] = u > 0 ? f - m - lz : (T)0;                                                \
+      } else {                                                                                  \
+        const T inv = (T)1 / z;                                                                 \
+        for (k = 0; k < len; ++k) y[k] *= inv;                                                  \
+        out_fill[s] = u > 0 ? ef * inv : (T)0;                                                  \
+      }                                                                                         \
+    }                                                                                           \
+    return SF_OK;                                                                               \
+  }                                                                                             \
+                                                                                                \
   sf_status sf_seg_softmax_##SUFFIX(T *out_values, T *out_fill, const T *values, const T *fill, \
                                     int64_t fill_stride, const int64_t *seg_ptr,                \
                                     int64_t seg_begin, int64_t seg_end, int64_t w, int64_t n,   \
                                     int log_softmax) {                                          \
     sf_status st = check_segments(seg_ptr, seg_begin, seg_end, w, n);                           \
     if (st != SF_OK) return st;                                                                 \
+    if (w == 1) {                                                                               \
+      return seg_softmax_row_##SUFFIX(out_values, out_fill, values, fill, fill_stride, seg_ptr, \
+                                      seg_begin, seg_end, n, log_softmax);                      \
+    }                                                                                           \
     for (int64_t s = seg_begin; s < seg_end; ++s) {                                             \
       const int64_t lo = seg_ptr[s], hi = seg_ptr[s + 1], u = n - (hi - lo);                    \
       const T *f = fill + s * fill_stride;                                                      \
