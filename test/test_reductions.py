@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
 import torch_sparsefill as sf
@@ -553,8 +554,11 @@ def test_slot_sum_gradients_include_the_fill(fill):
     for name in ("sum", "mean"):
         assert torch.autograd.gradcheck(lambda v, f: reduced(v, f, name), (v, f))
         assert torch.autograd.gradgradcheck(lambda v, f: reduced(v, f, name), (v, f))
-        tangent = torch.func.jvp(lambda v, f: reduced(v, f, name), (v.detach(), f.detach()),
-                                 (torch.ones_like(v), torch.ones_like(f)))[1]
+        # forward-mode AD itself (torch.func transforms take the segment ops)
+        with fwAD.dual_level():
+            tangent = fwAD.unpack_dual(reduced(
+                fwAD.make_dual(v.detach(), torch.ones_like(v)),
+                fwAD.make_dual(f.detach(), torch.ones_like(f)), name)).tangent
         dense_tangent = torch.func.jvp(
             lambda v, f: getattr(sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=f)
                                  .to_dense(), name)(0) * weights,

@@ -288,7 +288,7 @@ def _reduce_by_slots(A: SparseFillTensor, R: list, keepdim: bool, core):
     fixed order, so 1 and 2 threads agree bit for bit), the fill counted once
     per unspecified element -- no slice plan, no reordering; differentiable
     for sum and mean. None when the segment path serves: a gradient tracked
-    through prod, amax or amin, a per-slice fill, nothing kept
+    through prod, amax or amin, a torch.func transform, a per-slice fill, nothing kept
     (one slot), kept dims leading (the stored order is the slices' order: the
     segments need no reordering and no per-thread partials), slices outnumbering the
     stored elements (a compact plan), max/min of an empty dim (refused there),
@@ -301,7 +301,11 @@ def _reduce_by_slots(A: SparseFillTensor, R: list, keepdim: bool, core):
     if (not kept or values.device.type != "cpu" or A._has_per_slice_fill()
             or kept == list(range(len(kept)))
             or (n == 0 and core.slot_op in ("amax", "amin"))
-            or (core.slot_op != "sum" and not _untracked(values, fill))):
+            or (core.slot_op != "sum" and not _untracked(values, fill))
+            # under vmap the counts would come out batched (functorch's
+            # fallback batches every output), and which slots hold
+            # something must not be
+            or torch._C._are_functorch_transforms_active()):
         return None
     kept_sizes = [size[d] for d in kept]
     nslots = math.prod(kept_sizes)
