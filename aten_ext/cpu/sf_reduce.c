@@ -373,7 +373,7 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
                                      int op) {                                                  \
     sf_status st = check_slots(k_begin, k_end, nslots, w, op, HAS_PROD);                         \
     if (st != SF_OK) return st;                                                                  \
-    if (acc == NULL || (k_end > k_begin && (values == NULL || slot == NULL))) {                  \
+    if (acc == NULL || (k_end > k_begin && ((w > 0 && values == NULL) || slot == NULL))) {       \
       return SF_ERR_NULL_POINTER;                                                                \
     }                                                                                            \
     const ACC ident = op == SF_SLOT_SUM ? (ACC)0 : op == SF_SLOT_PROD ? (ACC)1                   \
@@ -452,7 +452,8 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
     if (nparts < 0 || n < 0) return SF_ERR_NEGATIVE_SIZE;                                        \
     if (s_end > nslots) return SF_ERR_INVALID_ARGUMENT;                                          \
     if (s_end > s_begin &&                                                                       \
-        (out == NULL || total == NULL || fill == NULL || (nparts > 0 && acc == NULL))) {         \
+        ((w > 0 && (out == NULL || fill == NULL)) || total == NULL ||                            \
+         (nparts > 0 && acc == NULL))) {                                                         \
       return SF_ERR_NULL_POINTER;                                                                \
     }                                                                                            \
     const ACC ident = op == SF_SLOT_SUM ? (ACC)0 : op == SF_SLOT_PROD ? (ACC)1                   \
