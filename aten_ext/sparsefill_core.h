@@ -447,6 +447,45 @@ sf_status sf_seg_softmax_backward_f32(float *grad_values, float *grad_fill,
                                       const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end,
                                       int64_t w, int64_t n, int log_softmax);
 
+/* Reductions by output slot (RFC.md 6): for reducing dims that the stored
+ * order does not group (sum along dim 0 of a matrix), no reordering of the
+ * stored elements. Stored row k (values[k*w .. k*w+w)) belongs to slot
+ * slot[k] in [0, nslots); a slot is one slice of n elements, the ones not
+ * stored equal to the fill row `fill` [w] (one fill for every slot).
+ * Two phases, so that a caller may thread them without changing the result:
+ *  - sf_slot_partial_*: one partial of the stored rows [k_begin, k_end):
+ *    acc [nslots x (w + 1)] (overwritten) in the accumulator type -- double
+ *    for f64/f32, int64 for i64 --, per slot w accumulators and then its
+ *    stored row count;
+ *  - sf_slot_finish_*: for slots [s_begin, s_end), folds the nparts
+ *    partials (part p at acc + p*nslots*(w + 1)) in part order, then the
+ *    u = n - count unspecified elements' fill, only where u > 0 (an infinite
+ *    or NaN fill never leaks into a full slice: no inf - inf, no 0 * inf);
+ *    out [nslots x w], total [nslots] = stored rows per slot.
+ * The result depends on the partition into partials only, never on which
+ * thread ran which. op: SF_SLOT_SUM, SF_SLOT_PROD (the fill enters as
+ * fill^u), SF_SLOT_MAX, SF_SLOT_MIN (NaN wins, as torch's amax); i64 has no
+ * prod. Errors: SF_ERR_NULL_POINTER, SF_ERR_NEGATIVE_SIZE,
+ * SF_ERR_INDEX_OUT_OF_RANGE (a slot outside [0, nslots)),
+ * SF_ERR_NOT_COALESCED (a slot holds more than n rows: duplicates),
+ * SF_ERR_INVALID_ARGUMENT (an unknown op, s_end > nslots). */
+typedef enum { SF_SLOT_SUM = 0, SF_SLOT_PROD = 1, SF_SLOT_MAX = 2, SF_SLOT_MIN = 3 } sf_slot_op;
+sf_status sf_slot_partial_f64(double *acc, const double *values, const int64_t *slot,
+                              int64_t k_begin, int64_t k_end, int64_t nslots, int64_t w, int op);
+sf_status sf_slot_partial_f32(double *acc, const float *values, const int64_t *slot,
+                              int64_t k_begin, int64_t k_end, int64_t nslots, int64_t w, int op);
+sf_status sf_slot_partial_i64(int64_t *acc, const int64_t *values, const int64_t *slot,
+                              int64_t k_begin, int64_t k_end, int64_t nslots, int64_t w, int op);
+sf_status sf_slot_finish_f64(double *out, int64_t *total, const double *acc, int64_t nparts,
+                             const double *fill, int64_t s_begin, int64_t s_end, int64_t nslots,
+                             int64_t w, int64_t n, int op);
+sf_status sf_slot_finish_f32(float *out, int64_t *total, const double *acc, int64_t nparts,
+                             const float *fill, int64_t s_begin, int64_t s_end, int64_t nslots,
+                             int64_t w, int64_t n, int op);
+sf_status sf_slot_finish_i64(int64_t *out, int64_t *total, const int64_t *acc, int64_t nparts,
+                             const int64_t *fill, int64_t s_begin, int64_t s_end, int64_t nslots,
+                             int64_t w, int64_t n, int op);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
 import torch_sparsefill as sf
@@ -471,3 +472,158 @@ def test_sum_along_columns_gradients():
 
     assert torch.autograd.gradcheck(column_sums, (v, f))
     assert torch.autograd.gradgradcheck(column_sums, (v, f))
+
+
+# ---- reductions by slot (slot_reduce: no reordering of the stored elements) -------
+
+SLOT_REDUCTIONS = ("sum", "mean", "prod", "amax", "amin")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("fill", [0.0, 0.5, math.inf, -math.inf, math.nan])
+@pytest.mark.parametrize("layout", LAYOUTS, ids=str)
+def test_slot_reductions_along_non_leading_dims(layout, fill, dtype):
+    """sum, mean, prod, amax, amin along dim 0 (the slots are the columns),
+    with full columns (the fill never counts there), empty ones (the result's
+    fill) and a dense part, against dense."""
+    g = torch.Generator().manual_seed(11)
+    for dense_shape in ((), (2,)):
+        D = torch.randn((9, 6) + dense_shape, dtype=torch.float64, generator=g)
+        keep = torch.rand(9, 6, generator=g) < 0.4
+        keep[:, 0] = True
+        keep[:, 1] = False
+        mask = keep.reshape(keep.shape + (1,) * len(dense_shape))
+        D = torch.where(mask, D, torch.tensor(fill, dtype=torch.float64)).to(dtype)
+        A = sf.to_sparse(D, fill_value=fill, layout=layout, dense_dim=len(dense_shape))
+        for name in SLOT_REDUCTIONS:
+            for keepdim in (False, True):
+                close(getattr(A, name)(0, keepdim=keepdim), getattr(D, name)(0, keepdim=keepdim),
+                      rtol=1e-5 if dtype == torch.float32 else None,
+                      atol=1e-5 if dtype == torch.float32 else None)
+
+
+@pytest.mark.parametrize("fill", [0.5, math.inf, math.nan])
+def test_slot_reductions_of_batched_coo(fill):
+    """A 3-D COO reduced along dim 1 or dims (0, 2): the kept dims are
+    linearised into slots."""
+    g = torch.Generator().manual_seed(5)
+    D = torch.randn(3, 8, 4, dtype=torch.float64, generator=g)
+    D = torch.where(torch.rand(3, 8, 4, generator=g) < 0.5, D, fill)
+    A = sf.to_sparse(D, fill_value=fill)
+    for name in SLOT_REDUCTIONS:
+        for dims in (1, (0, 2), 0):
+            if name == "prod" and isinstance(dims, tuple):
+                continue  # torch's prod takes one dim
+            close(getattr(A, name)(dims), getattr(D, name)(dims))
+
+
+def test_slot_reductions_one_thread_and_two_agree():
+    """Three partials (210K stored; the partition depends on the sizes only): bit for
+    bit the same on 1 and 2 threads, for every reduction."""
+    A = random_tensor("random", 0.5, torch.sparse_coo, size=(6000, 100), seed=4,
+                      dtype=torch.float32)
+    A = A._with(A._values() * 0.01 + 1, A._fill_value())  # products stay finite
+    old = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append([dense(getattr(A, name)(0)) for name in SLOT_REDUCTIONS])
+    finally:
+        torch.set_num_threads(old)
+    for x, y in zip(*results):
+        assert torch.equal(x, y)
+    close(results[0][0], A.to_dense().sum(0), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("fill", [0.5, math.inf, -math.inf, math.nan])
+def test_slot_sum_gradients_include_the_fill(fill):
+    """sum and mean by slot: backward in differentiable ops (gradgradcheck),
+    forward-mode too; the fill's gradient counts its unspecified elements,
+    also where the fill is infinite or NaN (as dense autograd)."""
+    A = random_tensor("random", fill, torch.sparse_coo, size=(7, 5), seed=8)
+    v = A._values().detach().clone().requires_grad_()
+    f = torch.tensor(0.25 if not math.isfinite(fill) else fill, dtype=torch.float64,
+                     requires_grad=True)
+    weights = torch.arange(1., 6., dtype=torch.float64)
+
+    def reduced(v, f, name):
+        X = sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=f)
+        return getattr(X, name)(0).to_dense() * weights
+
+    for name in ("sum", "mean"):
+        assert torch.autograd.gradcheck(lambda v, f: reduced(v, f, name), (v, f))
+        assert torch.autograd.gradgradcheck(lambda v, f: reduced(v, f, name), (v, f))
+        # forward-mode AD itself (torch.func transforms take the segment ops)
+        with fwAD.dual_level():
+            tangent = fwAD.unpack_dual(reduced(
+                fwAD.make_dual(v.detach(), torch.ones_like(v)),
+                fwAD.make_dual(f.detach(), torch.ones_like(f)), name)).tangent
+        dense_tangent = torch.func.jvp(
+            lambda v, f: getattr(sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=f)
+                                 .to_dense(), name)(0) * weights,
+            (v.detach(), f.detach()), (torch.ones_like(v), torch.ones_like(f)))[1]
+        close(tangent, dense_tangent)
+    # A non-finite fill: the gradient equals dense autograd's.
+    fi = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
+    X = sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=fi)
+    (X.sum(0).to_dense() * weights).sum().backward()
+    fd = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
+    vd = v.detach().clone().requires_grad_()
+    Dd = sf.sparse_coo_tensor(A._indices(), vd, A.shape, fill_value=fd).to_dense()
+    (Dd.sum(0) * weights).sum().backward()
+    close(fi.grad, fd.grad)
+
+
+def test_tracked_prod_and_amax_take_the_segment_path():
+    """slot_reduce differentiates sums only: a tracked prod or amax goes
+    through seg_reduce / seg_max, with their gradients (fill included)."""
+    A = random_tensor("random", 1.5, torch.sparse_coo, size=(6, 4), seed=9, domain="positive")
+    v = A._values().detach().clone().requires_grad_()
+    f = A._fill_value().detach().clone().requires_grad_()
+    for name in ("prod", "amax", "amin"):
+        def reduced(v, f):
+            return getattr(sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=f),
+                           name)(0).to_dense()
+        assert torch.autograd.gradcheck(reduced, (v, f))
+
+
+def test_slot_reduce_rejects_bad_arguments():
+    ops = torch.ops.sparsefill
+    v = torch.randn(3, 1, dtype=torch.float64)
+    f = torch.zeros(1, 1, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="reduce must be"):
+        ops.slot_reduce(v, torch.tensor([0, 1, 0]), f, 2, 4, "median")
+    with pytest.raises(RuntimeError, match="slot must be 1-D"):
+        ops.slot_reduce(v, torch.tensor([0, 1]), f, 2, 4, "sum")
+    with pytest.raises(RuntimeError, match="fill must be"):
+        ops.slot_reduce(v, torch.tensor([0, 1, 0]), torch.zeros(2, 1, dtype=torch.float64), 2,
+                        4, "sum")
+    with pytest.raises(RuntimeError, match="out of range|outside"):
+        ops.slot_reduce(v, torch.tensor([0, 2, 0]), f, 2, 4, "sum")
+    with pytest.raises(RuntimeError, match="coalesced"):
+        ops.slot_reduce(v, torch.tensor([0, 0, 0]), f, 2, 2, "sum")  # 3 rows, slices of 2
+    with pytest.raises(RuntimeError, match="non-negative"):
+        ops.slot_reduce(v, torch.tensor([0, 1, 0]), f, -1, 4, "sum")
+    with pytest.raises(RuntimeError, match="does not support dtype"):
+        ops.slot_reduce(v.long(), torch.tensor([0, 1, 0]), f.long(), 2, 4, "prod")
+
+
+@pytest.mark.parametrize("fill", [0.0, 0.5, math.inf, -math.inf, math.nan])
+@pytest.mark.parametrize("layout", LAYOUTS, ids=str)
+def test_float32_softmax_matches_dense(layout, fill):
+    """The float32 kernel of one value per element (its own vectorized exp):
+    values spread wide enough that some exponentials underflow, NaN and
+    infinite values among them, against torch's dense softmax."""
+    g = torch.Generator().manual_seed(3)
+    D = torch.randn(40, 30, generator=g) * 40
+    D[3, 4], D[5, 6], D[7, 8] = math.nan, math.inf, -math.inf
+    D[9, :] = -math.inf  # a row of -inf values
+    keep = torch.rand(40, 30, generator=g) < 0.6
+    keep[:, 2] = True
+    keep[11, :] = True  # a row stored in full
+    D = torch.where(keep, D, torch.tensor(fill))
+    A = sf.to_sparse(D, fill_value=fill, layout=layout)
+    for d in (0, 1):
+        for fn in (torch.softmax, torch.log_softmax):
+            close(fn(A, d), fn(D, d), rtol=1e-5, atol=1e-6)

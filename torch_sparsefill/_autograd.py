@@ -1,5 +1,5 @@
 """The autograd of the ops with a derivative of their own: spmm, sddmm,
-spgemm, seg_reduce, seg_max, seg_softmax, from_dense (every other op is
+spgemm, seg_reduce, seg_max, seg_softmax, slot_reduce, from_dense (every other op is
 composite and differentiated through ATen).
 
 Each op's Autograd kernel (aten_ext/ops/autograd/) calls the op below
@@ -474,6 +474,43 @@ class _SegSoftmax(_SingleLevelFunction):
         return tv, torch.where(has, tf, 0)
 
 
+class _SlotReduce(_SingleLevelFunction):
+    """slot_reduce with reduce='sum' (sum and mean by slot): each stored row
+    gets its slot's gradient, the fill each slot's gradient times its
+    unspecified count (none where a slot is stored in full). prod, amax and
+    amin have no derivative here: the package takes seg_reduce / seg_max
+    when a gradient is tracked."""
+
+    @staticmethod
+    def forward(values, slot, fill, nslots, n, reduce):
+        return _below(_ops.slot_reduce, values, slot, fill, nslots, n, reduce)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        values, slot, fill, nslots, n, reduce = inputs
+        if reduce != "sum":
+            raise NotImplementedError(f"torch_sparsefill: slot_reduce({reduce!r}) has no "
+                                      f"derivative; reduce through seg_reduce / seg_max")
+        out, count = output
+        ctx.mark_non_differentiable(count)
+        ctx.save_for_backward(slot, count)
+        ctx.save_for_forward(values, slot, fill)
+        ctx.nslots, ctx.n, ctx.fill_shape = nslots, n, fill.shape
+
+    @staticmethod
+    def backward(ctx, g, _g_count):
+        slot, count = ctx.saved_tensors
+        u = (ctx.n - count).unsqueeze(1).to(g.dtype)
+        g_fill = torch.where(u > 0, g * u, 0).sum(0).reshape(ctx.fill_shape)
+        return g.index_select(0, slot), None, g_fill, None, None, None
+
+    @staticmethod
+    def jvp(ctx, t_values, _t_slot, t_fill, *_):
+        values, slot, fill = ctx.saved_tensors
+        t_values, t_fill = _zero_or(t_values, values), _zero_or(t_fill, fill)
+        return _ops.slot_reduce(t_values, slot, t_fill, ctx.nslots, ctx.n, "sum")[0], None
+
+
 # ---- from_dense -----------------------------------------------------------------------
 
 def _from_dense_projection(self_shape, sparse_dim, indices, fill_shape, per_slice, dtype, device):
@@ -558,5 +595,6 @@ class _FromDense(_SingleLevelFunction):
 
 for _name, _function in [("spmm", _Spmm), ("sddmm", _Sddmm), ("spgemm", _Spgemm),
                          ("seg_reduce", _SegReduce), ("seg_max", _SegMax),
-                         ("seg_softmax", _SegSoftmax), ("from_dense", _FromDense)]:
+                         ("seg_softmax", _SegSoftmax), ("slot_reduce", _SlotReduce),
+                         ("from_dense", _FromDense)]:
     _register(_name, _function)

@@ -164,6 +164,14 @@ def _seg_softmax_backward_fake(out, out_fill, grad, grad_fill, seg_ptr, n, log):
     return out.new_empty(out.shape), out.new_empty(out_fill.shape)
 
 
+@torch.library.register_fake("sparsefill::slot_reduce")
+def _slot_reduce_fake(values, slot, fill, nslots, n, reduce):
+    keep = values.dtype.is_floating_point  # integers reduce in int64
+    return (values.new_empty((nslots, values.shape[1]),
+                             dtype=values.dtype if keep else torch.int64),
+            slot.new_empty((nslots,), dtype=torch.int64))
+
+
 # ---- from_dense: which elements differ from the fill is data ------------------------
 
 @torch.library.register_fake("sparsefill::from_dense")

@@ -21,6 +21,7 @@ import math
 from typing import Callable
 
 import torch
+import torch.autograd.forward_ad as fwAD
 
 from . import _fill
 from ._tensor import SparseFillTensor, build
@@ -55,7 +56,7 @@ class Slices:
         self.kept_sizes = [size[d] for d in self.kept_dims]
         self.n = math.prod(size[d] for d in R)
         self.nslices = math.prod(self.kept_sizes)
-        if not plan:  # the shape facts only (_sum_by_scatter groups nothing)
+        if not plan:  # the shape facts only (_reduce_by_slots groups nothing)
             return
         if A.layout == torch.sparse_csr and R == [1] and not compact:
             self.seg_ptr, self.perm, self.kept = A._sf_crow, None, None
@@ -171,8 +172,8 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
             A._has_per_slice_fill() else f.reshape(final_dense)
         return A._with(values, f)
 
-    if getattr(core, "finish", None) is not None and not varying:
-        out = _sum_by_scatter(A, R, keepdim, core)
+    if getattr(core, "slot_op", None) is not None and not varying and not D:
+        out = _reduce_by_slots(A, R, keepdim, core)
         if out is not None:
             return out
     compact = not A._has_per_slice_fill() and math.prod(size[d] for d in range(sd) if d not in R) \
@@ -270,51 +271,64 @@ def _nonfinite_linear(A: SparseFillTensor, dims, keepdim, core, what):
     return out + term.to(out.dtype)
 
 
-def _sum_by_scatter(A: SparseFillTensor, R: list, keepdim: bool, core):
-    """sum or mean over the sparse dims R, some kept, of a CPU tensor with no
-    dense part and one fill: a counting pass (how many stored elements each
-    slice holds) and a scatter-add of the values into their slices, in
-    stored order -- no slice plan, no reordering of the stored elements.
-    ATen's CPU index_add adds serially in index order, so the result is the
-    same for any number of threads; floats accumulate in double, as
-    seg_reduce does. Differentiable (index_add, where) to any order. None
-    when another path serves better: kept dims leading (the stored order is
-    the slices' order: segments need no reordering), slices outnumbering the
-    stored elements (a compact plan), a dense part, a per-slice fill,
+def _untracked(*tensors) -> bool:
+    """Whether no gradient of these tensors is tracked (the rule of
+    ops/common/tracking.h): slot_reduce differentiates sums only, so a
+    tracked prod, amax or amin takes the segment ops instead."""
+    if torch._C._are_functorch_transforms_active() or fwAD._current_level >= 0:
+        return False
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
+def _reduce_by_slots(A: SparseFillTensor, R: list, keepdim: bool, core):
+    """sum, mean, prod, amax or amin over the sparse dims R, some kept, of a CPU
+    tensor with one fill (dense part allowed, no dense dim reduced): one pass
+    over the stored elements in stored order into the kept slices' slots
+    (``torch.ops.sparsefill.slot_reduce``: per-thread partials folded in a
+    fixed order, so 1 and 2 threads agree bit for bit), the fill counted once
+    per unspecified element -- no slice plan, no reordering; differentiable
+    for sum and mean. None when the segment path serves: a gradient tracked
+    through prod, amax or amin, a torch.func transform, a per-slice fill, nothing kept
+    (one slot), kept dims leading (the stored order is the slices' order: the
+    segments need no reordering and no per-thread partials), slices outnumbering the
+    stored elements (a compact plan), max/min of an empty dim (refused there),
     another device."""
     sd = A.sparse_dim()
     values, fill = A._sf_values, A._sf_fill
     size = A._sf_size
     kept = [d for d in range(sd) if d not in R]
-    if (values.dim() != 1 or fill.dim() != 0 or not kept or values.device.type != "cpu"
-            or kept == list(range(len(kept)))):
-        return None  # (kept dims leading: the stored order is slice order already)
-    kept_sizes = [size[d] for d in kept]
-    nslices = math.prod(kept_sizes)
-    if nslices > 2 * values.shape[0] + 64:
+    n = math.prod(size[d] for d in R)
+    if (not kept or values.device.type != "cpu" or A._has_per_slice_fill()
+            or kept == list(range(len(kept)))
+            or (n == 0 and core.slot_op in ("amax", "amin"))
+            or (core.slot_op != "sum" and not _untracked(values, fill))
+            # under vmap the counts would come out batched (functorch's
+            # fallback batches every output), and which slots hold
+            # something must not be
+            or torch._C._are_functorch_transforms_active()):
         return None
-    if A.layout == torch.sparse_csr:  # R == [0]: the slices are the columns
-        lin = A._sf_col
+    kept_sizes = [size[d] for d in kept]
+    nslots = math.prod(kept_sizes)
+    if nslots > 2 * values.shape[0] + 64:
+        return None
+    if A.layout == torch.sparse_csr:  # R == [0]: the slots are the columns
+        slot = A._sf_col
     else:
         indices = A._coo_indices()
-        lin, stride = indices[kept[-1]], kept_sizes[-1]
-        for d in reversed(kept[:-1]):
-            lin = lin + indices[d] * stride
-            stride *= size[d]
-    n = math.prod(size[d] for d in R)
-    acc = torch.float64 if values.dtype.is_floating_point else values.dtype
-    counts = torch.bincount(lin, minlength=nslices)
-    total = torch.zeros(nslices, dtype=acc).index_add(0, lin, values.to(acc))
-    # The fill counted once per unspecified element, not at all in a slice
-    # stored in full (an infinite fill there would give inf * 0).
-    unspecified = n - counts
-    total = total + torch.where(unspecified > 0, unspecified.to(acc) * fill.to(acc), 0)
-    out = core.finish(total.to(values.dtype), n)
+        slot = indices[kept[0]] if len(kept) == 1 else \
+            _ops.coo_linearize(indices[kept], kept_sizes)
+    dense_shape = tuple(size[sd:])
+    w = math.prod(dense_shape)
+    frow = fill.expand(dense_shape).reshape(1, w)
+    out, count = _ops.slot_reduce(values.reshape(values.shape[0], w), slot, frow, nslots, n,
+                                  core.slot_op)
+    out = core.finish(out, n).reshape((nslots,) + dense_shape)
+    # The result's fill: the reduction of a slice with nothing stored.
     empty_ptr = torch.zeros(2, dtype=torch.int64)
-    rfill = core(values[:0], fill.reshape(1), empty_ptr, n, []).reshape(())
-    sel = torch.nonzero(counts > 0).view(-1)
+    rfill = core(values[:0], frow.reshape((1,) + dense_shape), empty_ptr, n, [])[0]
+    sel = torch.nonzero(count > 0).view(-1)
     S = Slices(A, R, False, plan=False)
-    return S.result(A.layout, sel, out.index_select(0, sel), rfill, (), keepdim)
+    return S.result(A.layout, sel, out.index_select(0, sel), rfill, dense_shape, keepdim)
 
 
 # ---- cores: one per reduction ----------------------------------------------------
@@ -345,7 +359,8 @@ def sum_core():
     def scale(frows, n, D):  # the slice-wide fill total, already summed over R
         return frows.sum([d + 1 for d in D], keepdim=True) if D else frows
     core.scale = scale
-    core.finish = lambda total, n: total  # _sum_by_scatter's slice totals, as they are
+    core.slot_op = "sum"
+    core.finish = lambda total, n: total  # _reduce_by_slots' slice totals, as they are
     return core
 
 
@@ -360,13 +375,16 @@ def mean_core(dense_numel_reduced):
     def scale(frows, n, D):
         return base.scale(frows, n, D) / (n * dense_numel_reduced)
     core.scale = scale
+    core.slot_op = "sum"
     core.finish = lambda total, n: total / (n * dense_numel_reduced)
     return core
 
 
 def prod_core():
-    return _dense_then(lambda v, f, p, n: _ops.seg_reduce(v, f, p, n, "prod"),
+    core = _dense_then(lambda v, f, p, n: _ops.seg_reduce(v, f, p, n, "prod"),
                        lambda x, dims: _prod_dims(x, dims))
+    core.slot_op, core.finish = "prod", lambda out, n: out
+    return core
 
 
 def _prod_dims(x, dims):
@@ -378,7 +396,9 @@ def _prod_dims(x, dims):
 def max_core(is_min):
     def seg(v, f, p, n):
         return _ops.seg_max(v, f, p, None, n, is_min, True)[0]
-    return _dense_then(seg, lambda x, dims: (x.amin if is_min else x.amax)(dims, keepdim=True))
+    core = _dense_then(seg, lambda x, dims: (x.amin if is_min else x.amax)(dims, keepdim=True))
+    core.slot_op, core.finish = ("amin" if is_min else "amax"), lambda out, n: out
+    return core
 
 
 def logsumexp_core():

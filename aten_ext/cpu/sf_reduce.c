@@ -15,6 +15,7 @@
 #include "sparsefill_core.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Shared argument checks: segment range, widths, counts. */
 static sf_status check_segments(const int64_t *seg_ptr, int64_t seg_begin, int64_t seg_end,
@@ -48,15 +49,119 @@ sf_status sf_segment_sort(int64_t *perm, int64_t *seg_ptr, const int64_t *segmen
   return SF_OK;
 }
 
+/* exp(x) for x <= 0 or NaN (a softmax's x - max), written without a branch
+ * (the selects on the integer bits) so that a loop of it vectorizes; libm's
+ * expf is a call per element. 2^n e^r with n = round(x / ln 2), |r| <= ln 2
+ * / 2 and Cephes' degree-6 polynomial: relative error below 1e-7. Where the
+ * result would be subnormal (x < -87.3) it is 0, an absolute error under
+ * FLT_MIN; -inf gives 0, NaN stays NaN. */
+static inline float exp_nonpositive_f32(float x) {
+  const int32_t lim = 0x42ae999a; /* the bits of 87.3f */
+  int32_t xi;
+  memcpy(&xi, &x, sizeof xi);
+  xi &= 0x7fffffff; /* |x|; x <= 0, so x = -|x| */
+  const int32_t over = -(int32_t)(xi >= lim), is_nan = -(int32_t)(xi > 0x7f800000);
+  const int32_t ci = (xi & ~over) | (lim & over); /* NaN and -inf clamped too */
+  float a;
+  memcpy(&a, &ci, sizeof a);
+  const float xc = -a;
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* nearest */
+  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const int32_t scale_bits = ((int32_t)n + 127) << 23; /* n in [-126, 0]: normal */
+  float scale;
+  memcpy(&scale, &scale_bits, sizeof scale);
+  const float e = (p * r * r + r + 1.0f) * scale;
+  int32_t ei;
+  memcpy(&ei, &e, sizeof ei);
+  ei = (ei & ~(over | is_nan)) | (is_nan & 0x7fc00000);
+  float out;
+  memcpy(&out, &ei, sizeof out);
+  return out;
+}
+
+/* The f64 kernels keep libm's exp. */
+#define SF_EXP_ROW_f32(x) exp_nonpositive_f32(x)
+#define SF_EXP_ROW_f64(x) exp(x)
+
 /* ---- per-type kernels, instantiated for float and double below ------------ */
 
 #define SF_DEFINE_FLOAT_KERNELS(T, SUFFIX, EXP, LOG, POW)                                       \
+  /* Softmax of one value per stored element (w == 1), the common case: unit \
+   * strides, the max in four independent branch-free lanes (NaN noted on   \
+   * the side: it wins, as in torch), then one pass of exp and sum, one of  \
+   * scaling. Same formulas, same results as the general loop below. */      \
+  static sf_status seg_softmax_row_##SUFFIX(T *out_values, T *out_fill, const T *values,        \
+                                            const T *fill, int64_t fill_stride,                 \
+                                            const int64_t *seg_ptr, int64_t seg_begin,          \
+                                            int64_t seg_end, int64_t n, int log_softmax) {      \
+    for (int64_t s = seg_begin; s < seg_end; ++s) {                                             \
+      const int64_t lo = seg_ptr[s], hi = seg_ptr[s + 1], u = n - (hi - lo);                    \
+      const T f = fill[s * fill_stride];                                                        \
+      const T *x = values + lo;                                                                 \
+      T *y = out_values + lo;                                                                   \
+      const int64_t len = hi - lo;                                                              \
+      T m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;                         \
+      int nan = u > 0 && isnan(f);                                                              \
+      int64_t k = 0;                                                                            \
+      for (; k + 4 <= len; k += 4) {                                                            \
+        m0 = x[k] > m0 ? x[k] : m0;                                                             \
+        m1 = x[k + 1] > m1 ? x[k + 1] : m1;                                                     \
+        m2 = x[k + 2] > m2 ? x[k + 2] : m2;                                                     \
+        m3 = x[k + 3] > m3 ? x[k + 3] : m3;                                                     \
+        nan |= (x[k] != x[k]) | (x[k + 1] != x[k + 1]) | (x[k + 2] != x[k + 2]) |               \
+               (x[k + 3] != x[k + 3]);                                                          \
+      }                                                                                         \
+      for (; k < len; ++k) {                                                                    \
+        m0 = x[k] > m0 ? x[k] : m0;                                                             \
+        nan |= x[k] != x[k];                                                                    \
+      }                                                                                         \
+      T m = m0 > m1 ? m0 : m1;                                                                  \
+      m = m2 > m ? m2 : m;                                                                      \
+      m = m3 > m ? m3 : m;                                                                      \
+      if (u > 0 && f > m) m = f;                                                                \
+      if (nan) m = (T)NAN;                                                                      \
+      /* exp into the output (log_softmax overwrites it below), then the sum */                \
+      for (k = 0; k < len; ++k) y[k] = SF_EXP_ROW_##SUFFIX(x[k] - m);                           \
+      T z0 = 0, z1 = 0, z2 = 0, z3 = 0;                                                         \
+      for (k = 0; k + 4 <= len; k += 4) {                                                       \
+        z0 += y[k];                                                                             \
+        z1 += y[k + 1];                                                                         \
+        z2 += y[k + 2];                                                                         \
+        z3 += y[k + 3];                                                                         \
+      }                                                                                         \
+      for (; k < len; ++k) z0 += y[k];                                                          \
+      T z = (z0 + z1) + (z2 + z3);                                                              \
+      const T ef = u > 0 ? EXP(f - m) : (T)0;                                                   \
+      z += (T)u * ef;                                                                           \
+      if (log_softmax) {                                                                        \
+        const T lz = LOG(z);                                                                    \
+        for (k = 0; k < len; ++k) y[k] = x[k] - m - lz;                                         \
+        out_fill[s] = u > 0 ? f - m - lz : (T)0;                                                \
+      } else {                                                                                  \
+        const T inv = (T)1 / z;                                                                 \
+        for (k = 0; k < len; ++k) y[k] *= inv;                                                  \
+        out_fill[s] = u > 0 ? ef * inv : (T)0;                                                  \
+      }                                                                                         \
+    }                                                                                           \
+    return SF_OK;                                                                               \
+  }                                                                                             \
+                                                                                                \
   sf_status sf_seg_softmax_##SUFFIX(T *out_values, T *out_fill, const T *values, const T *fill, \
                                     int64_t fill_stride, const int64_t *seg_ptr,                \
                                     int64_t seg_begin, int64_t seg_end, int64_t w, int64_t n,   \
                                     int log_softmax) {                                          \
     sf_status st = check_segments(seg_ptr, seg_begin, seg_end, w, n);                           \
     if (st != SF_OK) return st;                                                                 \
+    if (w == 1) {                                                                               \
+      return seg_softmax_row_##SUFFIX(out_values, out_fill, values, fill, fill_stride, seg_ptr, \
+                                      seg_begin, seg_end, n, log_softmax);                      \
+    }                                                                                           \
     for (int64_t s = seg_begin; s < seg_end; ++s) {                                             \
       const int64_t lo = seg_ptr[s], hi = seg_ptr[s + 1], u = n - (hi - lo);                    \
       const T *f = fill + s * fill_stride;                                                      \
@@ -151,9 +256,17 @@ sf_status sf_segment_sort(int64_t *perm, int64_t *seg_ptr, const int64_t *segmen
     for (int64_t s = seg_begin; s < seg_end; ++s) {                                             \
       const int64_t lo = seg_ptr[s], hi = seg_ptr[s + 1], u = n - (hi - lo);                    \
       const T *f = fill + s * fill_stride;                                                      \
-      if (w == 1) { /* the common non-hybrid case: one contiguous run */                       \
-        ACC acc = 0;                                                                            \
-        for (int64_t k = lo; k < hi; ++k) acc += (ACC)values[k];                                \
+      if (w == 1) { /* the common non-hybrid case: one contiguous run, summed in */            \
+        ACC a0 = 0, a1 = 0, a2 = 0, a3 = 0; /* four registers: no add waits on the last */     \
+        int64_t k = lo;                                                                         \
+        for (; k + 4 <= hi; k += 4) {                                                           \
+          a0 += (ACC)values[k];                                                                 \
+          a1 += (ACC)values[k + 1];                                                             \
+          a2 += (ACC)values[k + 2];                                                             \
+          a3 += (ACC)values[k + 3];                                                             \
+        }                                                                                       \
+        for (; k < hi; ++k) a0 += (ACC)values[k];                                               \
+        ACC acc = (a0 + a1) + (a2 + a3);                                                        \
         if (u > 0) acc += (ACC)u * (ACC)f[0];                                                   \
         out[s] = (T)acc;                                                                        \
         continue;                                                                               \
@@ -237,3 +350,150 @@ SF_DEFINE_FLOAT_KERNELS(float, f32, expf, logf, powf)
 SF_DEFINE_SUM_MAX(double, double, f64, SF_ISNAN_FLOAT)
 SF_DEFINE_SUM_MAX(float, double, f32, SF_ISNAN_FLOAT)
 SF_DEFINE_SUM_MAX(int64_t, int64_t, i64, SF_ISNAN_INT)
+
+/* ---- reductions by output slot (no reordering of the stored elements) ---------- */
+
+/* Shared argument checks of the two phases. */
+static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, int op,
+                             int has_prod) {
+  if (lo < 0 || hi < lo || nslots < 0 || w < 0) return SF_ERR_NEGATIVE_SIZE;
+  if (op < SF_SLOT_SUM || op > SF_SLOT_MIN || (op == SF_SLOT_PROD && !has_prod)) {
+    return SF_ERR_INVALID_ARGUMENT;
+  }
+  return SF_OK;
+}
+
+/* T: the element type, ACC: the accumulator, LOWEST / HIGHEST: max's and
+ * min's identities, POW(f, u): fill^u in ACC. A partial's row per slot is
+ * w accumulators and then the slot's stored row count (in ACC: exact below
+ * 2^53 rows), side by side so that one element touches one cache line. */
+#define SF_DEFINE_SLOT_KERNELS(T, ACC, SUFFIX, ISNAN, LOWEST, HIGHEST, HAS_PROD, POW)            \
+  sf_status sf_slot_partial_##SUFFIX(ACC *acc, const T *values, const int64_t *slot,            \
+                                     int64_t k_begin, int64_t k_end, int64_t nslots, int64_t w, \
+                                     int op) {                                                  \
+    sf_status st = check_slots(k_begin, k_end, nslots, w, op, HAS_PROD);                         \
+    if (st != SF_OK) return st;                                                                  \
+    if (acc == NULL || (k_end > k_begin && ((w > 0 && values == NULL) || slot == NULL))) {       \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    const ACC ident = op == SF_SLOT_SUM ? (ACC)0 : op == SF_SLOT_PROD ? (ACC)1                   \
+                      : op == SF_SLOT_MAX ? LOWEST : HIGHEST;                                    \
+    const int64_t row = w + 1;                                                                   \
+    for (int64_t s = 0; s < nslots; ++s) {                                                       \
+      for (int64_t c = 0; c < w; ++c) acc[s * row + c] = ident;                                  \
+      acc[s * row + w] = 0;                                                                      \
+    }                                                                                            \
+    /* Runs of equal slots (sorted slots) are folded in registers, so that no \
+     * step waits on a store; sums of one value per stored element in four    \
+     * registers, each block of four checked for the slot before it is added. \
+     * A lone element (scattered slots) is added directly. */                 \
+    int64_t k = k_begin;                                                                         \
+    while (k < k_end) {                                                                          \
+      const int64_t s = slot[k];                                                                 \
+      if ((uint64_t)s >= (uint64_t)nslots) return SF_ERR_INDEX_OUT_OF_RANGE;                     \
+      ACC *a = acc + s * row;                                                                    \
+      int64_t e = k + 1;                                                                         \
+      if (op == SF_SLOT_SUM && w == 1) {                                                         \
+        if (e == k_end || slot[e] != s) {                                                        \
+          a[0] += (ACC)values[k];                                                                \
+          a[1] += 1;                                                                             \
+          k = e;                                                                                 \
+          continue;                                                                              \
+        }                                                                                        \
+        ACC a0 = (ACC)values[k], a1 = 0, a2 = 0, a3 = 0;                                         \
+        for (; e + 4 <= k_end; e += 4) {                                                         \
+          if ((slot[e] != s) | (slot[e + 1] != s) | (slot[e + 2] != s) | (slot[e + 3] != s)) {   \
+            break;                                                                               \
+          }                                                                                      \
+          a0 += (ACC)values[e];                                                                  \
+          a1 += (ACC)values[e + 1];                                                              \
+          a2 += (ACC)values[e + 2];                                                              \
+          a3 += (ACC)values[e + 3];                                                              \
+        }                                                                                        \
+        for (; e < k_end && slot[e] == s; ++e) a0 += (ACC)values[e];                             \
+        a[0] += (a0 + a1) + (a2 + a3);                                                           \
+      } else {                                                                                   \
+        while (e < k_end && slot[e] == s) ++e;                                                   \
+        for (int64_t c = 0; c < w; ++c) {                                                        \
+          ACC x = a[c];                                                                          \
+          switch (op) {                                                                          \
+            case SF_SLOT_SUM:                                                                    \
+              for (int64_t j = k; j < e; ++j) x += (ACC)values[j * w + c];                       \
+              break;                                                                             \
+            case SF_SLOT_PROD:                                                                   \
+              for (int64_t j = k; j < e; ++j) x *= (ACC)values[j * w + c];                       \
+              break;                                                                             \
+            case SF_SLOT_MAX:                                                                    \
+              for (int64_t j = k; j < e; ++j) {                                                  \
+                const ACC y = (ACC)values[j * w + c];                                            \
+                if (y > x || ISNAN(y)) x = y;                                                    \
+              }                                                                                  \
+              break;                                                                             \
+            default:                                                                             \
+              for (int64_t j = k; j < e; ++j) {                                                  \
+                const ACC y = (ACC)values[j * w + c];                                            \
+                if (y < x || ISNAN(y)) x = y;                                                    \
+              }                                                                                  \
+          }                                                                                      \
+          a[c] = x;                                                                              \
+        }                                                                                        \
+      }                                                                                          \
+      a[w] += (ACC)(e - k);                                                                      \
+      k = e;                                                                                     \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }                                                                                              \
+                                                                                                 \
+  sf_status sf_slot_finish_##SUFFIX(T *out, int64_t *total, const ACC *acc, int64_t nparts,     \
+                                    const T *fill, int64_t s_begin, int64_t s_end,              \
+                                    int64_t nslots, int64_t w, int64_t n, int op) {             \
+    sf_status st = check_slots(s_begin, s_end, nslots, w, op, HAS_PROD);                         \
+    if (st != SF_OK) return st;                                                                  \
+    if (nparts < 0 || n < 0) return SF_ERR_NEGATIVE_SIZE;                                        \
+    if (s_end > nslots) return SF_ERR_INVALID_ARGUMENT;                                          \
+    if (s_end > s_begin &&                                                                       \
+        ((w > 0 && (out == NULL || fill == NULL)) || total == NULL ||                            \
+         (nparts > 0 && acc == NULL))) {                                                         \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    const ACC ident = op == SF_SLOT_SUM ? (ACC)0 : op == SF_SLOT_PROD ? (ACC)1                   \
+                      : op == SF_SLOT_MAX ? LOWEST : HIGHEST;                                    \
+    const int64_t row = w + 1, part = nslots * row;                                              \
+    for (int64_t s = s_begin; s < s_end; ++s) {                                                  \
+      int64_t t = 0;                                                                             \
+      for (int64_t p = 0; p < nparts; ++p) t += (int64_t)acc[p * part + s * row + w];            \
+      if (t > n) return SF_ERR_NOT_COALESCED;                                                    \
+      total[s] = t;                                                                              \
+      const int64_t u = n - t;                                                                   \
+      for (int64_t c = 0; c < w; ++c) {                                                          \
+        ACC a = ident;                                                                           \
+        for (int64_t p = 0; p < nparts; ++p) {                                                   \
+          const ACC x = acc[p * part + s * row + c];                                             \
+          switch (op) {                                                                          \
+            case SF_SLOT_SUM: a += x; break;                                                     \
+            case SF_SLOT_PROD: a *= x; break;                                                    \
+            default:                                                                             \
+              if (ISNAN(x) || (op == SF_SLOT_MAX ? x > a : x < a)) a = x;                        \
+          }                                                                                      \
+        }                                                                                        \
+        if (u > 0) {                                                                             \
+          const ACC f = (ACC)fill[c];                                                            \
+          switch (op) {                                                                          \
+            case SF_SLOT_SUM: a += (ACC)u * f; break;                                            \
+            case SF_SLOT_PROD: a *= POW(f, u); break;                                            \
+            default:                                                                             \
+              if (!ISNAN(a) && (ISNAN(f) || (op == SF_SLOT_MAX ? f > a : f < a))) a = f;         \
+          }                                                                                      \
+        }                                                                                        \
+        out[s * w + c] = (T)a;                                                                   \
+      }                                                                                          \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }
+
+#define SF_POW_DOUBLE(f, u) pow((f), (double)(u))
+#define SF_POW_NONE(f, u) ((void)(f), (void)(u), 1)
+
+SF_DEFINE_SLOT_KERNELS(double, double, f64, SF_ISNAN_FLOAT, -INFINITY, INFINITY, 1, SF_POW_DOUBLE)
+SF_DEFINE_SLOT_KERNELS(float, double, f32, SF_ISNAN_FLOAT, -INFINITY, INFINITY, 1, SF_POW_DOUBLE)
+SF_DEFINE_SLOT_KERNELS(int64_t, int64_t, i64, SF_ISNAN_INT, INT64_MIN, INT64_MAX, 0, SF_POW_NONE)

@@ -13,6 +13,9 @@
 //   seg_max(values, fill, seg_ptr, coord, n, is_min, split_ties) -> (out, winner, index)
 //   seg_softmax(values, fill, seg_ptr, n, log) -> (values, fill)
 //   seg_softmax_backward(out, out_fill, grad, grad_fill, seg_ptr, n, log)
+//   slot_reduce(values, slot, fill, nslots, n, reduce) -> (out [nslots, w], count [nslots])
+//       reduce: sum, prod, amax, amin; stored row k goes to slot slot[k], in
+//       stored order (no slice plan, no reordering); fill [1, w] for every slot
 // `values` is [nse, w], `fill` [nseg, w] or [1, w] (one row for every slice).
 #pragma once
 
@@ -125,6 +128,37 @@ inline bool reduce_is_sum(c10::string_view reduce) {
   return reduce == "sum";
 }
 
+// slot_reduce's `reduce`, as the C core's sf_slot_op.
+inline int slot_op(c10::string_view reduce) {
+  if (reduce == "sum") return SF_SLOT_SUM;
+  if (reduce == "prod") return SF_SLOT_PROD;
+  if (reduce == "amax") return SF_SLOT_MAX;
+  TORCH_CHECK(reduce == "amin", "sparsefill: slot_reduce: reduce must be 'sum', 'prod', 'amax' "
+              "or 'amin', got '", std::string(reduce), "'");
+  return SF_SLOT_MIN;
+}
+
+// slot_reduce's rules that read no data: values [nse, w], slot [nse] (int64,
+// on values' device), fill [1, w] or [w], nslots >= 0, n >= 0.
+inline void check_slot_args(const Tensor& values, const Tensor& slot, const Tensor& fill,
+                            int64_t nslots, int64_t n, c10::DeviceType device) {
+  TORCH_CHECK(values.dim() == 2, "sparsefill: slot_reduce: values must be 2-D [nse, w], got "
+              "shape ", values.sizes());
+  TORCH_CHECK(slot.dim() == 1 && slot.numel() == values.size(0), "sparsefill: slot_reduce: "
+              "slot must be 1-D with one entry per stored row (", values.size(0), "), got shape ",
+              slot.sizes());
+  TORCH_CHECK(fill.numel() == values.size(1) && (fill.dim() == 1 || (fill.dim() == 2 &&
+              fill.size(0) == 1)), "sparsefill: slot_reduce: fill must be [1, ", values.size(1),
+              "] (one fill for every slot), got shape ", fill.sizes());
+  TORCH_CHECK(values.device().type() == device, "sparsefill: slot_reduce: the ",
+              device == c10::DeviceType::CPU ? "CPU kernel needs CPU" : "CUDA kernel needs CUDA",
+              " tensors");
+  same_device(values, "values", slot, "slot");
+  same_device(values, "values", fill, "fill");
+  TORCH_CHECK(nslots >= 0 && n >= 0, "sparsefill: slot_reduce: nslots and n must be "
+              "non-negative, got ", nslots, " and ", n);
+}
+
 // ---- the ops, through the dispatcher (any device, traceable) ----------------
 
 namespace call {
@@ -155,6 +189,13 @@ inline std::tuple<Tensor, Tensor> seg_softmax_backward(const Tensor& out, const 
                                                        bool log) {
   static auto op = op_handle<decltype(seg_softmax_backward)>("sparsefill::seg_softmax_backward");
   return op.call(out, out_fill, g, g_fill, seg_ptr, n, log);
+}
+
+inline std::tuple<Tensor, Tensor> slot_reduce(const Tensor& values, const Tensor& slot,
+                                              const Tensor& fill, int64_t nslots, int64_t n,
+                                              c10::string_view reduce) {
+  static auto op = op_handle<decltype(slot_reduce)>("sparsefill::slot_reduce");
+  return op.call(values, slot, fill, nslots, n, reduce);
 }
 
 }  // namespace call

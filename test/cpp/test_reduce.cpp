@@ -308,4 +308,153 @@ TEST(SegMax, IntegersWithoutCoordinates) {
   EXPECT_EQ(win, 1);
 }
 
+// ---- reductions by output slot ---------------------------------------------------
+
+// The dense reference of one slot: its stored values (in stored order) and
+// n - count copies of the fill, reduced by op.
+double naive_slot(const std::vector<double>& v, const std::vector<int64_t>& slot, int64_t s,
+                  double fill, int64_t n, int op) {
+  std::vector<double> x;
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (slot[k] == s) x.push_back(v[k]);
+  }
+  while ((int64_t)x.size() < n) x.push_back(fill);
+  double a = op == SF_SLOT_SUM ? 0 : op == SF_SLOT_PROD ? 1 : op == SF_SLOT_MAX ? -kInf : kInf;
+  for (double e : x) {
+    if (op == SF_SLOT_SUM) a += e;
+    else if (op == SF_SLOT_PROD) a *= e;
+    else if (std::isnan(e) || (op == SF_SLOT_MAX ? e > a : e < a)) a = e;
+  }
+  return a;
+}
+
+// Partials of [0, 3) and [3, 7), folded; slot 2 full, slot 3 empty.
+void run_slots(double fill, int op, int64_t nparts) {
+  const std::vector<double> v = {1, -2, 3, 4, 0.5, -6, 7};
+  const std::vector<int64_t> slot = {2, 0, 2, 1, 2, 0, 1};
+  const int64_t nslots = 4, n = 3;
+  std::vector<double> acc(nparts * nslots * 2), out(nslots);
+  std::vector<int64_t> total(nslots);
+  for (int64_t p = 0; p < nparts; ++p) {
+    ASSERT_EQ(sf_slot_partial_f64(acc.data() + p * nslots * 2, v.data(), slot.data(),
+                                  7 * p / nparts, 7 * (p + 1) / nparts, nslots, 1, op),
+              SF_OK);
+  }
+  ASSERT_EQ(sf_slot_finish_f64(out.data(), total.data(), acc.data(), nparts, &fill, 0, nslots,
+                               nslots, 1, n, op),
+            SF_OK);
+  EXPECT_EQ(total, (std::vector<int64_t>{2, 2, 3, 0}));
+  for (int64_t s = 0; s < nslots; ++s) expect_same(out[s], naive_slot(v, slot, s, fill, n, op));
+}
+
+class SlotReduce : public ::testing::TestWithParam<double> {};
+
+TEST_P(SlotReduce, MatchesTheDenseSlices) {
+  for (int op : {SF_SLOT_SUM, SF_SLOT_PROD, SF_SLOT_MAX, SF_SLOT_MIN}) {
+    for (int64_t nparts : {1, 2}) {
+      SCOPED_TRACE(op);
+      run_slots(GetParam(), op, nparts);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fills, SlotReduce, ::testing::Values(0.0, 0.5, kInf, -kInf, kNaN));
+
+TEST(SlotReduce, RunsOfEqualSlotsSumInAnyLength) {
+  // sorted slots, runs of 1 .. 9 rows: the blocks of four and their tails
+  std::vector<double> v;
+  std::vector<int64_t> slot;
+  for (int64_t s = 0; s < 9; ++s) {
+    for (int64_t j = 0; j <= s; ++j) {
+      v.push_back(double(s * 10 + j));
+      slot.push_back(s);
+    }
+  }
+  std::vector<double> acc(9 * 2), out(9);
+  std::vector<int64_t> total(9);
+  const double fill = -1;
+  ASSERT_EQ(sf_slot_partial_f64(acc.data(), v.data(), slot.data(), 0, (int64_t)v.size(), 9, 1,
+                                SF_SLOT_SUM),
+            SF_OK);
+  ASSERT_EQ(sf_slot_finish_f64(out.data(), total.data(), acc.data(), 1, &fill, 0, 9, 9, 1, 10,
+                               SF_SLOT_SUM),
+            SF_OK);
+  for (int64_t s = 0; s < 9; ++s) {
+    EXPECT_EQ(total[s], s + 1);
+    expect_same(out[s], naive_slot(v, slot, s, fill, 10, SF_SLOT_SUM));
+  }
+}
+
+TEST(SlotReduce, FullSliceNeverSeesAnInfiniteFill) {
+  const std::vector<double> v = {1, 2};
+  const std::vector<int64_t> slot = {0, 0};
+  const double fill = kInf;
+  double acc[2], out;
+  int64_t total;
+  ASSERT_EQ(sf_slot_partial_f64(acc, v.data(), slot.data(), 0, 2, 1, 1, SF_SLOT_SUM), SF_OK);
+  ASSERT_EQ(sf_slot_finish_f64(&out, &total, acc, 1, &fill, 0, 1, 1, 1, 2, SF_SLOT_SUM), SF_OK);
+  EXPECT_EQ(out, 3);
+  EXPECT_EQ(total, 2);
+}
+
+TEST(SlotReduce, HybridColumnsFloatAndIntegers) {
+  // two columns per stored row, float in, double accumulators
+  const std::vector<float> v = {1, 10, 2, 20, 3, 30};
+  const std::vector<int64_t> slot = {1, 0, 1};
+  const std::vector<float> fill = {0.5f, -1};
+  std::vector<double> acc(2 * 3);
+  std::vector<int64_t> total(2);
+  std::vector<float> out(4);
+  ASSERT_EQ(sf_slot_partial_f32(acc.data(), v.data(), slot.data(), 0, 3, 2, 2, SF_SLOT_SUM),
+            SF_OK);
+  ASSERT_EQ(sf_slot_finish_f32(out.data(), total.data(), acc.data(), 1, fill.data(), 0, 2, 2, 2,
+                               3, SF_SLOT_SUM),
+            SF_OK);
+  EXPECT_EQ(out, (std::vector<float>{2 + 2 * 0.5f, 20 - 2, 4 + 0.5f, 40 - 1}));
+  EXPECT_EQ(total, (std::vector<int64_t>{1, 2}));
+  const std::vector<int64_t> iv = {3, -4, 8};
+  const int64_t ifill = 5;
+  std::vector<int64_t> iacc(2 * 2), iout(2);
+  ASSERT_EQ(sf_slot_partial_i64(iacc.data(), iv.data(), slot.data(), 0, 3, 2, 1, SF_SLOT_MAX),
+            SF_OK);
+  ASSERT_EQ(sf_slot_finish_i64(iout.data(), total.data(), iacc.data(), 1, &ifill, 0, 2, 2, 1, 3,
+                               SF_SLOT_MAX),
+            SF_OK);
+  EXPECT_EQ(iout, (std::vector<int64_t>{5, 8}));
+}
+
+TEST(SlotReduce, Errors) {
+  const std::vector<double> v = {1, 2, 3};
+  const std::vector<int64_t> slot = {0, 2, 0};
+  const double fill = 0;
+  double acc[4], out[2];
+  int64_t total[2];
+  EXPECT_EQ(sf_slot_partial_f64(acc, v.data(), slot.data(), 0, 3, 2, 1, SF_SLOT_SUM),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  const std::vector<int64_t> neg = {-1};
+  EXPECT_EQ(sf_slot_partial_f64(acc, v.data(), neg.data(), 0, 1, 2, 1, SF_SLOT_MAX),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(sf_slot_partial_f64(acc, v.data(), slot.data(), 0, 1, 2, 1, 7),
+            SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sf_slot_partial_f64(acc, v.data(), slot.data(), 2, 1, 2, 1, SF_SLOT_SUM),
+            SF_ERR_NEGATIVE_SIZE);
+  EXPECT_EQ(sf_slot_partial_f64(acc, nullptr, slot.data(), 0, 1, 2, 1, SF_SLOT_SUM),
+            SF_ERR_NULL_POINTER);
+  const std::vector<int64_t> ivals = {1};
+  int64_t iacc[4];
+  EXPECT_EQ(sf_slot_partial_i64(iacc, ivals.data(), slot.data(), 0, 1, 2, 1, SF_SLOT_PROD),
+            SF_ERR_INVALID_ARGUMENT);  // no integer prod
+  // two rows in a slot of one element: duplicates
+  const std::vector<int64_t> dup = {0, 0};
+  ASSERT_EQ(sf_slot_partial_f64(acc, v.data(), dup.data(), 0, 2, 2, 1, SF_SLOT_SUM), SF_OK);
+  EXPECT_EQ(sf_slot_finish_f64(out, total, acc, 1, &fill, 0, 2, 2, 1, 1, SF_SLOT_SUM),
+            SF_ERR_NOT_COALESCED);
+  EXPECT_EQ(sf_slot_finish_f64(out, total, acc, 1, &fill, 0, 3, 2, 1, 5, SF_SLOT_SUM),
+            SF_ERR_INVALID_ARGUMENT);  // slots past nslots
+  EXPECT_EQ(sf_slot_finish_f64(out, total, acc, -1, &fill, 0, 2, 2, 1, 5, SF_SLOT_SUM),
+            SF_ERR_NEGATIVE_SIZE);
+  EXPECT_EQ(sf_slot_finish_f64(out, total, nullptr, 1, &fill, 0, 2, 2, 1, 5, SF_SLOT_SUM),
+            SF_ERR_NULL_POINTER);
+}
+
 }  // namespace

@@ -1,5 +1,5 @@
 // ops/autograd/reductions.cpp -- the Autograd kernels of the segment ops
-// seg_reduce, seg_max and seg_softmax (ops/reductions.h). Without a
+// seg_reduce, seg_max, seg_softmax and slot_reduce (ops/reductions.h). Without a
 // gradient to track they call the op below autograd; with one they call its
 // `<op>_autograd` twin, whose kernel is the autograd registered from Python
 // (torch_sparsefill/_autograd.py).
@@ -47,6 +47,18 @@ std::tuple<Tensor, Tensor> seg_softmax_autograd(const Tensor& values, const Tens
   return call::seg_softmax(values, fill, seg_ptr, n, log);
 }
 
+std::tuple<Tensor, Tensor> slot_reduce_autograd(const Tensor& values, const Tensor& slot,
+                                                const Tensor& fill, int64_t nslots, int64_t n,
+                                                c10::string_view reduce) {
+  if (tracks_gradient({values, fill})) {
+    static auto op =
+        op_handle<decltype(slot_reduce_autograd)>("sparsefill::slot_reduce_autograd");
+    return op.call(values, slot, fill, nslots, n, reduce);
+  }
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return call::slot_reduce(values, slot, fill, nslots, n, reduce);
+}
+
 }  // namespace
 }  // namespace sparsefill
 
@@ -54,4 +66,5 @@ TORCH_LIBRARY_IMPL(sparsefill, Autograd, m) {
   m.impl("seg_reduce", &sparsefill::seg_reduce_autograd);
   m.impl("seg_max", &sparsefill::seg_max_autograd);
   m.impl("seg_softmax", &sparsefill::seg_softmax_autograd);
+  m.impl("slot_reduce", &sparsefill::slot_reduce_autograd);
 }

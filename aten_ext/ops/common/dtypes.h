@@ -61,6 +61,8 @@ template <> struct Core<float> {
   static constexpr auto seg_max = sf_seg_max_f32;
   static constexpr auto seg_softmax = sf_seg_softmax_f32;
   static constexpr auto seg_softmax_backward = sf_seg_softmax_backward_f32;
+  static constexpr auto slot_partial = sf_slot_partial_f32;
+  static constexpr auto slot_finish = sf_slot_finish_f32;
 };
 
 template <> struct Core<double> {
@@ -78,11 +80,15 @@ template <> struct Core<double> {
   static constexpr auto seg_max = sf_seg_max_f64;
   static constexpr auto seg_softmax = sf_seg_softmax_f64;
   static constexpr auto seg_softmax_backward = sf_seg_softmax_backward_f64;
+  static constexpr auto slot_partial = sf_slot_partial_f64;
+  static constexpr auto slot_finish = sf_slot_finish_f64;
 };
 
 template <> struct Core<int64_t> {
   static constexpr auto seg_sum = sf_seg_sum_i64;
   static constexpr auto seg_max = sf_seg_max_i64;
+  static constexpr auto slot_partial = sf_slot_partial_i64;
+  static constexpr auto slot_finish = sf_slot_finish_i64;
 };
 
 }  // namespace sparsefill

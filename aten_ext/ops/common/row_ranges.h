@@ -55,6 +55,21 @@ void for_ranges_by(Prefix prefix, int64_t m, int64_t work_per_row, const char* w
   check_status(static_cast<sf_status>(first_error.load()), what);
 }
 
+// Runs f(begin, end) -> sf_status over [0, count) on torch's intra-op threads,
+// ranges of at least `grain`, and raises the first non-OK status: for work
+// already cut into independent items (a reduction's partials, its output
+// slots), each item's result independent of the split.
+template <class F>
+void for_ranges(int64_t count, int64_t grain, const char* what, F f) {
+  std::atomic<int> first_error{SF_OK};
+  at::parallel_for(0, count, grain, [&](int64_t b, int64_t e) {
+    const sf_status st = f(b, e);
+    int expected = SF_OK;
+    if (st != SF_OK) first_error.compare_exchange_strong(expected, (int)st);
+  });
+  check_status(static_cast<sf_status>(first_error.load()), what);
+}
+
 // The rows [0, m) of a CSR-like pointer array (crow_indices, or the segment
 // pointers of a reduction):
 //   for_row_ranges(crow, m, n, "spmm operands", [&](int64_t r0, int64_t r1) {

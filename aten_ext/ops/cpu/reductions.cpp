@@ -8,6 +8,8 @@
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 
+#include <algorithm>
+#include <string>
 #include <tuple>
 #include <type_traits>
 
@@ -216,6 +218,66 @@ std::tuple<Tensor, Tensor> seg_softmax_backward_kernel(const Tensor& out_in,
   return {gv.to(in_type), gf.to(in_type)};
 }
 
+// ---- slot_reduce ------------------------------------------------------------------
+
+// How many partials slot_reduce folds the stored rows into: a function of the
+// sizes only, never of the thread count, so the result is the same on any
+// number of threads (the sums' rounding follows the partition). At least 64K
+// rows per partial, and at least 16 rows per slot: each partial's buffer
+// (nslots x w) is cleared and folded in full, which must stay small beside
+// the pass over the stored rows.
+int64_t slot_parts(int64_t nse, int64_t nslots) {
+  constexpr int64_t kMaxParts = 8, kRowsPerPart = int64_t(1) << 16;
+  const int64_t by_rows = std::max<int64_t>(1, nse / kRowsPerPart);
+  const int64_t by_memory = std::max<int64_t>(1, nse / (16 * std::max<int64_t>(nslots, 1)));
+  return std::min({kMaxParts, by_rows, by_memory});
+}
+
+std::tuple<Tensor, Tensor> slot_reduce_kernel(const Tensor& values_in, const Tensor& slot_in,
+                                              const Tensor& fill_in, int64_t nslots, int64_t n,
+                                              c10::string_view reduce) {
+  const int op = slot_op(reduce);
+  check_slot_args(values_in, slot_in, fill_in, nslots, n, c10::DeviceType::CPU);
+  const auto in_type = values_in.scalar_type();
+  const auto ct = compute_type(in_type, std::string(reduce).c_str(), op != SF_SLOT_PROD);
+  Tensor values = values_in.to(ct).contiguous();
+  Tensor fill = fill_in.to(ct).contiguous();
+  Tensor slot = index_arg(slot_in, "slot", 1);
+  const int64_t nse = values.size(0), w = values.size(1);
+  const int64_t nparts = slot_parts(nse, nslots);
+  Tensor out = at::empty({nslots, w}, values.options());
+  Tensor count = at::empty({nslots}, slot.options());
+  const int64_t* sp = slot.data_ptr<int64_t>();
+  with_compute_type</*Ints=*/true>(ct, [&](auto zero) {
+    using T = decltype(zero);
+    constexpr bool ints = std::is_same_v<T, int64_t>;
+    using Acc = std::conditional_t<ints, int64_t, double>;
+    // per part and slot: w accumulators, then the slot's stored row count
+    Tensor acc = at::empty({nparts, nslots, w + 1},
+                           values.options().dtype(ints ? at::kLong : at::kDouble));
+    Acc* ap = acc.data_ptr<Acc>();
+    const T* vp = values.data_ptr<T>();
+    for_ranges(nparts, 1, "slot", [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const sf_status st = Core<T>::slot_partial(ap + p * nslots * (w + 1), vp, sp,
+                                                   nse * p / nparts, nse * (p + 1) / nparts,
+                                                   nslots, w, op);
+        if (st != SF_OK) return st;
+      }
+      return SF_OK;
+    });
+    // Each slot folds the partials in part order: any split of the slots
+    // gives the same result.
+    const int64_t grain = std::max<int64_t>(1, 16384 / (nparts * (w + 1)));
+    for_ranges(nslots, grain, "slot (a reduction needs coalesced indices)",
+               [&](int64_t b, int64_t e) {
+                 return Core<T>::slot_finish(out.data_ptr<T>(), count.data_ptr<int64_t>(), ap,
+                                             nparts, fill.data_ptr<T>(), b, e, nslots, w, n, op);
+               });
+  });
+  return {at::isFloatingType(in_type) ? out.to(in_type) : out, count};
+}
+
 }  // namespace
 }  // namespace sparsefill
 
@@ -225,4 +287,5 @@ TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("seg_max", &sparsefill::seg_max_kernel);
   m.impl("seg_softmax", &sparsefill::seg_softmax_kernel);
   m.impl("seg_softmax_backward", &sparsefill::seg_softmax_backward_kernel);
+  m.impl("slot_reduce", &sparsefill::slot_reduce_kernel);
 }
