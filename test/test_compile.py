@@ -554,9 +554,9 @@ class _Gcn(torch.nn.Module):
     """A GCN layer on a CSR adjacency with a background fill."""
 
     def forward(self, A, x):
-        # Degrees as A @ 1: A.sum(1).to_dense() has a data-dependent nse,
-        # which to_dense's C++ composite cannot trace (RFC.md 12.1).
-        return torch.relu((A @ (x * 0.5)) / (A @ torch.ones(_M, 1, dtype=x.dtype)))
+        # A.sum(1) keeps the rows that store something: a data-dependent
+        # nse, which to_dense traces as an unbacked size (RFC.md 12.1).
+        return torch.relu((A @ (x * 0.5)) / A.sum(1).to_dense().unsqueeze(1))
 
 
 def _csr(nse, seed, fill):
