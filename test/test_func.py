@@ -216,11 +216,11 @@ def test_from_dense_jvp_is_the_transpose_of_its_vjp():
 def test_vmap_over_a_sparsefill_tensor_refuses():
     # vmap takes its inputs apart with torch's pytree, which sees a
     # SparseFillTensor as one tensor and batches it through BatchedTensor,
-    # a wrapper our subclass cannot be (RFC.md 12.2). Our refusal (torch
-    # 2.13), or functorch's own assertion before our code is reached (torch
-    # 2.14): a refusal either way, never a result.
+    # whose ops reach ours below __torch_function__ (RFC.md 12.2). Our
+    # refusal, naming the way out (torch 2.13), or functorch's own assertion
+    # before our code is reached (torch 2.14): a refusal, never a result.
     A = sf.sparse_csr_tensor([0, 2, 2, 4], [0, 3, 1, 2], torch.ones(4, dtype=F64), (3, 4),
                              fill_value=0.5)
     with pytest.raises((NotImplementedError, RuntimeError),
-                       match="SparseFillTensor|INTERNAL ASSERT"):
+                       match="pass its components instead|INTERNAL ASSERT"):
         torch.func.vmap(lambda A: A.to_dense())(A)
