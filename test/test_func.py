@@ -3,7 +3,7 @@ reductions (issue 15, deliverable 5): grad, vjp, jacrev, jvp, forward_ad
 dual numbers, vmap (of the function and of its gradient) and the Hessian
 (jacfwd of jacrev) of functions of a SparseFillTensor's components and of
 dense operands, each equal to the same function of the dense tensor, with
-finite and non-finite fills.
+finite and non-finite fills; and the gradients in float16 and bfloat16.
 
 These ops have a derivative of their own (torch_sparsefill/_autograd.py,
 reached from their Autograd kernels when a gradient is tracked, RFC.md
@@ -224,3 +224,30 @@ def test_vmap_over_a_sparsefill_tensor_refuses():
     with pytest.raises((NotImplementedError, RuntimeError),
                        match="pass its components instead|INTERNAL ASSERT"):
         torch.func.vmap(lambda A: A.to_dense())(A)
+
+
+# Tolerances of the low-precision gradients against float64 on the same
+# (rounded) inputs: a few of the dtype's ulps over these small sums.
+LOW_PRECISION = {torch.float16: 1e-2, torch.bfloat16: 6e-2}
+
+
+@pytest.mark.parametrize("dtype", list(LOW_PRECISION), ids=str)
+@pytest.mark.parametrize("fill", [0.3, -math.inf])
+@pytest.mark.parametrize("name", sorted(set(PROGRAMS) - {"A@B fill 0"}))
+def test_low_precision_gradients(name, fill, dtype):
+    """The backward formulas of the products, softmax and reductions
+    (torch_sparsefill/_autograd.py) in float16 and bfloat16: each input's
+    gradient keeps its dtype and equals the dense gradient in float64 of the
+    same rounded inputs, within the dtype's tolerance. ("A@B fill 0" builds
+    its fills in float64; its path is spgemm's, covered by "A@B".)"""
+    ours, dense = _scalar_fn(name, _sparse), _scalar_fn(name, _dense)
+    args = [a.to(dtype).requires_grad_() for a in _inputs(fill, zeros=name.startswith("prod"))]
+    got = torch.autograd.grad(ours(*args), args, allow_unused=True)
+    exact = [a.detach().double().requires_grad_() for a in args]
+    want = torch.autograd.grad(dense(*exact), exact, allow_unused=True)
+    tol = LOW_PRECISION[dtype]
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if w is not None:
+            assert g.dtype == dtype
+            torch.testing.assert_close(g.double(), w, rtol=tol, atol=tol, equal_nan=True)
