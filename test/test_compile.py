@@ -326,16 +326,52 @@ def test_export_of_components(strict):
                                _ComponentsModule()(indices, other, fill, x))
 
 
-def test_export_of_a_constructor_refuses():
-    """Building a SparseFillTensor inside an exported module is refused (its
-    index check returns a data-dependent bool), never exported wrong."""
-    class Build(torch.nn.Module):
-        def forward(self, indices, values, fill):
-            return (sf.sparse_coo_tensor(indices, values, (3, 4), fill_value=fill) * 2).to_dense()
+class _Build(torch.nn.Module):
+    """Builds a COO SparseFillTensor from components, then computes on it."""
 
-    args = (torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0]), torch.tensor(0.5))
-    with pytest.raises(Exception, match="coo_check|compiler.disable"):
-        torch.export.export(Build(), args, strict=False)
+    def __init__(self, is_coalesced=None):
+        super().__init__()
+        self.is_coalesced = is_coalesced
+
+    def forward(self, indices, values, fill, x):
+        A = sf.sparse_coo_tensor(indices, values, (3, 4), fill_value=fill,
+                                 is_coalesced=self.is_coalesced)
+        return torch.softmax(A * 2, -1) @ x + A.to_dense().sum(1, keepdim=True)
+
+
+@pytest.mark.parametrize("is_coalesced", [None, True])
+def test_export_of_a_constructor(is_coalesced):
+    """A module that builds a SparseFillTensor exports (non-strict): the
+    program checks its indices when it runs (coo_check is in the graph), so
+    bad input is refused at run time, never computed on; with
+    is_coalesced=True the claim is asserted at run time too. nse dynamic."""
+    torch._dynamo.reset()
+    x = torch.linspace(-1, 1, 8, dtype=torch.float64).reshape(4, 2)
+    fill = torch.tensor(0.5, dtype=torch.float64)
+    idx = torch.tensor([[0, 1, 2], [1, 0, 3]])
+    vals = torch.tensor([1.0, -2.0, 0.25], dtype=torch.float64)
+    nse = torch.export.Dim("nse", min=2, max=11)
+    ep = torch.export.export(_Build(is_coalesced), (idx, vals, fill, x), strict=False,
+                             dynamic_shapes=({1: nse}, {0: nse}, None, None))
+    assert any(str(n.target).startswith("sparsefill.coo_check") for n in ep.graph.nodes)
+    run = ep.module()
+    for idx, vals in [(idx, vals),
+                      (torch.tensor([[0, 0, 1, 2, 2], [0, 3, 2, 0, 1]]),
+                       torch.tensor([0.5, 1.5, -1.0, 2.0, 3.0], dtype=torch.float64))]:
+        A = sf.sparse_coo_tensor(idx, vals, (3, 4), fill_value=fill)
+        want = torch.softmax(A.to_dense() * 2, -1) @ x + A.to_dense().sum(1, keepdim=True)
+        torch.testing.assert_close(run(idx, vals, fill, x), want)
+    with pytest.raises(RuntimeError, match="out of range"):
+        run(torch.tensor([[0, 1], [1, 7]]), vals[:2], fill, x)
+    unsorted = torch.tensor([[1, 0], [0, 1]])
+    if is_coalesced:
+        with pytest.raises(RuntimeError, match="is_coalesced=True"):
+            run(unsorted, vals[:2], fill, x)
+    else:  # uncoalesced input is coalesced by the program, as eagerly
+        A = sf.sparse_coo_tensor(unsorted, vals[:2], (3, 4), fill_value=fill)
+        torch.testing.assert_close(run(unsorted, vals[:2], fill, x),
+                                   torch.softmax(A.to_dense() * 2, -1) @ x
+                                   + A.to_dense().sum(1, keepdim=True))
 
 
 # ---- fullgraph over the components ---------------------------------------------------
@@ -407,12 +443,11 @@ COMPONENT_PROGRAMS = {"elementwise-spmm": _c_elementwise, "softmax-spmm": _c_sof
                       "seg-max": _c_seg_max, "to-dense": _c_to_dense}
 # Programs whose op reads nse as an int while it is traced, so that the graph
 # specializes on nse (one graph per nse) instead of keeping it symbolic:
-# (why, the backends where it does). A C++ composite is traced by Dynamo
-# itself (every backend). (seg_reduce and seg_max left this list with their
-# C++ autograd Functions: their backward, now in Python, keeps nse
-# symbolic.) strict: a program that stops specializing must leave this list.
-_AOT = ("aot_eager", "inductor")
-SPECIALIZES_NSE = {"to-dense": ("to_dense's C++ composite", ("eager",) + _AOT)}
+# (why, the backends where it does). None today: to_dense's C++ composite
+# left it when it read sizes as SymInts (seg_reduce and seg_max when their
+# backward moved to Python). strict: a program that stops specializing must
+# leave this list.
+SPECIALIZES_NSE: dict = {}
 
 
 def _components(nse, seed=0):
@@ -519,9 +554,9 @@ class _Gcn(torch.nn.Module):
     """A GCN layer on a CSR adjacency with a background fill."""
 
     def forward(self, A, x):
-        # Degrees as A @ 1: A.sum(1).to_dense() has a data-dependent nse,
-        # which to_dense's C++ composite cannot trace (RFC.md 12.1).
-        return torch.relu((A @ (x * 0.5)) / (A @ torch.ones(_M, 1, dtype=x.dtype)))
+        # A.sum(1) keeps the rows that store something: a data-dependent
+        # nse, which to_dense traces as an unbacked size (RFC.md 12.1).
+        return torch.relu((A @ (x * 0.5)) / A.sum(1).to_dense().unsqueeze(1))
 
 
 def _csr(nse, seed, fill):

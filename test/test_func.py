@@ -3,7 +3,7 @@ reductions (issue 15, deliverable 5): grad, vjp, jacrev, jvp, forward_ad
 dual numbers, vmap (of the function and of its gradient) and the Hessian
 (jacfwd of jacrev) of functions of a SparseFillTensor's components and of
 dense operands, each equal to the same function of the dense tensor, with
-finite and non-finite fills.
+finite and non-finite fills; and the gradients in float16 and bfloat16.
 
 These ops have a derivative of their own (torch_sparsefill/_autograd.py,
 reached from their Autograd kernels when a gradient is tracked, RFC.md
@@ -127,18 +127,13 @@ def test_jvp_and_dual_numbers(name, fill):
     _close((primal, tangent), want)
 
 
-# The gradient of a product of two SparseFillTensors with fills
-# (sparse_mm_dense) picks its path from whether the operands are finite, a
-# data-dependent branch that functorch's vmap refuses ("vmap: ... calling
-# .item()"): clear, never wrong.
-VMAP_GRAD_REFUSED = {"A@B"}
-
-
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_vmap_and_per_example_grad(name):
     """vmap over a batch of A's values and of W equals the dense function
     under vmap (functorch's batching fallback: a loop over the batch); so
-    does vmap of grad."""
+    does vmap of grad (A @ B with fills included: under a transform
+    sparse_mm_dense takes its exact path instead of reading the operands'
+    range with `.item()`, which vmap refuses)."""
     ours, dense = _scalar_fn(name, _sparse), _scalar_fn(name, _dense)
     va, fa, w, vb, fb = _inputs(0.3)
     batch_v, batch_w = torch.stack([va, va * 2, -va]), torch.stack([w, w * 0.5, -w])
@@ -147,10 +142,6 @@ def test_vmap_and_per_example_grad(name):
            (torch.func.vmap(dense, in_dims)(batch_v, fa, batch_w, vb, fb),))
     grads = lambda fn: torch.func.vmap(  # noqa: E731
         torch.func.grad(fn, argnums=ARGNUMS), in_dims)(batch_v, fa, batch_w, vb, fb)
-    if name in VMAP_GRAD_REFUSED:
-        with pytest.raises(RuntimeError, match="vmap"):
-            grads(ours)
-        return
     _close(grads(ours), grads(dense))
 
 
@@ -225,11 +216,38 @@ def test_from_dense_jvp_is_the_transpose_of_its_vjp():
 def test_vmap_over_a_sparsefill_tensor_refuses():
     # vmap takes its inputs apart with torch's pytree, which sees a
     # SparseFillTensor as one tensor and batches it through BatchedTensor,
-    # a wrapper our subclass cannot be (RFC.md 12.2). Our refusal (torch
-    # 2.13), or functorch's own assertion before our code is reached (torch
-    # 2.14): a refusal either way, never a result.
+    # whose ops reach ours below __torch_function__ (RFC.md 12.2). Our
+    # refusal, naming the way out (torch 2.13), or functorch's own assertion
+    # before our code is reached (torch 2.14): a refusal, never a result.
     A = sf.sparse_csr_tensor([0, 2, 2, 4], [0, 3, 1, 2], torch.ones(4, dtype=F64), (3, 4),
                              fill_value=0.5)
     with pytest.raises((NotImplementedError, RuntimeError),
-                       match="SparseFillTensor|INTERNAL ASSERT"):
+                       match="pass its components instead|INTERNAL ASSERT"):
         torch.func.vmap(lambda A: A.to_dense())(A)
+
+
+# Tolerances of the low-precision gradients against float64 on the same
+# (rounded) inputs: a few of the dtype's ulps over these small sums.
+LOW_PRECISION = {torch.float16: 1e-2, torch.bfloat16: 6e-2}
+
+
+@pytest.mark.parametrize("dtype", list(LOW_PRECISION), ids=str)
+@pytest.mark.parametrize("fill", [0.3, -math.inf])
+@pytest.mark.parametrize("name", sorted(set(PROGRAMS) - {"A@B fill 0"}))
+def test_low_precision_gradients(name, fill, dtype):
+    """The backward formulas of the products, softmax and reductions
+    (torch_sparsefill/_autograd.py) in float16 and bfloat16: each input's
+    gradient keeps its dtype and equals the dense gradient in float64 of the
+    same rounded inputs, within the dtype's tolerance. ("A@B fill 0" builds
+    its fills in float64; its path is spgemm's, covered by "A@B".)"""
+    ours, dense = _scalar_fn(name, _sparse), _scalar_fn(name, _dense)
+    args = [a.to(dtype).requires_grad_() for a in _inputs(fill, zeros=name.startswith("prod"))]
+    got = torch.autograd.grad(ours(*args), args, allow_unused=True)
+    exact = [a.detach().double().requires_grad_() for a in args]
+    want = torch.autograd.grad(dense(*exact), exact, allow_unused=True)
+    tol = LOW_PRECISION[dtype]
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if w is not None:
+            assert g.dtype == dtype
+            torch.testing.assert_close(g.double(), w, rtol=tol, atol=tol, equal_nan=True)

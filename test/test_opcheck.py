@@ -27,12 +27,9 @@ _ops = torch.ops.sparsefill
 ALL_OPS = sorted(n.split("::")[1] for n in torch._C._dispatch_get_all_op_names()
                  if n.startswith("sparsefill::"))
 
-REFUSED = {
-    # A validator returning a data-dependent Python bool (whether the indices
-    # are coalesced): no fake kernel can know it. The constructors call it on
-    # user input, outside any traced program.
-    "coo_check": "returns a data-dependent bool",
-}
+# Ops that no opcheck can reach, with the reason (none today: coo_check,
+# once a data-dependent Python bool, returns a 0-d bool tensor).
+REFUSED: dict = {}
 
 
 def _extra_programs():
@@ -89,6 +86,8 @@ def _composite_samples():
         "sparse_mm_dense": (crow, col, v, f, torch.tensor([0, 1, 2, 2, 3]),
                             torch.tensor([0, 1, 1]), v[:3].detach().clone().requires_grad_(),
                             f.detach().clone().requires_grad_(), 4, 2),
+        # The constructors call it outside the recorded programs.
+        "coo_check": (idx, [3, 4]),
     }
 
 
@@ -100,22 +99,6 @@ ELEMENTWISE = set(D.ELEMENTWISE) | set(D.NOT_REAL)
 # check (schema, autograd registration, fake kernel) passes and is asserted.
 # strict: an op that starts passing must leave this list.
 AOT_FAILS = {
-    # opcheck's AOT harness adds up every output's sum into one accumulator
-    # (torch/testing/_internal/optests/aot_autograd.py,
-    # call_forwards_backwards: `sm += i.sum().abs()`), which takes the first
-    # output's dtype: an op whose first output is an index tensor fails
-    # there ("result type Double can't be cast to ... Long") before any of
-    # its own code runs under AOT. Their traced backward is exercised by
-    # test_compile.py's fullgraph programs instead.
-    "from_dense": "first output is an index tensor (opcheck's harness)",
-    "from_dense_autograd": "first output is an index tensor (opcheck's harness)",
-    "spgemm": "first output is an index tensor (opcheck's harness)",
-    "spgemm_autograd": "first output is an index tensor (opcheck's harness)",
-    # C++ composites that read sizes as ints (numel()), which symbolic
-    # shapes refuse.
-    "coo_coalesce": "C++ composite calls numel() on a symbolic size",
-    "eliminate_fill": "C++ composite calls numel() on a symbolic size",
-    "sparse_mm_dense": "C++ composite calls numel() on a symbolic size",
     # Refuses its own gradient by design (issue 17): only a backward that
     # records no graph calls it; SDPA's double backward takes differentiable
     # ops. The AOT test differentiates it and meets the refusal.
@@ -124,14 +107,39 @@ AOT_FAILS = {
 _NOT_AOT = ("test_schema", "test_autograd_registration", "test_faketensor")
 
 
+def _index_output_first(func, args, kwargs):
+    """Whether the op's first output is an index tensor and a later one is
+    not. opcheck's AOT harness adds every output's sum into one accumulator
+    (torch/testing/_internal/optests/aot_autograd.py, call_forwards_backwards:
+    `sm = 0; sm += i.sum().abs()`), which takes the first output's dtype, so
+    such an op (from_dense, spgemm, coo_coalesce: (indices, values) as
+    torch's own sparse ops order them) fails there before its code runs."""
+    outs = func(*args, **kwargs)
+    if not isinstance(outs, tuple):
+        return False
+    return not outs[0].is_floating_point() and any(o.is_floating_point() for o in outs[1:])
+
+
 def _opcheck(name, func, args, kwargs=None):
     kwargs = kwargs or {}
-    if name not in AOT_FAILS:
+    if name in AOT_FAILS:
+        torch.library.opcheck(func, args, kwargs, test_utils=_NOT_AOT)
+        with pytest.raises(Exception, match="test_aot_dispatch_dynamic"):
+            torch.library.opcheck(func, args, kwargs, test_utils=("test_aot_dispatch_dynamic",))
+    elif _index_output_first(func, args, kwargs):
+        # The same AOT check (dynamic shapes, forward and backward through
+        # the op) on the op with its outputs reversed: only the harness's
+        # accumulator sees another order.
+        from torch.testing._internal.optests import aot_autograd_check
+        torch.library.opcheck(func, args, kwargs, test_utils=_NOT_AOT)
+
+        def reversed_outputs(*a, **k):
+            a, k = torch.utils._pytree.tree_map_only(torch.Tensor, torch.clone, (a, k))
+            return tuple(reversed(func(*a, **k)))
+
+        aot_autograd_check(reversed_outputs, args, kwargs, dynamic=True, check_gradients="auto")
+    else:
         torch.library.opcheck(func, args, kwargs)
-        return
-    torch.library.opcheck(func, args, kwargs, test_utils=_NOT_AOT)
-    with pytest.raises(Exception, match="test_aot_dispatch_dynamic"):
-        torch.library.opcheck(func, args, kwargs, test_utils=("test_aot_dispatch_dynamic",))
 
 
 # An op's `<op>_autograd` twin (what its Autograd kernel calls when a

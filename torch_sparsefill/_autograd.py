@@ -215,9 +215,11 @@ def _sample_csr(crow_p, col_p, vals_p, crow, col, ncols):
     so their linear indices increase: one searchsorted)."""
     lin_p = _rows_of_segments(crow_p, col_p.shape[0]) * ncols + col_p.long()
     lin = _rows_of_segments(crow, col.shape[0]) * ncols + col.long()
-    if lin_p.shape[0] == 0:
-        return vals_p.new_zeros(lin.shape[0])
-    pos = torch.searchsorted(lin_p, lin).clamp_max(lin_p.shape[0] - 1)
+    # A sentinel past every position ends P: no branch on P's nse (data
+    # under a tracer), an empty P included.
+    lin_p = torch.cat([lin_p, lin_p.new_full((1,), torch.iinfo(torch.int64).max)])
+    vals_p = torch.cat([vals_p, vals_p.new_zeros(1)])
+    pos = torch.searchsorted(lin_p, lin)
     hit = lin_p.index_select(0, pos) == lin
     return torch.where(hit, vals_p.index_select(0, pos), vals_p.new_zeros(()))
 
@@ -522,11 +524,9 @@ def _from_dense_projection(self_shape, sparse_dim, indices, fill_shape, per_slic
     rows = 1
     for s in sparse_size:
         rows *= s
-    nse = indices.shape[1]
-    linear = _ops.coo_linearize(indices, list(sparse_size)) if nse else None
-    cover = torch.ones((rows, *dense_shape), dtype=dtype, device=device)
-    if nse:
-        cover = cover.index_fill(0, linear, 0)
+    # No branch on nse (data under a tracer): both ops take an empty pattern.
+    linear = _ops.coo_linearize(indices, list(sparse_size))
+    cover = torch.ones((rows, *dense_shape), dtype=dtype, device=device).index_fill(0, linear, 0)
     if per_slice:
         count = cover.view(self_shape).sum_to_size(fill_shape).clamp_min(1)
         share = cover.view(self_shape) / count
@@ -538,7 +538,8 @@ def _from_dense_projection(self_shape, sparse_dim, indices, fill_shape, per_slic
         dense_numel = 1
         for s in dense_shape:
             dense_numel *= s
-        per_element = max((rows - nse) * (dense_numel // max(fill_numel, 1)), 1)
+        nse = indices.shape[1]
+        per_element = torch.sym_max((rows - nse) * (dense_numel // max(fill_numel, 1)), 1)
         share = cover.view(self_shape) / per_element
     return share, linear
 
@@ -577,11 +578,8 @@ class _FromDense(_SingleLevelFunction):
     def backward(ctx, _g_indices, g_values, g_fill):
         share, linear = _FromDense._projection(ctx, g_values)
         shape = ctx.self_shape
-        g_self = share * g_fill
-        if linear is not None:
-            rows = g_self.reshape(-1, *shape[ctx.sparse_dim:])
-            g_self = rows.index_copy(0, linear, g_values).view(shape)
-        return g_self, None, None
+        rows = (share * g_fill).reshape(-1, *shape[ctx.sparse_dim:])
+        return rows.index_put((linear,), g_values).view(shape), None, None
 
     @staticmethod
     def jvp(ctx, t_self, _t_fill, _sparse_dim):
@@ -589,7 +587,7 @@ class _FromDense(_SingleLevelFunction):
         shape = ctx.self_shape
         t_fill = (share * t_self).sum_to_size(ctx.fill_shape)
         rows = t_self.reshape(-1, *shape[ctx.sparse_dim:])
-        t_values = rows.index_select(0, linear) if linear is not None else rows[:0]
+        t_values = rows.index_select(0, linear)
         return None, t_values, t_fill
 
 

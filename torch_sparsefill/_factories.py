@@ -146,6 +146,26 @@ def _leafify(values, fill, requires_grad):
     return tuple(t if t.requires_grad else t.detach().requires_grad_() for t in (values, fill))
 
 
+_NOT_COALESCED = ("is_coalesced=True, but the indices are not sorted and unique: leave "
+                  "is_coalesced unset and call .coalesce()")
+
+
+def _checked_coalesced(coalesced, is_coalesced, nse):
+    """Whether the checked indices (coo_check's 0-d bool tensor) are
+    coalesced, as a Python bool. A tracer (torch.export) cannot read it: the
+    program then takes the user's word (is_coalesced=True, asserted when it
+    runs) or treats the indices as not coalesced (later ops coalesce them:
+    the same values), unless nse < 2."""
+    if not torch.compiler.is_compiling():
+        return bool(coalesced)
+    if is_coalesced:
+        torch._assert_async(coalesced, _NOT_COALESCED)
+        return True
+    # The check stays in the exported graph unused (torch.export keeps it,
+    # test_compile.py asserts so) and refuses bad indices when it runs.
+    return bool(nse < 2)
+
+
 def sparse_coo_tensor(indices=None, values=None, size=None, *, fill_value=None, dtype=None,
                       device=None, requires_grad=False, is_coalesced=None,
                       check_invariants=None) -> SparseFillTensor:
@@ -209,10 +229,10 @@ def sparse_coo_tensor(indices=None, values=None, size=None, *, fill_value=None, 
     if size[sparse_dim:] != dense_shape:
         raise ValueError(f"values' dense part {dense_shape} does not match size{size}'s dense "
                          f"dimensions {size[sparse_dim:]}")
-    coalesced = _ops.coo_check(indices, list(size[:sparse_dim]))
+    coalesced = _checked_coalesced(_ops.coo_check(indices, list(size[:sparse_dim])),
+                                   is_coalesced, nse)
     if is_coalesced and not coalesced:
-        raise ValueError("is_coalesced=True, but the indices are not sorted and unique: "
-                         "leave is_coalesced unset and call .coalesce()")
+        raise ValueError(_NOT_COALESCED)
     flag = nse < 2 if is_coalesced is None else bool(is_coalesced)
     fill = _as_fill(fill_value, values.dtype, values.device, dense_shape, size)
     values, fill = _leafify(values, fill, requires_grad)

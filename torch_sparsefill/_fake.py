@@ -45,6 +45,16 @@ def _crow_from_rows_fake(rows, nrows):
     return rows.new_empty((nrows + 1,), dtype=torch.int64)
 
 
+@torch.library.register_fake("sparsefill::coo_check")
+def _coo_check_fake(indices, size):
+    # Whether the indices are in range and coalesced is data: a traced
+    # program runs the check (and refuses bad indices) when it runs.
+    torch._check(indices.dim() == 2 and indices.shape[0] == len(size), lambda: (
+        f"sparsefill: indices has shape {list(indices.shape)} but the tensor has {len(size)} "
+        f"sparse dimensions (size {list(size)})"))
+    return indices.new_empty((), dtype=torch.bool)
+
+
 @torch.library.register_fake("sparsefill::csr_check")
 def _csr_check_fake(crow_indices, col_indices, size):
     return None

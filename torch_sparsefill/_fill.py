@@ -130,9 +130,15 @@ def live(fill: torch.Tensor, size, sparse_dim: int, nse: int, indices=None,
     if not (fill.requires_grad or zero):
         return fill
     if not is_per_slice(fill, len(size) - sparse_dim):
-        if unspecified_per_dense_part_element(fill, size, sparse_dim, nse) > 0:
+        count = unspecified_per_dense_part_element(fill, size, sparse_dim, nse)
+        if isinstance(count, torch.SymInt):
+            # A traced nse: comparing it would guard (an unbacked one, from a
+            # data-dependent size, cannot be), so the count becomes data.
+            covered = torch.full((), count, dtype=torch.int64, device=fill.device) > 0
+        elif count > 0:
             return fill
-        covered = torch.zeros((), dtype=torch.bool, device=fill.device)
+        else:
+            covered = torch.zeros((), dtype=torch.bool, device=fill.device)
     else:
         covered = unspecified_per_element(fill, size, indices).to(fill.device) > 0
         # The early return is a shortcut; a tracer (export, compile) cannot read

@@ -226,6 +226,13 @@ def torch_dispatch(func, types, args, kwargs):
     """SparseFillTensor.__torch_dispatch__: refuses every aten op but prim.layout."""
     if func is torch.ops.prim.layout.default:
         return args[0]._sf_layout
+    # Ops reach here only past __torch_function__: an op torch calls below
+    # it, or a torch.func transform that wrapped the tensor itself (vmap's
+    # _add_batch_dim, grad's _wrap_for_grad take any tensor; RFC.md 12.2).
+    # Neither leaves a trace to tell them apart here, so the message names both.
     raise NotImplementedError(
         f"torch_sparsefill: {func} reached a SparseFillTensor below autograd; it has no "
-        f"fill-value semantics yet (call .to_dense() for a dense computation)")
+        f"fill-value semantics yet (call .to_dense() for a dense computation). If a "
+        f"torch.func transform (vmap, grad, jvp, ...) was given a SparseFillTensor as an "
+        f"argument: it wraps it as a plain tensor, so pass its components instead (values, "
+        f"fill) and build the SparseFillTensor inside the function")

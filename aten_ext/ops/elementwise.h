@@ -68,7 +68,7 @@ inline void check_unary_args(const Tensor& values, const Tensor& fill) {
 // under vmap; the plan `src` is index data, computed without gradients.
 inline Tensor on_union(const Tensor& values, const Tensor& fill, const Tensor& src,
                        const Tensor& indices) {
-  auto dense = values.sizes().slice(1);
+  auto dense = values.sym_sizes().slice(1);
   Tensor f = fill.to(values.scalar_type());
   if (!is_per_slice_fill(fill, values.dim() - 1)) return rows_or_fill(values, f, src);
   // Rows 0..nse-1 are the stored rows, row nse + k union position k's fill.

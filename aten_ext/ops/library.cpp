@@ -25,7 +25,7 @@ extern "C" PyObject* PyInit__C(void) {
 
 TORCH_LIBRARY(sparsefill, m) {
   // ---- structure (structure.h) ----
-  m.def("coo_check(Tensor indices, int[] size) -> bool");
+  m.def("coo_check(Tensor indices, int[] size) -> Tensor");
   m.def("csr_check(Tensor crow_indices, Tensor col_indices, int[] size) -> ()");
   m.def("coo_linearize(Tensor indices, int[] size) -> Tensor");
   m.def("coo_delinearize(Tensor linear, int[] size) -> Tensor");

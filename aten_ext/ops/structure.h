@@ -6,7 +6,9 @@
 // torch_sparsefill/_fake.py.
 //
 // The ops (indices: int64 (sparse_dim, nse), row-major; `size`: the sparse sizes):
-//   coo_check(indices, size) -> bool           validates; true when coalesced
+//   coo_check(indices, size) -> coalesced      validates; a 0-d bool tensor, true when
+//                                              coalesced (a tensor: a fake kernel can
+//                                              give one, a traced program carries it)
 //   csr_check(crow, col, size) -> ()           validates a CSR pattern
 //   coo_linearize(indices, size) -> linear     row-major position of each element
 //   coo_delinearize(linear, size) -> indices   its inverse

@@ -30,7 +30,7 @@ inline bool is_per_slice_fill(const Tensor& fill, int64_t dense_dim) {
 // size 1 contribute nothing. O(n * sparse_dim); out-of-range slots are caught
 // by the index_select / index_add that use them. *nslots: the slot count.
 inline Tensor fill_slot(const Tensor& fill, const Tensor& indices, int64_t* nslots = nullptr) {
-  const int64_t sd = indices.size(0);
+  const int64_t sd = indices.sym_size(0).guard_int(__FILE__, __LINE__);  // nse stays symbolic
   TORCH_CHECK(fill.dim() >= sd, "sparsefill: a per-slice fill of shape ", fill.sizes(),
               " has fewer dimensions than the ", sd, " sparse dimensions");
   std::vector<int64_t> coef(sd);
@@ -48,11 +48,13 @@ inline Tensor fill_slot(const Tensor& fill, const Tensor& indices, int64_t* nslo
 // The fill's rows at the sparse positions `indices`: (n, *dense_shape),
 // differentiable with respect to `fill`. Works for both kinds of fill.
 inline Tensor fill_rows_at(const Tensor& fill, const Tensor& indices,
-                           at::IntArrayRef dense_shape) {
-  const int64_t n = indices.size(1);
-  const int64_t sd = indices.size(0);
+                           c10::SymIntArrayRef dense_shape) {
+  // Sizes as SymInts: nse is symbolic under a tracer.
+  const int64_t sd = indices.sym_size(0).guard_int(__FILE__, __LINE__);
+  c10::SymDimVector rows_shape{indices.sym_size(1)};
+  rows_shape.append(dense_shape.begin(), dense_shape.end());
   if (!is_per_slice_fill(fill, (int64_t)dense_shape.size())) {
-    return fill.expand(dense_shape).unsqueeze(0).expand(cat_sizes({n}, dense_shape));
+    return fill.expand_symint(dense_shape).unsqueeze(0).expand_symint(rows_shape);
   }
   TORCH_CHECK(fill.dim() == sd + (int64_t)dense_shape.size(), "sparsefill: a per-slice fill of "
               "shape ", fill.sizes(), " must have sparse_dim + dense_dim = ",
@@ -60,7 +62,7 @@ inline Tensor fill_rows_at(const Tensor& fill, const Tensor& indices,
   int64_t nslots = 1;
   Tensor slot = fill_slot(fill, indices, &nslots);
   Tensor rows = fill.reshape(cat_sizes({nslots}, fill.sizes().slice(sd))).index_select(0, slot);
-  return rows.expand(cat_sizes({n}, dense_shape));
+  return rows.expand_symint(rows_shape);
 }
 
 // Rows values[src], the (dense-part) fill's row where src == -1: ATen's cat

@@ -1,5 +1,5 @@
 // ops/common/tracking.h -- when an op's Autograd kernel (ops/autograd/) must
-// record: the rule those kernels share.
+// record, and when a composite may read data: the rules those kernels share.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -32,6 +32,22 @@ inline bool tracks_gradient(std::initializer_list<std::reference_wrapper<const T
     if ((recording && t.requires_grad()) || t._fw_grad(/*level=*/0).defined()) return true;
   }
   return false;
+}
+
+// Whether a composite runs on tensors without data it may read (a tracer's
+// fakes: torch.export, torch.compile, opcheck; functionalization; a
+// torch.func transform's wrappers): a branch on data (`.item()`) is then
+// refused or syncs per batch, so the composite takes its path that needs
+// none. The key sets of `t` and of the thread tell.
+//   if (reads_no_data(values) || !within_range(bound)) { /* exact path */ }
+inline bool reads_no_data(const Tensor& t) {
+  using c10::DispatchKey;
+  const auto keys = t.key_set();
+  for (auto k : {DispatchKey::Python, DispatchKey::Functionalize, DispatchKey::FuncTorchBatched,
+                 DispatchKey::FuncTorchGradWrapper}) {
+    if (keys.has(k) || c10::impl::tls_is_dispatch_key_included(k)) return true;
+  }
+  return c10::impl::tls_is_dispatch_key_included(DispatchKey::FuncTorchDynamicLayerBackMode);
 }
 
 }  // namespace sparsefill

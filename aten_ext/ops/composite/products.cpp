@@ -21,6 +21,7 @@
 #include <ATen/ops/log2.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/ones_like.h>
+#include <ATen/ops/repeat_interleave.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
@@ -30,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/common/tracking.h"
 #include "ops/products.h"
 #include "ops/structure.h"
 
@@ -108,23 +110,31 @@ Tensor shifted_values(const Tensor& values, const Tensor& r, const Tensor& c, co
 Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const Tensor& va,
                        const Tensor& fa, const Tensor& crow_b, const Tensor& col_b,
                        const Tensor& vb, const Tensor& fb, int64_t k, int64_t n) {
-  const int64_t m = crow_a.numel() - 1;
-  TORCH_CHECK(crow_b.numel() == k + 1, "sparsefill: sparse_mm_dense: the second operand has ",
-              crow_b.numel() - 1, " rows but the first has ", k, " columns");
+  // Sizes as SymInts: under a tracer they are symbolic.
+  TORCH_CHECK(crow_a.dim() == 1 && crow_b.dim() == 1 && crow_b.sym_size(0) == k + 1,
+              "sparsefill: sparse_mm_dense: the second operand has ", crow_b.sym_size(0) - 1,
+              " rows but the first has ", k, " columns");
   // Every intermediate below (va - fa, vb - fb, the SpGEMM's sums, the
   // rank-one terms) is at most k (max|va| + 2 max|fa|) (max|vb| + 2 max|fb| + 1)
-  // in magnitude (the 1: spmm of A with a column of ones). One host sync.
-  Tensor bound = (max_abs(va) + 2 * max_abs(fa)) * static_cast<double>(k) *
-                 (max_abs(vb) + 2 * max_abs(fb) + 1);
-  if (!within_range(bound)) {
+  // in magnitude (the 1: spmm of A with a column of ones). One host sync;
+  // none where the data cannot be read (a tracer, a torch.func transform:
+  // the exact path, whatever the data).
+  if (reads_no_data(va) || reads_no_data(vb) || reads_no_data(fa) || reads_no_data(fb) ||
+      !within_range((max_abs(va) + 2 * max_abs(fa)) * static_cast<double>(k) *
+                    (max_abs(vb) + 2 * max_abs(fb) + 1))) {
     // Non-finite, or large enough to overflow: shifting values by a fill
     // (or a correction over B0) could compute inf - inf where the dense sum
     // is finite. A @ B with B dense (k x n, the result's order of size),
-    // through spmm, which chooses its own exact path.
+    // through spmm, which chooses its own exact path. (B's row indices
+    // sized by col_b, so that a traced nse stays one symbol.)
     Tensor b_dense = fb.expand({k, n}).clone();
-    b_dense.index_put_({call::rows_from_crow(crow_b), col_b.to(at::kLong)}, vb);
+    Tensor crow_b64 = crow_b.to(at::kLong);
+    Tensor rows_b = at::repeat_interleave_symint(crow_b64.slice(0, 1) - crow_b64.slice(0, 0, -1),
+                                                 std::optional<c10::SymInt>(col_b.sym_size(0)));
+    b_dense.index_put_({rows_b, col_b.to(at::kLong)}, vb);
     return call::spmm(crow_a, col_a, va, fa, b_dense, k);
   }
+  const int64_t m = crow_a.numel() - 1;
   auto [ra, ca] = fill_parts(fa, m, k);
   auto [rb, cb] = fill_parts(fb, k, n);
   const bool a_zero = is_zero_constant(ra) && is_zero_constant(ca);

@@ -26,12 +26,15 @@ namespace {
 // Duplicates summed, through the coalescing plan.
 std::tuple<Tensor, Tensor> coo_coalesce(const Tensor& indices, const Tensor& values,
                                         at::IntArrayRef sparse_size) {
-  TORCH_CHECK(values.dim() >= 1 && values.size(0) == indices.size(-1),
+  // Sizes as SymInts throughout: nse is symbolic under a tracer.
+  TORCH_CHECK(values.dim() >= 1 && indices.dim() >= 1 &&
+                  values.sym_size(0) == indices.sym_size(-1),
               "sparsefill: values must have one row per stored element: indices has ",
-              indices.size(-1), " elements, values has shape ", values.sizes());
+              indices.sym_size(-1), " elements, values has shape ", values.sym_sizes());
   auto [new_indices, segment] = call::coalesce_plan(indices, sparse_size);
-  auto shape = cat_sizes({new_indices.size(1)}, values.sizes().slice(1));
-  Tensor new_values = at::zeros(shape, values.options()).index_add(0, segment, values);
+  c10::SymDimVector shape(values.sym_sizes().begin(), values.sym_sizes().end());
+  shape[0] = new_indices.sym_size(1);
+  Tensor new_values = at::zeros_symint(shape, values.options()).index_add(0, segment, values);
   return {new_indices, new_values};
 }
 
@@ -58,7 +61,9 @@ Tensor gather_with_fill(const Tensor& values, const Tensor& fill, const Tensor& 
 // copy either way), so that vmap over values, or over a fill, batches it.
 Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor& fill,
                 at::IntArrayRef size) {
-  const int64_t sparse_dim = indices.size(0);
+  // sym_size: size(0) reads every size of a traced tensor as an int, which
+  // would specialize nse.
+  const int64_t sparse_dim = indices.sym_size(0).guard_int(__FILE__, __LINE__);
   TORCH_CHECK(sparse_dim <= (int64_t)size.size(), "sparsefill: indices has ", sparse_dim,
               " rows but size has only ", size.size(), " dimensions");
   auto sparse_size = size.slice(0, sparse_dim);
@@ -78,19 +83,19 @@ Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor& fill,
 // goes when its whole dense part does), dropped. Differentiable w.r.t. values.
 std::tuple<Tensor, Tensor> eliminate_fill(const Tensor& indices, const Tensor& values,
                                           const Tensor& fill) {
-  TORCH_CHECK(values.dim() >= 1 && indices.dim() == 2 && values.size(0) == indices.size(1),
+  // Sizes as SymInts: nse is symbolic under a tracer.
+  TORCH_CHECK(values.dim() >= 1 && indices.dim() == 2 && values.sym_size(0) == indices.sym_size(1),
               "sparsefill: eliminate_fill needs indices (sparse_dim, nse) and values (nse, ...), "
-              "got ", indices.sizes(), " and ", values.sizes());
+              "got ", indices.sym_sizes(), " and ", values.sym_sizes());
   Tensor v = values.detach();
   Tensor f = fill.detach().to(v.scalar_type());
   // A per-slice fill is compared with each stored row's own fill.
-  if (is_per_slice_fill(f, v.dim() - 1)) f = fill_rows_at(f, indices, v.sizes().slice(1));
+  if (is_per_slice_fill(f, v.dim() - 1)) f = fill_rows_at(f, indices, v.sym_sizes().slice(1));
   Tensor same = at::eq(v, f);
   if (at::isFloatingType(v.scalar_type()) || at::isComplexType(v.scalar_type())) {
     same = at::logical_or(same, at::logical_and(at::isnan(v), at::isnan(f)));
   }
-  same = same.reshape({v.size(0), -1}).all(1);
-  if (v.size(0) == 0) same = at::zeros({0}, v.options().dtype(at::kBool));
+  if (same.dim() > 1) same = same.flatten(1).all(1);
   Tensor keep = at::nonzero(at::logical_not(same)).view({-1});
   return {indices.index_select(1, keep), values.index_select(0, keep)};
 }

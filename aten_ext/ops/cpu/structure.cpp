@@ -4,14 +4,16 @@
 #include <torch/library.h>
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 
 #include "ops/structure.h"
 
 namespace sparsefill {
 namespace {
 
-// Validates COO indices against the sparse sizes; returns whether coalesced.
-bool coo_check(const Tensor& indices_in, at::IntArrayRef sparse_size) {
+// Validates COO indices against the sparse sizes; returns whether coalesced
+// (a 0-d bool tensor).
+Tensor coo_check(const Tensor& indices_in, at::IntArrayRef sparse_size) {
   auto size = sizes_arg(sparse_size, "size");
   Tensor indices = index_arg(indices_in, "indices", 2);
   TORCH_CHECK(indices.size(0) == (int64_t)size.size(), "sparsefill: indices has ",
@@ -22,7 +24,7 @@ bool coo_check(const Tensor& indices_in, at::IntArrayRef sparse_size) {
   sf_status st = sf_coo_check(&site, &coalesced, indices.data_ptr<int64_t>(),
                               indices.size(0), indices.size(1), size.data());
   check_coo_status(st, site, size);
-  return coalesced != 0;
+  return at::full({}, coalesced != 0, indices.options().dtype(at::kBool));
 }
 
 void csr_check(const Tensor& crow_in, const Tensor& col_in, at::IntArrayRef size_in) {

@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 
 #include "ops/common/cuda.h"
 #include "ops/structure.h"
@@ -34,7 +35,7 @@ void launch_coo_scan(sf_cuda_report* report, const Tensor& linear, const Tensor&
 
 // ---- kernels ----------------------------------------------------------------
 
-bool coo_check_cuda(const Tensor& indices_in, at::IntArrayRef sparse_size) {
+Tensor coo_check_cuda(const Tensor& indices_in, at::IntArrayRef sparse_size) {
   auto size = sizes_arg(sparse_size, "size");
   Tensor indices = coo_indices_arg(indices_in, size, sparse_size);
   c10::cuda::CUDAGuard guard(indices.device());
@@ -42,7 +43,7 @@ bool coo_check_cuda(const Tensor& indices_in, at::IntArrayRef sparse_size) {
   launch_coo_scan(reports.at(0), Tensor(), indices, size);
   const auto r = reports.read()[0];
   check_coo_status((sf_status)r.status, site_of(r), size);
-  return r.result != 0;
+  return at::full({}, r.result != 0, indices.options().dtype(at::kBool));
 }
 
 // Linear indices, checked; the error is raised after the one sync.
