@@ -115,6 +115,14 @@ sf_status sf_csr_rows_from_crow(int64_t *rows, const int64_t *crow,
 sf_status sf_crow_from_rows(int64_t *crow, const int64_t *rows, int64_t nse,
                             int64_t nrows);
 
+/* The part of sf_crow_from_rows that elements [k_begin, k_end) decide (the
+ * pointers of the rows that start after them, and with k_begin == 0 those
+ * before element 0): ranges that cover [0, nse) write every entry once, so
+ * the caller's threads can run them apart. Same errors, for those elements
+ * and the one after the range. */
+sf_status sf_crow_from_rows_range(int64_t *crow, const int64_t *rows, int64_t nse,
+                                  int64_t nrows, int64_t k_begin, int64_t k_end);
+
 /* ---- pattern merges ----------------------------------------------------- */
 
 /* *nse_out = |A u B| for strictly increasing linear_a [nse_a], linear_b

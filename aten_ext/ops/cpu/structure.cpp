@@ -88,9 +88,14 @@ Tensor crow_from_rows(const Tensor& rows_in, int64_t nrows) {
   Tensor rows = index_arg(rows_in, "rows", 1);
   TORCH_CHECK(nrows >= 0, "sparsefill: nrows must be non-negative, got ", nrows);
   Tensor crow = at::empty({nrows + 1}, rows.options());
-  check_status(sf_crow_from_rows(crow.data_ptr<int64_t>(), rows.data_ptr<int64_t>(),
-                                 rows.numel(), nrows),
-               "row indices (they must be sorted and in range)");
+  // Element ranges on torch's threads: each pointer is written by one range.
+  const int64_t nse = rows.numel(), chunks = merge_chunks(nse);
+  auto status = for_chunks(chunks, [&](int64_t c) {
+    return sf_crow_from_rows_range(crow.data_ptr<int64_t>(), rows.data_ptr<int64_t>(), nse,
+                                   nrows, nse / chunks * c + nse % chunks * c / chunks,
+                                   nse / chunks * (c + 1) + nse % chunks * (c + 1) / chunks);
+  });
+  for (auto st : status) check_status(st, "row indices (they must be sorted and in range)");
   return crow;
 }
 

@@ -1,8 +1,10 @@
-// The chunked union of two COO patterns (sparsefill_core.h: sf_union_cuts,
+// The C core's entry points that the caller's threads run in chunks
+// (sparsefill_core.h). The union of two COO patterns (sf_union_cuts,
 // sf_union_count_range, sf_union_write_range) against std::set_union on the
 // index columns: every number of chunks gives the same output, the cuts never
 // split a key, errors in any chunk are found, and the gathered rows carry
-// each operand's values or its fill.
+// each operand's values or its fill. CSR row pointers from row indices in
+// element ranges (sf_crow_from_rows_range) against the one-range call.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -212,6 +214,67 @@ TEST(UnionChunks, argument_errors) {
   EXPECT_EQ(sf_union_write_range(out.data(), 2, 0, &no_fill, &s, 1), SF_ERR_NULL_POINTER);
   ASSERT_EQ(sf_union_write_range(out.data(), 2, 0, &s, &s, 1), SF_OK);
   EXPECT_EQ(out, a);
+}
+
+// ---- row pointers in element ranges ------------------------------------------------
+
+// crow from every split of [0, nse) into `parts` ranges (ranges run in
+// reverse order: no range may rely on another's writes).
+sf_status crow_in_parts(Vec& crow, const Vec& rows, int64_t nrows, int64_t parts) {
+  const int64_t nse = rows.size();
+  crow.assign(nrows + 1, -9);
+  for (int64_t c = parts - 1; c >= 0; --c) {
+    sf_status st = sf_crow_from_rows_range(crow.data(), rows.data(), nse, nrows, nse * c / parts,
+                                           nse * (c + 1) / parts);
+    if (st != SF_OK) return st;
+  }
+  return SF_OK;
+}
+
+TEST(CrowRanges, any_split_gives_the_whole_answer) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t nrows = rng() % 12;
+    Vec rows(nrows == 0 ? 0 : rng() % 40);
+    for (auto& r : rows) r = (int64_t)(rng() % nrows);
+    std::sort(rows.begin(), rows.end());
+    Vec whole(nrows + 1, -9);
+    ASSERT_EQ(sf_crow_from_rows(whole.data(), rows.data(), rows.size(), nrows), SF_OK);
+    for (int64_t r = 0; r <= nrows; ++r) {  // the definition: elements in rows before r
+      EXPECT_EQ(whole[r], std::lower_bound(rows.begin(), rows.end(), r) - rows.begin());
+    }
+    for (int64_t parts : {1, 2, 3, 7}) {
+      Vec crow;
+      ASSERT_EQ(crow_in_parts(crow, rows, nrows, parts), SF_OK);
+      EXPECT_EQ(crow, whole);
+    }
+  }
+}
+
+TEST(CrowRanges, errors_in_any_range) {
+  for (int64_t parts : {1, 2, 5}) {
+    Vec crow;
+    Vec rows{0, 0, 1, 2, 2, 3, 3, 3, 4, 4};
+    Vec bad = rows;
+    bad[7] = 1;  // decreasing
+    EXPECT_EQ(crow_in_parts(crow, bad, 5, parts), SF_ERR_NOT_COALESCED);
+    bad = rows;
+    bad[9] = 5;
+    EXPECT_EQ(crow_in_parts(crow, bad, 5, parts), SF_ERR_INDEX_OUT_OF_RANGE);
+    bad = rows;
+    bad[0] = -1;
+    EXPECT_EQ(crow_in_parts(crow, bad, 5, parts), SF_ERR_INDEX_NEGATIVE);
+    bad = rows;
+    bad[4] = -3;
+    EXPECT_EQ(crow_in_parts(crow, bad, 5, parts), SF_ERR_INDEX_NEGATIVE);
+  }
+  Vec crow(3);
+  Vec rows{0, 1};
+  EXPECT_EQ(sf_crow_from_rows_range(crow.data(), rows.data(), 2, 2, 1, 3),
+            SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sf_crow_from_rows_range(crow.data(), rows.data(), 2, 2, 2, 1),
+            SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sf_crow_from_rows_range(nullptr, rows.data(), 2, 2, 0, 2), SF_ERR_NULL_POINTER);
 }
 
 }  // namespace
