@@ -115,6 +115,14 @@ sf_status sf_csr_rows_from_crow(int64_t *rows, const int64_t *crow,
 sf_status sf_crow_from_rows(int64_t *crow, const int64_t *rows, int64_t nse,
                             int64_t nrows);
 
+/* The part of sf_crow_from_rows that elements [k_begin, k_end) decide (the
+ * pointers of the rows that start after them, and with k_begin == 0 those
+ * before element 0): ranges that cover [0, nse) write every entry once, so
+ * the caller's threads can run them apart. Same errors, for those elements
+ * and the one after the range. */
+sf_status sf_crow_from_rows_range(int64_t *crow, const int64_t *rows, int64_t nse,
+                                  int64_t nrows, int64_t k_begin, int64_t k_end);
+
 /* ---- pattern merges ----------------------------------------------------- */
 
 /* *nse_out = |A u B| for strictly increasing linear_a [nse_a], linear_b
@@ -140,6 +148,60 @@ sf_status sf_gather_rows_with_fill(void *out, const void *values,
                                    int64_t nse_values, const void *fill_row,
                                    const int64_t *src, int64_t n,
                                    size_t row_bytes);
+
+/* ---- the union of two COO patterns, in chunks for the caller's threads ----
+ * The same merge as sf_union_plan, on COO index columns (compared
+ * lexicographically, which is the linear order: no linearisation) and cut
+ * into chunks of the output that threads fill independently: sf_union_cuts
+ * splits both operands at common keys, sf_union_count_range validates and
+ * counts a chunk, the caller's prefix sum of the counts gives each chunk's
+ * first output column, sf_union_write_range writes it. The result does not
+ * depend on the number of chunks. */
+
+/* One operand. indices [sparse_dim x nse] row-major; [begin, end) the chunk
+ * (from sf_union_cuts). For the write pass, optionally: src [nse of the
+ * union] receives each union element's position in this operand or -1;
+ * values_out [nse of the union rows of row_bytes] receives its values row,
+ * or fill_row where it stores none (values: nse rows of row_bytes). */
+typedef struct sf_union_side {
+  const int64_t *indices;
+  int64_t nse;
+  int64_t begin, end;
+  int64_t *src;
+  void *values_out;
+  const void *values;
+  const void *fill_row;
+  size_t row_bytes;
+} sf_union_side;
+
+/* Chunk boundaries: cut_a, cut_b [parts + 1], non-decreasing, from 0 to
+ * nse_a and nse_b; chunk t is A[cut_a[t], cut_a[t+1]) with B[cut_b[t],
+ * cut_b[t+1]). For coalesced operands no key lies in two chunks and the
+ * chunks hold about equal shares of nse_a + nse_b (merge-path split).
+ * Any input gives valid cuts (the count pass then finds what is wrong). */
+sf_status sf_union_cuts(int64_t *cut_a, int64_t *cut_b, int64_t parts,
+                        const int64_t *indices_a, int64_t nse_a,
+                        const int64_t *indices_b, int64_t nse_b,
+                        int64_t sparse_dim);
+
+/* Validates the chunk's elements of both operands (each index in [0,
+ * sizes[d]), each column greater than the one before it, which may lie in the
+ * chunk before: the chunks together check everything) and sets *count to the
+ * size of the chunk's union. sizes may be NULL (bounds unchecked). Errors:
+ * SF_ERR_INDEX_NEGATIVE / _OUT_OF_RANGE / SF_ERR_NOT_COALESCED with *site
+ * (position in its operand, dim, value); SF_ERR_INVALID_ARGUMENT for a range
+ * outside [0, nse]. */
+sf_status sf_union_count_range(int64_t *count, sf_site *site, const sf_union_side *a,
+                               const sf_union_side *b, int64_t sparse_dim,
+                               const int64_t *sizes);
+
+/* Writes the chunk's union from output column out_begin on: indices_out
+ * [sparse_dim x nse_out], and each side's src and values_out where not NULL.
+ * The chunk must have passed sf_union_count_range. Errors:
+ * SF_ERR_INVALID_ARGUMENT when the chunk's union would run past nse_out. */
+sf_status sf_union_write_range(int64_t *indices_out, int64_t nse_out, int64_t out_begin,
+                               const sf_union_side *a, const sf_union_side *b,
+                               int64_t sparse_dim);
 
 /* ---- products (sf_products.c) ------------------------------------------ */
 

@@ -81,6 +81,10 @@ def _composite_samples():
         "to_dense": (idx, v, f, [3, 4]),
         "gather_with_fill": (v, f, torch.tensor([2, -1, 0, -1, 3])),
         "coo_coalesce": (dup, v, [3, 4]),
+        # The fused merge runs only where nothing is differentiated or traced
+        # (every recorded program traces): no gradients here either.
+        "union_values": (idx, v.detach(), f.detach(), torch.tensor([[0, 2, 2], [1, 0, 2]]),
+                         torch.tensor([1.0, 2.0, 3.0]), torch.tensor(-0.5), [3, 4]),
         "eliminate_fill": (idx, v, f),
         "dense_spmm": (x, crow, col, v, f, 4),
         "sparse_mm_dense": (crow, col, v, f, torch.tensor([0, 1, 2, 2, 3]),

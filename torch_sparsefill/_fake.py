@@ -20,6 +20,14 @@ def _union_plan_fake(indices_a, indices_b, size):
             indices_a.new_empty((nse,)))
 
 
+@torch.library.register_fake("sparsefill::union_values")
+def _union_values_fake(indices_a, values_a, fill_a, indices_b, values_b, fill_b, size):
+    nse = _dynamic()
+    return (indices_a.new_empty((indices_a.shape[0], nse)),
+            values_a.new_empty((nse,) + tuple(values_a.shape[1:])),
+            values_b.new_empty((nse,) + tuple(values_b.shape[1:])))
+
+
 @torch.library.register_fake("sparsefill::coalesce_plan")
 def _coalesce_plan_fake(indices, size):
     return indices.new_empty((indices.shape[0], _dynamic())), indices.new_empty((indices.shape[1],))

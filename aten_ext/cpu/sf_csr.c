@@ -55,20 +55,41 @@ sf_status sf_csr_rows_from_crow(int64_t *rows, const int64_t *crow, int64_t nrow
   return SF_OK;
 }
 
-sf_status sf_crow_from_rows(int64_t *crow, const int64_t *rows, int64_t nse, int64_t nrows) {
+sf_status sf_crow_from_rows_range(int64_t *crow, const int64_t *rows, int64_t nse,
+                                  int64_t nrows, int64_t k_begin, int64_t k_end) {
   SF_FAIL_IF(nse < 0 || nrows < 0, SF_ERR_NEGATIVE_SIZE);
   SF_FAIL_IF(crow == NULL, SF_ERR_NULL_POINTER);
   SF_NEED(rows, nse);
-  int64_t k = 0;
-  crow[0] = 0;
-  for (int64_t i = 0; i < nrows; ++i) {
-    while (k < nse && rows[k] == i) ++k;
-    crow[i + 1] = k;
+  SF_FAIL_IF(k_begin < 0 || k_begin > k_end || k_end > nse, SF_ERR_INVALID_ARGUMENT);
+  /* Row r's pointer is set by the element before its first one: each element
+   * k ends row rows[k] and, where the next element's row is further on,
+   * starts every row up to it at k + 1. The range that holds element 0 also
+   * sets the rows before it. Rows are checked before any pointer is written. */
+  if (k_begin == 0) {
+    const int64_t first = nse > 0 ? rows[0] : nrows;
+    if (first < 0) return SF_ERR_INDEX_NEGATIVE;
+    if (first >= nrows && nse > 0) return SF_ERR_INDEX_OUT_OF_RANGE;
+    for (int64_t i = 0; i <= first; ++i) crow[i] = 0;
   }
-  if (k < nse) { /* a row left over: negative, out of range, or unsorted */
-    if (rows[k] < 0) return SF_ERR_INDEX_NEGATIVE;
-    if (rows[k] >= nrows) return SF_ERR_INDEX_OUT_OF_RANGE;
-    return SF_ERR_NOT_COALESCED;
+  /* Within a row (most elements) one comparison; the last element ends at nrows. */
+  const int64_t inner_end = k_end < nse ? k_end : nse - 1;
+  for (int64_t k = k_begin; k < inner_end; ++k) {
+    const int64_t r = rows[k], next = rows[k + 1];
+    if (next == r) continue;
+    if (next < 0 || r < 0) return SF_ERR_INDEX_NEGATIVE;
+    if (next >= nrows || r >= nrows) return SF_ERR_INDEX_OUT_OF_RANGE;
+    if (next < r) return SF_ERR_NOT_COALESCED;
+    for (int64_t i = r + 1; i <= next; ++i) crow[i] = k + 1;
+  }
+  if (k_end == nse && nse > 0 && k_begin < k_end) {
+    const int64_t r = rows[nse - 1];
+    if (r < 0) return SF_ERR_INDEX_NEGATIVE;
+    if (r >= nrows) return SF_ERR_INDEX_OUT_OF_RANGE;
+    for (int64_t i = r + 1; i <= nrows; ++i) crow[i] = nse;
   }
   return SF_OK;
+}
+
+sf_status sf_crow_from_rows(int64_t *crow, const int64_t *rows, int64_t nse, int64_t nrows) {
+  return sf_crow_from_rows_range(crow, rows, nse, nrows, 0, nse);
 }

@@ -23,6 +23,7 @@
 #include <torch/library.h>
 
 #include <ATen/ScalarOps.h>
+#include <ATen/TensorSubclassLikeUtils.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange.h>
@@ -32,6 +33,7 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/where.h>
 
+#include <array>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -39,6 +41,7 @@
 #include <utility>
 
 #include "ops/common/fill.h"
+#include "ops/common/tracking.h"
 #include "ops/structure.h"
 
 namespace sparsefill {
@@ -77,6 +80,22 @@ inline Tensor on_union(const Tensor& values, const Tensor& fill, const Tensor& s
   return rows.index_select(0, at::where(src >= 0, src, own));
 }
 
+// Whether a binary op may align its operands with the fused CPU merge
+// (union_values, no autograd of its own) instead of union_plan and ATen
+// gathers: every tensor on the CPU, dense-part fills, no gradient recorded or
+// tangent carried, no torch.func transform, no tensor subclass or dispatch
+// mode (fake tensors and functionalisation while tracing see the
+// composite's parts). Both paths give the same values bit for bit.
+inline bool fused_union_applies(const Tensor& ia, const Tensor& va, const Tensor& fa,
+                                const Tensor& ib, const Tensor& vb, const Tensor& fb) {
+  const std::array<Tensor, 6> all{ia, va, fa, ib, vb, fb};
+  for (const Tensor& t : all) {
+    if (!t.device().is_cpu()) return false;
+  }
+  return !is_per_slice_fill(fa, va.dim() - 1) && !is_per_slice_fill(fb, vb.dim() - 1) &&
+         !tracks_gradient({va, fa, vb, fb}) && !at::areAnyTensorSubclassLike(all);
+}
+
 // Operands of a binary op, aligned on the union of their patterns.
 struct Aligned {
   Tensor indices;  // the union pattern
@@ -101,6 +120,11 @@ inline Aligned align_binary(const Tensor& indices_a, const Tensor& values_a, con
                   values_a.sym_sizes().slice(1).equals(values_b.sym_sizes().slice(1)),
               "sparsefill: operands' dense parts ", values_a.sym_sizes().slice(1), " and ",
               values_b.sym_sizes().slice(1), " must both equal ", size.slice(sparse_dim));
+  if (fused_union_applies(indices_a, values_a, fill_a, indices_b, values_b, fill_b)) {
+    auto [indices, a, b] = call::union_values(indices_a, values_a, fill_a, indices_b, values_b,
+                                              fill_b, size.slice(0, sparse_dim));
+    return {indices, a, b};
+  }
   auto [indices, src_a, src_b] = call::union_plan(indices_a, indices_b, size.slice(0, sparse_dim));
   return {indices, on_union(values_a, fill_a, src_a, indices),
           on_union(values_b, fill_b, src_b, indices)};

@@ -20,6 +20,12 @@
 //                                              coalesced patterns; src_*: each union
 //                                              element's position in that operand, -1
 //                                              where it stores none
+//   union_values(indices_a, values_a, fill_a, indices_b, values_b, fill_b, size)
+//     -> (indices, a, b)                       the same union and each operand's values on
+//                                              it (its dense-part fill where it stores
+//                                              none), merged in one threaded pass (CPU;
+//                                              no autograd: the element-wise ops call it
+//                                              when nothing is differentiated or traced)
 //   gather_with_fill(values, fill, src)        rows values[src], the fill where src == -1
 //                                              (composite: cat + index_select)
 //   to_dense(indices, values, fill, size)      the strided tensor (composite)
@@ -133,6 +139,17 @@ inline std::tuple<Tensor, Tensor, Tensor> union_plan(const Tensor& indices_a,
                                                      at::IntArrayRef size) {
   static auto op = op_handle<decltype(union_plan)>("sparsefill::union_plan");
   return op.call(indices_a, indices_b, size);
+}
+
+inline std::tuple<Tensor, Tensor, Tensor> union_values(const Tensor& indices_a,
+                                                       const Tensor& values_a,
+                                                       const Tensor& fill_a,
+                                                       const Tensor& indices_b,
+                                                       const Tensor& values_b,
+                                                       const Tensor& fill_b,
+                                                       at::IntArrayRef size) {
+  static auto op = op_handle<decltype(union_values)>("sparsefill::union_values");
+  return op.call(indices_a, values_a, fill_a, indices_b, values_b, fill_b, size);
 }
 
 inline Tensor gather_with_fill(const Tensor& values, const Tensor& fill, const Tensor& src) {

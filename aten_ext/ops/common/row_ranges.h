@@ -1,6 +1,7 @@
 // ops/common/row_ranges.h -- the one place where CPU kernels use threads:
 // rows (or segments) split into ranges of equal work over torch's intra-op
-// threads, the C core called once per range.
+// threads, the C core called once per range; a merge's chunks (the C core
+// cuts them) run one per thread.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -87,6 +88,29 @@ void for_batched_row_ranges(const int64_t* ptr, int64_t m, int64_t nbatch, int64
   if (m == 0 || nbatch == 0) return;
   for_ranges_by([ptr, m](int64_t r) { return (r / m) * ptr[m] + ptr[r % m]; }, nbatch * m,
                 work_per_row, what, f);
+}
+
+// How many chunks a merge of `total` input elements is cut into: one per
+// thread, or one for small inputs (not worth a thread's start).
+inline int64_t merge_chunks(int64_t total) {
+  const int64_t threads = at::get_num_threads();
+  return (threads <= 1 || total < 65536) ? 1 : threads;
+}
+
+// Runs f(c) -> sf_status for every chunk c in [0, chunks) on torch's intra-op
+// threads and returns each chunk's status: the caller raises the first
+// failing chunk's, the same error for any number of threads.
+template <class F>
+std::vector<sf_status> for_chunks(int64_t chunks, F f) {
+  std::vector<sf_status> status(chunks, SF_OK);
+  if (chunks == 1) {
+    status[0] = f(0);
+    return status;
+  }
+  at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) status[c] = f(c);
+  });
+  return status;
 }
 
 }  // namespace sparsefill

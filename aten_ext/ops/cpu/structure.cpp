@@ -6,6 +6,11 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 
+#include <utility>
+#include <vector>
+
+#include "ops/common/row_ranges.h"
+#include "ops/common/tracking.h"
 #include "ops/structure.h"
 
 namespace sparsefill {
@@ -85,44 +90,139 @@ Tensor crow_from_rows(const Tensor& rows_in, int64_t nrows) {
   Tensor rows = index_arg(rows_in, "rows", 1);
   TORCH_CHECK(nrows >= 0, "sparsefill: nrows must be non-negative, got ", nrows);
   Tensor crow = at::empty({nrows + 1}, rows.options());
-  check_status(sf_crow_from_rows(crow.data_ptr<int64_t>(), rows.data_ptr<int64_t>(),
-                                 rows.numel(), nrows),
-               "row indices (they must be sorted and in range)");
+  // Element ranges on torch's threads: each pointer is written by one range.
+  const int64_t nse = rows.numel(), chunks = merge_chunks(nse);
+  auto status = for_chunks(chunks, [&](int64_t c) {
+    return sf_crow_from_rows_range(crow.data_ptr<int64_t>(), rows.data_ptr<int64_t>(), nse,
+                                   nrows, nse / chunks * c + nse % chunks * c / chunks,
+                                   nse / chunks * (c + 1) + nse % chunks * (c + 1) / chunks);
+  });
+  for (auto st : status) check_status(st, "row indices (they must be sorted and in range)");
   return crow;
 }
 
-// Linear indices of checked COO indices. One sparse dim: the indices row
-// itself (checked, not copied).
-Tensor linear_view(const Tensor& indices_in, at::IntArrayRef sparse_size) {
-  if (sparse_size.size() != 1) return coo_linearize(indices_in, sparse_size);
-  Tensor indices = index_arg(indices_in, "indices", 2);
-  TORCH_CHECK(indices.size(0) == 1, "sparsefill: indices rows (", indices.size(0),
-              ") != sparse dimensions (1)");
-  sf_site site{-1, -1, -1};
-  check_status(sf_coo_check(&site, nullptr, indices.data_ptr<int64_t>(), 1, indices.size(1),
-                            sparse_size.data()),
-               "indices", &site);
-  return indices.select(0, 0);
+// The union of two coalesced COO patterns, cut into chunks of the output
+// for torch's threads (sparsefill_core.h, sf_union_*): the first pass checks
+// and counts each chunk, a prefix sum places it, the second pass writes it
+// into outputs of the exact size. Index columns are compared as they are
+// (no linearisation), and the result is the same for any number of threads.
+struct UnionChunks {
+  int64_t sparse_dim = 0;
+  std::vector<sf_union_side> a, b;  // per chunk, the operands' ranges
+  std::vector<int64_t> first;       // per chunk, its first output column; back(): nse
+  Tensor indices_a, indices_b;      // checked int64 (keep the sides' pointers alive)
+};
+
+UnionChunks union_chunks(const Tensor& indices_a_in, const Tensor& indices_b_in,
+                         at::IntArrayRef sparse_size) {
+  auto size = sizes_arg(sparse_size, "size");
+  UnionChunks u;
+  u.indices_a = index_arg(indices_a_in, "indices_a", 2);
+  u.indices_b = index_arg(indices_b_in, "indices_b", 2);
+  u.sparse_dim = (int64_t)size.size();
+  TORCH_CHECK(u.indices_a.size(0) == u.sparse_dim && u.indices_b.size(0) == u.sparse_dim,
+              "sparsefill: indices_a and indices_b must have one row per sparse dimension (",
+              u.sparse_dim, "), got shapes ", u.indices_a.sizes(), " and ",
+              u.indices_b.sizes());
+  const int64_t na = u.indices_a.size(1), nb = u.indices_b.size(1);
+  const int64_t chunks = merge_chunks(na + nb);
+  std::vector<int64_t> cut_a(chunks + 1), cut_b(chunks + 1);
+  const int64_t* ia = u.indices_a.data_ptr<int64_t>();
+  const int64_t* ib = u.indices_b.data_ptr<int64_t>();
+  check_status(sf_union_cuts(cut_a.data(), cut_b.data(), chunks, ia, na, ib, nb, u.sparse_dim),
+               "indices of a binary op's operands");
+  for (int64_t c = 0; c < chunks; ++c) {
+    u.a.push_back(sf_union_side{ia, na, cut_a[c], cut_a[c + 1], nullptr, nullptr, nullptr,
+                                nullptr, 0});
+    u.b.push_back(sf_union_side{ib, nb, cut_b[c], cut_b[c + 1], nullptr, nullptr, nullptr,
+                                nullptr, 0});
+  }
+  std::vector<int64_t> count(chunks, 0);
+  std::vector<sf_site> site(chunks, sf_site{-1, -1, -1});
+  auto status = for_chunks(chunks, [&](int64_t c) {
+    return sf_union_count_range(&count[c], &site[c], &u.a[c], &u.b[c], u.sparse_dim,
+                                size.data());
+  });
+  for (int64_t c = 0; c < chunks; ++c) {
+    check_status(status[c], "indices of a binary op's operands (they must be coalesced)",
+                 &site[c]);
+  }
+  u.first.assign(chunks + 1, 0);
+  for (int64_t c = 0; c < chunks; ++c) u.first[c + 1] = u.first[c] + count[c];
+  return u;
+}
+
+// The second pass: indices (sparse_dim, nse) of the union, and whatever the
+// sides' output pointers ask for.
+void write_union(const UnionChunks& u, const Tensor& indices) {
+  const int64_t nse = u.first.back();
+  auto status = for_chunks((int64_t)u.a.size(), [&](int64_t c) {
+    return sf_union_write_range(indices.data_ptr<int64_t>(), nse, u.first[c], &u.a[c], &u.b[c],
+                                u.sparse_dim);
+  });
+  for (auto st : status) check_status(st, "union of two patterns");
 }
 
 std::tuple<Tensor, Tensor, Tensor> union_plan(const Tensor& indices_a, const Tensor& indices_b,
                                               at::IntArrayRef sparse_size) {
-  Tensor la = linear_view(indices_a, sparse_size);
-  Tensor lb = linear_view(indices_b, sparse_size);
-  // One pass into buffers of the upper bound nse_a + nse_b, then narrowed.
-  const int64_t bound = la.numel() + lb.numel();
-  Tensor lout = at::empty({bound}, la.options());
-  Tensor src_a = at::empty({bound}, la.options());
-  Tensor src_b = at::empty({bound}, la.options());
-  int64_t n = 0;
-  check_status(sf_union_plan(&n, lout.data_ptr<int64_t>(), src_a.data_ptr<int64_t>(),
-                             src_b.data_ptr<int64_t>(), la.data_ptr<int64_t>(), la.numel(),
-                             lb.data_ptr<int64_t>(), lb.numel()),
-               "indices of a binary op's operands (they must be coalesced)");
-  // The result keeps these indices: an exact-size copy, not a view of the bound.
-  Tensor indices = sparse_size.size() == 1 ? lout.narrow(0, 0, n).clone().view({1, n})
-                                           : coo_delinearize(lout.narrow(0, 0, n), sparse_size);
-  return {indices, src_a.narrow(0, 0, n), src_b.narrow(0, 0, n)};
+  UnionChunks u = union_chunks(indices_a, indices_b, sparse_size);
+  const int64_t nse = u.first.back();
+  Tensor indices = at::empty({u.sparse_dim, nse}, u.indices_a.options());
+  Tensor src_a = at::empty({nse}, u.indices_a.options());
+  Tensor src_b = at::empty({nse}, u.indices_a.options());
+  for (auto& side : u.a) side.src = src_a.data_ptr<int64_t>();
+  for (auto& side : u.b) side.src = src_b.data_ptr<int64_t>();
+  write_union(u, indices);
+  return {indices, src_a, src_b};
+}
+
+// values (nse, *dense) contiguous and fill's dense-part row, in values' dtype.
+std::pair<Tensor, Tensor> values_and_fill_row(const Tensor& values, const Tensor& fill,
+                                              const char* name) {
+  TORCH_CHECK(values.dim() >= 1 && values.device().is_cpu() && fill.device().is_cpu(),
+              "sparsefill: union_values: ", name, " must be CPU tensors with a leading nse "
+              "dimension, got values of shape ", values.sizes(), " on ", values.device());
+  auto dense = values.sizes().slice(1);
+  TORCH_CHECK(broadcasts_to(fill.sizes(), dense), "sparsefill: union_values: the fill of ", name,
+              " (shape ", fill.sizes(), ") must broadcast to its dense part ", dense,
+              " (a per-slice fill goes through union_plan and gather_with_fill)");
+  return {values.contiguous(), fill.to(values.scalar_type()).expand(dense).contiguous()};
+}
+
+std::tuple<Tensor, Tensor, Tensor> union_values(const Tensor& indices_a, const Tensor& values_a,
+                                                const Tensor& fill_a, const Tensor& indices_b,
+                                                const Tensor& values_b, const Tensor& fill_b,
+                                                at::IntArrayRef sparse_size) {
+  // No derivative of its own: the element-wise ops call it only when nothing
+  // is differentiated; a direct call that asks for one is refused.
+  TORCH_CHECK(!tracks_gradient({values_a, fill_a, values_b, fill_b}),
+              "sparsefill: union_values has no derivative; with gradients, align the operands "
+              "with union_plan and gather_with_fill (the element-wise ops do)");
+  auto [va, fa] = values_and_fill_row(values_a, fill_a, "operand a");
+  auto [vb, fb] = values_and_fill_row(values_b, fill_b, "operand b");
+  TORCH_CHECK(va.size(0) == indices_a.size(-1) && vb.size(0) == indices_b.size(-1),
+              "sparsefill: union_values: values must have one row per stored element, got ",
+              va.size(0), " and ", vb.size(0), " rows for ", indices_a.size(-1), " and ",
+              indices_b.size(-1), " elements");
+  UnionChunks u = union_chunks(indices_a, indices_b, sparse_size);
+  const int64_t nse = u.first.back();
+  Tensor indices = at::empty({u.sparse_dim, nse}, u.indices_a.options());
+  Tensor out_a = at::empty(cat_sizes({nse}, va.sizes().slice(1)), va.options());
+  Tensor out_b = at::empty(cat_sizes({nse}, vb.sizes().slice(1)), vb.options());
+  auto outputs = [](std::vector<sf_union_side>& sides, const Tensor& v, const Tensor& f,
+                    const Tensor& out) {
+    const size_t row_bytes = (size_t)f.numel() * f.element_size();
+    for (auto& side : sides) {
+      side.values = v.data_ptr();
+      side.fill_row = f.data_ptr();
+      side.values_out = out.data_ptr();
+      side.row_bytes = row_bytes;
+    }
+  };
+  outputs(u.a, va, fa, out_a);
+  outputs(u.b, vb, fb, out_b);
+  write_union(u, indices);
+  return {indices, out_a, out_b};
 }
 
 }  // namespace
@@ -137,4 +237,5 @@ TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("rows_from_crow", &sparsefill::rows_from_crow);
   m.impl("crow_from_rows", &sparsefill::crow_from_rows);
   m.impl("union_plan", &sparsefill::union_plan);
+  m.impl("union_values", &sparsefill::union_values);
 }
