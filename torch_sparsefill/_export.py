@@ -58,8 +58,13 @@ def exportable():
         ...     ep.module()(A)
         tensor([6., 8., 2.])
     """
-    if SparseFillTensor in pytree.SUPPORTED_NODES:  # nested: the outer context owns it
-        yield
+    node = pytree.SUPPORTED_NODES.get(SparseFillTensor)
+    if node is not None:
+        if node.flatten_fn is not _flatten:
+            raise RuntimeError("torch_sparsefill: sf.exportable() inside sf.vmappable() (or "
+                               "sf.vmap) is not supported: each gives SparseFillTensor its own "
+                               "pytree node")
+        yield  # nested: the outer context owns it
         return
     # torch's Python pytree only (export's), so that deregistering undoes it
     # all (the public register_pytree_node also registers with the C++ one).
