@@ -6,9 +6,9 @@ SparseFillTensor is one leaf there, and its batched form reaches our ops
 below autograd, where the fill has no meaning (refused, `_routing`). Inside
 `vmappable()` (or through `sf.vmap`), torch's pytree sees a SparseFillTensor
 as a node whose children are the components **of its slices along dim 0,
-stacked** (`_split`: a batched CSR/CSC/BSR/BSC's own per-batch components;
-any other layout through a batched CSR, whose padding gives every slice one
-nse, then each slice's COO indices), so vmap batches the components and
+stacked** (`_split`: a batched CSR/CSC's own per-batch components; any other
+tensor through a batched CSR, whose padding gives every slice one nse, then
+each slice's COO indices), so vmap batches the components and
 `_unflatten` rebuilds each slice as a SparseFillTensor of batched components;
 our routing runs on it. A SparseFillTensor returned per slice flattens into
 its own components (nothing is read from batched data), vmap stacks them,
@@ -65,13 +65,22 @@ def _slice_fill(fill, b, slice_ndim, slice_dense_dim):
     return inner.reshape([b] + shape)
 
 
+def _batches_are_slices(A) -> bool:
+    """Whether A's slices along dim 0 are its batches, taken from the
+    components as they are (no data read): batched CSR and CSC. A batched
+    BSR/BSC is split through COO instead: an op on a BSR slice converts it
+    to CSR and back, and blocks from a pattern are a data-dependent count,
+    which vmap cannot batch."""
+    return bool(A._batch_dim()) and A._sf_blocksize is None
+
+
 def _split(A):
     """(children, context) of A's slices along dim 0 stacked, or None when
     A has no slices that are SparseFillTensors (fewer than two sparse dims,
     counting batch dims)."""
     b, size = A.shape[0], tuple(A.shape[1:])
     dense_dim = A.dense_dim()
-    if A._batch_dim():  # a batched compressed tensor: its batches are the slices
+    if _batches_are_slices(A):
         fill = _slice_fill(A._sf_fill, b, len(size), dense_dim)
         children = [A._sf_crow, A._sf_col, A._sf_values, fill]
         context = (_NAMES_COMPRESSED, A.layout, size, True, True, A._sf_blocksize,
@@ -99,9 +108,9 @@ def _split(A):
 
 
 def _flatten(A):
-    # A batched compressed tensor's batches are read off its components'
-    # shapes; another layout's slices only from plain data (not a transform's).
-    if A._batch_dim() or (A.dim() and not _wrapped(A)):
+    # A batched CSR/CSC's batches are read off its components' shapes;
+    # other slices only from plain data (not a transform's).
+    if _batches_are_slices(A) or (A.dim() and not _wrapped(A)):
         split = _split(A)
         if split is not None:
             return split
