@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import threading
 
 import torch
 from torch.utils import _pytree as pytree
 
-from . import _fill
+from . import _export, _fill
 from ._tensor import SparseFillTensor, build
 
 __all__ = ["vmappable", "vmap"]
@@ -187,15 +186,12 @@ def _unflatten(children, context):
     return out
 
 
-_lock = threading.Lock()
-_users = 0
 _TYPE_NAME = "torch_sparsefill.SparseFillTensor.vmap_slices"
 
 
 def registered() -> bool:
     """Whether the slice flattening is the pytree node of SparseFillTensor now."""
-    node = pytree.SUPPORTED_NODES.get(SparseFillTensor)
-    return node is not None and node.flatten_fn is _flatten
+    return _export.registered(_flatten)
 
 
 @contextlib.contextmanager
@@ -219,24 +215,9 @@ def vmappable():
         tensor([[1.0000, 1.5000],
                 [2.5000, 1.0000]])
     """
-    global _users
-    with _lock:
-        if _users == 0:
-            if SparseFillTensor in pytree.SUPPORTED_NODES:
-                raise RuntimeError("torch_sparsefill: sf.vmappable() inside sf.exportable() is "
-                                   "not supported (each gives SparseFillTensor its own pytree "
-                                   "node); vmap the components in an exported function instead")
-            pytree._private_register_pytree_node(SparseFillTensor, _flatten, _unflatten,
-                                                 serialized_type_name=_TYPE_NAME,
-                                                 flatten_with_keys_fn=_flatten_with_keys)
-        _users += 1
-    try:
+    with _export.scoped_node("sf.vmappable()", _flatten, _unflatten, _flatten_with_keys,
+                             _TYPE_NAME):
         yield
-    finally:
-        with _lock:
-            _users -= 1
-            if _users == 0:
-                pytree._deregister_pytree_node(SparseFillTensor)
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
