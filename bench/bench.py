@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import tempfile
 import time
+import types
 from pathlib import Path
 
 import warnings
@@ -55,6 +57,9 @@ GOALS = [
     ("-> BSR", "torch", 1.2),
     ("BSR -> dense", "torch BSR to_dense", 1.2),
     ("BSR -> CSR", "torch BSR", 1.2),
+    # issue 15's compile rows
+    ("compile 6-op chain, 1,000,000 stored (components)", "the chain, eager", 0.5),
+    ("compile 6-op chain, 3 elements (components", "the chain on dense, eager", 1.0),
 ]
 
 
@@ -824,6 +829,20 @@ def _chain_components(values, fill):
     return v, f
 
 
+class _ChainOnComponents(torch.nn.Module):
+    """The components' chain as a module, for torch.export and AOTInductor."""
+
+    def forward(self, values, fill):
+        return _chain_components(values, fill)
+
+
+def _own_code(fn):
+    """fn with a code object of its own: Dynamo keeps its cache entries and
+    skip marks per code object (compiling `_chain` on a SparseFillTensor
+    leaves its frame to eager, RFC.md 12.1)."""
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__)
+
+
 def compile_rows(quick: bool):
     """torch.compile (issue 15): the 6-op chain on n stored values, compiled
     against eager. A SparseFillTensor graph-breaks at each op (RFC.md 12.1),
@@ -831,7 +850,10 @@ def compile_rows(quick: bool):
     route is a function of the components (inductor: the element-wise ops are
     CompositeImplicitAutograd, decomposed into ATen and fused into one loop).
     The small rows: per-call time on 3 elements against the same chain on a
-    dense tensor in eager."""
+    dense tensor in eager; the anchor rows: torch.compile of that dense
+    chain (torch's own floor: one input, one output) and our chain with
+    values and fill in one tensor (what one input and one output across
+    the graph's boundary cost, RFC.md 12.1)."""
     n = 100_000 if quick else 1_000_000
     A, _ = random_coo((2 * n,), 0.5, 0.25, seed=4)
     values, fill = A.values(), A.fill_value()
@@ -848,6 +870,26 @@ def compile_rows(quick: bool):
     compiled_tiny = torch.compile(_chain_components, fullgraph=True)
     yield ("compile 6-op chain, 3 elements (components)", lambda: compiled_tiny(tv, tf),
            "the chain on dense, eager", lambda: _chain(dense))
+    compiled_dense = torch.compile(_own_code(_chain), fullgraph=True)
+    yield ("compile 6-op chain, 3 elements, dense (torch.compile's floor)",
+           lambda: compiled_dense(dense), "the chain on dense, eager", lambda: _chain(dense))
+    # A scalar fill and no dense part: the fill takes the values' arithmetic,
+    # so one tensor [values, fill] carries both through the same chain.
+    packed = torch.cat([tv, tf.reshape(1)])
+    compiled_packed = torch.compile(_own_code(_chain), fullgraph=True)
+    yield ("compile 6-op chain, 3 elements (values and fill in one tensor)",
+           lambda: compiled_packed(packed), "the chain on dense, eager", lambda: _chain(dense))
+    # Ahead of time (AOTInductor): the exported chain compiled into a shared
+    # library, called without torch.compile's per-call entry (Dynamo's frame
+    # hook, guards, AOTAutograd's wrappers); inference only.
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch's own, from its pytree
+        program = torch.export.export(_ChainOnComponents(), (tv, tf))
+        package = torch._inductor.aoti_compile_and_package(
+            program, package_path=str(Path(tmp) / "chain.pt2"))
+        aot = torch._inductor.aoti_load_package(package)
+        yield ("compile 6-op chain, 3 elements (components, AOTInductor)",
+               lambda: aot(tv, tf), "the chain on dense, eager", lambda: _chain(dense))
 
 
 def main() -> None:

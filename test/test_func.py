@@ -213,17 +213,22 @@ def test_from_dense_jvp_is_the_transpose_of_its_vjp():
     torch.testing.assert_close((tv * gv).sum() + tf * gf, (t * gx).sum())
 
 
-def test_vmap_over_a_sparsefill_tensor_refuses():
-    # vmap takes its inputs apart with torch's pytree, which sees a
-    # SparseFillTensor as one tensor and batches it through BatchedTensor,
-    # whose ops reach ours below __torch_function__ (RFC.md 12.2). Our
-    # refusal, naming the way out (torch 2.13), or functorch's own assertion
-    # before our code is reached (torch 2.14): a refusal, never a result.
+def test_transforms_of_a_sparsefill_tensor_outside_vmappable_refuse():
+    # Outside sf.vmappable(), torch's pytree sees a SparseFillTensor as one
+    # tensor and the transform wraps it whole (BatchedTensor, grad's
+    # wrapper), whose ops reach ours below __torch_function__ (RFC.md 12.2).
+    # Our refusal, naming the ways out (torch 2.13), or functorch's own
+    # assertion before our code is reached (torch 2.14): never a result.
+    # (vmap over its slices: test_vmap.py.)
     A = sf.sparse_csr_tensor([0, 2, 2, 4], [0, 3, 1, 2], torch.ones(4, dtype=F64), (3, 4),
                              fill_value=0.5)
     with pytest.raises((NotImplementedError, RuntimeError),
-                       match="pass its components instead|INTERNAL ASSERT"):
+                       match="sf.vmap.*pass its components instead|INTERNAL ASSERT"):
         torch.func.vmap(lambda A: A.to_dense())(A)
+    # grad's wrapper is refused by torch itself first ("layout_impl is only
+    # implemented for TensorImpl subclasses"), never a result.
+    with pytest.raises((NotImplementedError, RuntimeError)):
+        torch.func.grad(lambda A: A.to_dense().sum())(A)
 
 
 # Tolerances of the low-precision gradients against float64 on the same

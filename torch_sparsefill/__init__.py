@@ -26,6 +26,7 @@ from ._factories import (eliminate_fill, empty, fill_value, full, ones, sparse_b
 from ._attention import sampled_matmul, sparse_mask
 from ._graph import gat_conv, gcn_conv
 from ._export import exportable
+from ._vmap import vmap, vmappable
 from ._interop import from_pydata, from_scipy
 from ._library import get_include, get_library
 from . import _tensor
@@ -63,5 +64,5 @@ __all__ = ["SparseFillTensor", "collate", "exportable", "get_include", "get_libr
            "sparse_bsc_tensor",
            "sparse_compressed_tensor", "to_sparse", "full",
            "zeros", "ones", "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill",
-           "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv"]
+           "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv", "vmap", "vmappable"]
 __version__ = "0.1.0"

@@ -12,12 +12,13 @@ and map over them, which has no fill semantics.
 from __future__ import annotations
 
 import contextlib
+import threading
 
 from torch.utils import _pytree as pytree
 
 from ._tensor import SparseFillTensor
 
-__all__ = ["exportable"]
+__all__ = ["exportable", "scoped_node", "registered"]
 
 _TYPE_NAME = "torch_sparsefill.SparseFillTensor"
 
@@ -58,15 +59,56 @@ def exportable():
         ...     ep.module()(A)
         tensor([6., 8., 2.])
     """
-    if SparseFillTensor in pytree.SUPPORTED_NODES:  # nested: the outer context owns it
+    with scoped_node("sf.exportable()", _flatten, _unflatten, _flatten_with_keys, _TYPE_NAME):
         yield
-        return
-    # torch's Python pytree only (export's), so that deregistering undoes it
-    # all (the public register_pytree_node also registers with the C++ one).
-    pytree._private_register_pytree_node(SparseFillTensor, _flatten, _unflatten,
-                                         serialized_type_name=_TYPE_NAME,
-                                         flatten_with_keys_fn=_flatten_with_keys)
+
+
+# One registration at a time, shared by the threads inside its context: a
+# count under a lock, so that threads enter and leave in any order and the
+# last one out deregisters (also on an exception).
+_lock = threading.Lock()
+_owner = None  # (what, flatten) of the registration in force
+_users = 0
+
+
+@contextlib.contextmanager
+def scoped_node(what, flatten, unflatten, flatten_with_keys, type_name):
+    """SparseFillTensor as a node of torch's Python pytree with these
+    functions while any thread is inside this context (`what` names the
+    public context, for the refusal when another one's node is in force).
+
+    Example: ``with scoped_node("sf.exportable()", ...): pytree.tree_flatten(A)``
+    gives the components.
+    """
+    global _owner, _users
+    with _lock:
+        if _users == 0:
+            if SparseFillTensor in pytree.SUPPORTED_NODES:
+                raise RuntimeError("torch_sparsefill internal: a pytree node of SparseFillTensor "
+                                   "not registered by the package")
+            # torch's Python pytree only (export's and vmap's), so that
+            # deregistering undoes it all (the public register_pytree_node
+            # also registers with the C++ one).
+            pytree._private_register_pytree_node(SparseFillTensor, flatten, unflatten,
+                                                 serialized_type_name=type_name,
+                                                 flatten_with_keys_fn=flatten_with_keys)
+            _owner = (what, flatten)
+        elif _owner[1] is not flatten:
+            raise RuntimeError(f"torch_sparsefill: {what} while {_owner[0]} is active (in this "
+                               f"or another thread) is not supported: each gives SparseFillTensor "
+                               f"its own pytree node")
+        _users += 1
     try:
         yield
     finally:
-        pytree._deregister_pytree_node(SparseFillTensor)
+        with _lock:
+            _users -= 1
+            if _users == 0:
+                pytree._deregister_pytree_node(SparseFillTensor)
+                _owner = None
+
+
+def registered(flatten) -> bool:
+    """Whether SparseFillTensor is a pytree node now, flattened by `flatten`."""
+    node = pytree.SUPPORTED_NODES.get(SparseFillTensor)
+    return node is not None and node.flatten_fn is flatten

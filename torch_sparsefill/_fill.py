@@ -141,9 +141,10 @@ def live(fill: torch.Tensor, size, sparse_dim: int, nse: int, indices=None,
             covered = torch.zeros((), dtype=torch.bool, device=fill.device)
     else:
         covered = unspecified_per_element(fill, size, indices).to(fill.device) > 0
-        # The early return is a shortcut; a tracer (export, compile) cannot read
-        # the data and takes the where below, which gives the same values.
-        if not torch.compiler.is_compiling() and bool(covered.all()):
+        # The early return is a shortcut; a tracer (export, compile) or vmap
+        # cannot read the data and takes the where below: the same values.
+        if not (torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active()) \
+                and bool(covered.all()):
             return fill
     # A where, not a detach: the result stays in the graph (as the dense
     # tensor does) and its backward sends exactly 0 to the cut elements.

@@ -139,7 +139,7 @@ def fill_rows(S: Slices, fill_k) -> torch.Tensor:
 # ---- the generic reduction driver ----------------------------------------------
 
 def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what: str,
-            linear: bool = False):
+            linear: bool = False, finite_fill: bool = False):
     """Reduce A over `dims` with `core(values [nse, *dense], fill_rows
     [r, *dense], seg_ptr, n, D) -> [nseg, *dense with D kept as 1]`, where D
     are the dense dims (of the dense part) also reduced. Returns a strided
@@ -176,8 +176,12 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
         out = _reduce_by_slots(A, R, keepdim, core)
         if out is not None:
             return out
-    compact = not A._has_per_slice_fill() and math.prod(size[d] for d in range(sd) if d not in R) \
-        > 2 * A._nnz() + 64
+    # Under a torch.func transform every kept slice is stored: vmap cannot
+    # batch a count of non-empty slices (a data-dependent size); the empty
+    # ones store their reduction of the fill, the same elements.
+    every_slice = torch._C._are_functorch_transforms_active()
+    compact = not every_slice and not A._has_per_slice_fill() and \
+        math.prod(size[d] for d in range(sd) if d not in R) > 2 * A._nnz() + 64
     S = Slices(A, R, compact)
     values = A._sf_values if S.perm is None else A._sf_values.index_select(0, S.perm)
     extra = None
@@ -185,7 +189,9 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
         # sum/mean with a fill that varies inside a slice: subtract each
         # stored element's own fill, then add the fill summed over the slice.
         fill = A._sf_fill
-        if not bool(torch.isfinite(fill).all()):
+        # (finite_fill: the fill is known finite; under a transform, which
+        # cannot read it, the class-counting route serves finite fills too.)
+        if not finite_fill and (every_slice or not bool(torch.isfinite(fill).all())):
             # That identity would compute inf - inf: count the classes instead.
             return _nonfinite_linear(A, dims, keepdim, core, what)
         own_fill = _fill.at(fill, A._coo_indices(), dense_shape)
@@ -223,7 +229,9 @@ def reduce(A: SparseFillTensor, dims: list, keepdim: bool, core: Callable, what:
             res = res.reshape((1,) * sd + final_dense)
         return res
     # Kept sparse dims: store the slices that hold something.
-    if S.kept is None:
+    if S.kept is None and every_slice:
+        kept_lin = torch.arange(out.shape[0], device=out.device)
+    elif S.kept is None:
         sel = torch.nonzero(S.counts() > 0).view(-1)
         out, kept_lin = out.index_select(0, sel), sel
     else:
@@ -238,13 +246,25 @@ class _FinitePart(torch.autograd.Function):
     through unchanged: a sum's derivative by a fill element is the number of
     elements it covers, whatever its value (as dense autograd gives)."""
 
+    # setup_context and a generated vmap rule: usable under torch.func
+    # transforms (vmap over slices, grad, jvp), which refuse the old style.
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, x):
+    def forward(x):
         return torch.where(torch.isfinite(x), x, torch.zeros((), dtype=x.dtype, device=x.device))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
 
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+    @staticmethod
+    def jvp(ctx, tangent):
+        return tangent
 
 
 def _nonfinite_linear(A: SparseFillTensor, dims, keepdim, core, what):
@@ -256,19 +276,30 @@ def _nonfinite_linear(A: SparseFillTensor, dims, keepdim, core, what):
     indicators over the unspecified elements, never as a difference of sums."""
     fill = A._sf_fill
     out = reduce(A._with(A._sf_values, _FinitePart.apply(fill)), dims, keepdim, core, what,
-                 linear=True)
+                 linear=True, finite_fill=True)
     nothing = torch.zeros(A._sf_values.shape, dtype=torch.float64, device=fill.device)
     f = fill.detach()
 
     def occurs(mask):  # per output element: does an unspecified element hold this class?
         n = reduce(A._with(nothing, mask.to(torch.float64)), dims, keepdim, sum_core(), what,
-                   linear=True)
+                   linear=True, finite_fill=True)
         return n > 0
 
+    def term(pos, neg, nan):
+        return torch.where(nan | (pos & neg), math.nan,
+                           torch.where(pos, math.inf, torch.where(neg, -math.inf, 0.0)))
+
     pos, neg, nan = occurs(f == math.inf), occurs(f == -math.inf), occurs(torch.isnan(f))
-    term = torch.where(nan | (pos & neg), math.nan,
-                       torch.where(pos, math.inf, torch.where(neg, -math.inf, 0.0)))
-    return out + term.to(out.dtype)
+    if not isinstance(out, SparseFillTensor):
+        return out + term(pos, neg, nan).to(out.dtype)
+    # Kept sparse dims: the four reductions of A's one pattern keep the same
+    # slices, so the sum is taken on their components (no pattern comparison,
+    # which vmap over slices could not read).
+    assert all(x._sf_values.shape[0] == out._sf_values.shape[0] for x in (pos, neg, nan)), \
+        "internal: the class counts keep other slices than the sum"
+    values = out._sf_values + term(pos._sf_values, neg._sf_values, nan._sf_values).to(out.dtype)
+    fill = out._sf_fill + term(pos._sf_fill, neg._sf_fill, nan._sf_fill).to(out.dtype)
+    return out._with(values, fill)
 
 
 def _untracked(*tensors) -> bool:

@@ -234,5 +234,7 @@ def torch_dispatch(func, types, args, kwargs):
         f"torch_sparsefill: {func} reached a SparseFillTensor below autograd; it has no "
         f"fill-value semantics yet (call .to_dense() for a dense computation). If a "
         f"torch.func transform (vmap, grad, jvp, ...) was given a SparseFillTensor as an "
-        f"argument: it wraps it as a plain tensor, so pass its components instead (values, "
-        f"fill) and build the SparseFillTensor inside the function")
+        f"argument: it wraps it as a plain tensor; for vmap over its slices along dim 0 use "
+        f"sf.vmap(f)(A) (or torch.func.vmap inside `with sf.vmappable():`), for the other "
+        f"transforms pass its components instead (values, fill) and build the "
+        f"SparseFillTensor inside the function")
