@@ -287,10 +287,11 @@ def _reduce_by_slots(A: SparseFillTensor, R: list, keepdim: bool, core):
     (``torch.ops.sparsefill.slot_reduce``: per-thread partials folded in a
     fixed order, so 1 and 2 threads agree bit for bit), the fill counted once
     per unspecified element -- no slice plan, no reordering; differentiable
-    for sum and mean. None when the segment path serves: a gradient tracked
+    for sum and mean. Kept dims leading (COO rows) make the slots sorted: the
+    op then reduces whole runs in one threaded pass, no row pointers built.
+    None when the segment path serves: a gradient tracked
     through prod, amax or amin, a torch.func transform, a per-slice fill, nothing kept
-    (one slot), kept dims leading (the stored order is the slices' order: the
-    segments need no reordering and no per-thread partials), slices outnumbering the
+    (one slot), CSR rows (crow_indices are their segments), slices outnumbering the
     stored elements (a compact plan), max/min of an empty dim (refused there),
     another device."""
     sd = A.sparse_dim()
@@ -299,7 +300,8 @@ def _reduce_by_slots(A: SparseFillTensor, R: list, keepdim: bool, core):
     kept = [d for d in range(sd) if d not in R]
     n = math.prod(size[d] for d in R)
     if (not kept or values.device.type != "cpu" or A._has_per_slice_fill()
-            or kept == list(range(len(kept)))
+            # CSR rows: crow_indices are the segments already
+            or (A.layout == torch.sparse_csr and kept == [0])
             or (n == 0 and core.slot_op in ("amax", "amin"))
             or (core.slot_op != "sum" and not _untracked(values, fill))
             # under vmap the counts would come out batched (functorch's

@@ -97,6 +97,13 @@ inline int64_t merge_chunks(int64_t total) {
   return (threads <= 1 || total < 65536) ? 1 : threads;
 }
 
+// The first element of chunk c when [0, total) is cut into `chunks` ranges
+// of sizes differing by at most one (chunk_begin(total, chunks, chunks) ==
+// total), without overflow.
+inline int64_t chunk_begin(int64_t total, int64_t chunks, int64_t c) {
+  return total / chunks * c + total % chunks * c / chunks;
+}
+
 // Runs f(c) -> sf_status for every chunk c in [0, chunks) on torch's intra-op
 // threads and returns each chunk's status: the caller raises the first
 // failing chunk's, the same error for any number of threads.

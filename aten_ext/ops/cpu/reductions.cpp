@@ -252,6 +252,22 @@ std::tuple<Tensor, Tensor> slot_reduce_kernel(const Tensor& values_in, const Ten
     using T = decltype(zero);
     constexpr bool ints = std::is_same_v<T, int64_t>;
     using Acc = std::conditional_t<ints, int64_t, double>;
+    // Sorted slots (the kept dims lead): whole runs in one pass, cut anywhere
+    // (the same bits for any number of threads). Any failure -- slots out of
+    // order most often -- leaves it to the partials, which accept any order
+    // and name a real error.
+    {
+      const int64_t chunks = merge_chunks(nse);
+      auto status = for_chunks(chunks, [&](int64_t c) {
+        return Core<T>::slot_runs(out.data_ptr<T>(), count.data_ptr<int64_t>(),
+                                  values.data_ptr<T>(), sp, fill.data_ptr<T>(), nse,
+                                  chunk_begin(nse, chunks, c), chunk_begin(nse, chunks, c + 1),
+                                  nslots, w, n, op);
+      });
+      if (std::all_of(status.begin(), status.end(), [](sf_status st) { return st == SF_OK; })) {
+        return;
+      }
+    }
     // per part and slot: w accumulators, then the slot's stored row count
     Tensor acc = at::empty({nparts, nslots, w + 1},
                            values.options().dtype(ints ? at::kLong : at::kDouble));

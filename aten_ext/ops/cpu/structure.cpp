@@ -94,8 +94,8 @@ Tensor crow_from_rows(const Tensor& rows_in, int64_t nrows) {
   const int64_t nse = rows.numel(), chunks = merge_chunks(nse);
   auto status = for_chunks(chunks, [&](int64_t c) {
     return sf_crow_from_rows_range(crow.data_ptr<int64_t>(), rows.data_ptr<int64_t>(), nse,
-                                   nrows, nse / chunks * c + nse % chunks * c / chunks,
-                                   nse / chunks * (c + 1) + nse % chunks * (c + 1) / chunks);
+                                   nrows, chunk_begin(nse, chunks, c),
+                                   chunk_begin(nse, chunks, c + 1));
   });
   for (auto st : status) check_status(st, "row indices (they must be sorted and in range)");
   return crow;
