@@ -97,7 +97,7 @@ Tensor crow_from_rows(const Tensor& rows_in, int64_t nrows) {
                                    nrows, chunk_begin(nse, chunks, c),
                                    chunk_begin(nse, chunks, c + 1));
   });
-  for (auto st : status) check_status(st, "row indices (they must be sorted and in range)");
+  check_chunks(status, "row indices (they must be sorted and in range)");
   return crow;
 }
 
@@ -160,7 +160,7 @@ void write_union(const UnionChunks& u, const Tensor& indices) {
     return sf_union_write_range(indices.data_ptr<int64_t>(), nse, u.first[c], &u.a[c], &u.b[c],
                                 u.sparse_dim);
   });
-  for (auto st : status) check_status(st, "union of two patterns");
+  check_chunks(status, "union of two patterns");
 }
 
 std::tuple<Tensor, Tensor, Tensor> union_plan(const Tensor& indices_a, const Tensor& indices_b,
