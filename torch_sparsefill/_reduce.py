@@ -77,7 +77,9 @@ class Slices:
         out = out.reshape((out.shape[0],) + tuple(dense_shape))
         if self.perm is None:
             return out
-        return torch.zeros_like(out).index_copy(0, self.perm, out)
+        # perm is a permutation of every stored row, so each row is written:
+        # no zero-filled buffer first (a 40 MB memset for 10M float32)
+        return torch.empty_like(out).index_copy(0, self.perm, out)
 
     def counts(self):
         return self.seg_ptr[1:] - self.seg_ptr[:-1]
