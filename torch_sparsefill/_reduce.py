@@ -332,7 +332,8 @@ def _reduce_by_slots(A: SparseFillTensor, R: list, keepdim: bool, core):
     rfill = core(values[:0], frow.reshape((1,) + dense_shape), empty_ptr, n, [])[0]
     sel = torch.nonzero(count > 0).view(-1)
     S = Slices(A, R, False, plan=False)
-    return S.result(A.layout, sel, out.index_select(0, sel), rfill, dense_shape, keepdim)
+    stored = out if sel.shape[0] == nslots else out.index_select(0, sel)  # every slot: as it is
+    return S.result(A.layout, sel, stored, rfill, dense_shape, keepdim)
 
 
 # ---- cores: one per reduction ----------------------------------------------------
