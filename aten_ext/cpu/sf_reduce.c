@@ -498,7 +498,7 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
  * it, whatever its ends, so any cut of [0, nse) gives the same bits. The
  * fill enters as in sf_slot_finish_*: once, after the stored rows, only
  * where u > 0. */
-#define SF_DEFINE_SLOT_RUNS(T, ACC, SUFFIX, ISNAN, LOWEST, HIGHEST, HAS_PROD, POW)               \
+#define SF_DEFINE_SLOT_RUNS(T, ACC, SUFFIX, ISNAN, LOWEST, HIGHEST, NANV, HAS_PROD, POW)         \
   /* a (the stored rows' reduction) with u fills added, as sf_slot_finish_* \
    * adds them; with a = the identity, a slot with nothing stored */          \
   static inline ACC slot_fills_##SUFFIX(ACC a, ACC f, int64_t u, int op) {                       \
@@ -567,6 +567,33 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
         }                                                                                        \
       }                                                                                          \
       total[s] = e - k;                                                                          \
+      if (w == 1 && (op == SF_SLOT_MAX || op == SF_SLOT_MIN)) {                                  \
+        /* four branch-free lanes in T (a max is exact), NaN noted on the     \
+         * side: it wins, as in the loop below */                             \
+        const int is_max = op == SF_SLOT_MAX;                                                    \
+        T m0 = values[k], m1 = m0, m2 = m0, m3 = m0;                                             \
+        int nan = 0;                                                                             \
+        int64_t j = k + 1;                                                                       \
+        for (; j + 4 <= e; j += 4) {                                                             \
+          const T x0 = values[j], x1 = values[j + 1], x2 = values[j + 2], x3 = values[j + 3];    \
+          m0 = (is_max ? x0 > m0 : x0 < m0) ? x0 : m0;                                           \
+          m1 = (is_max ? x1 > m1 : x1 < m1) ? x1 : m1;                                           \
+          m2 = (is_max ? x2 > m2 : x2 < m2) ? x2 : m2;                                           \
+          m3 = (is_max ? x3 > m3 : x3 < m3) ? x3 : m3;                                           \
+          nan |= ISNAN(x0) | ISNAN(x1) | ISNAN(x2) | ISNAN(x3);                                  \
+        }                                                                                        \
+        for (; j < e; ++j) {                                                                     \
+          m0 = (is_max ? values[j] > m0 : values[j] < m0) ? values[j] : m0;                      \
+          nan |= ISNAN(values[j]);                                                               \
+        }                                                                                        \
+        T m = (is_max ? m1 > m0 : m1 < m0) ? m1 : m0;                                            \
+        m = (is_max ? m2 > m : m2 < m) ? m2 : m;                                                 \
+        m = (is_max ? m3 > m : m3 < m) ? m3 : m;                                                 \
+        const ACC a = (nan | ISNAN(values[k])) ? (ACC)NANV : (ACC)m;                             \
+        out[s] = (T)slot_fills_##SUFFIX(a, (ACC)fill[0], u, op);                                 \
+        k = e;                                                                                   \
+        continue;                                                                                \
+      }                                                                                          \
       for (int64_t c = 0; c < w; ++c) {                                                          \
         ACC a = ident;                                                                           \
         switch (op) {                                                                            \
@@ -617,6 +644,6 @@ SF_DEFINE_SLOT_KERNELS(double, double, f64, SF_ISNAN_FLOAT, -INFINITY, INFINITY,
 SF_DEFINE_SLOT_KERNELS(float, double, f32, SF_ISNAN_FLOAT, -INFINITY, INFINITY, 1, SF_POW_DOUBLE)
 SF_DEFINE_SLOT_KERNELS(int64_t, int64_t, i64, SF_ISNAN_INT, INT64_MIN, INT64_MAX, 0, SF_POW_NONE)
 
-SF_DEFINE_SLOT_RUNS(double, double, f64, SF_ISNAN_FLOAT, -INFINITY, INFINITY, 1, SF_POW_DOUBLE)
-SF_DEFINE_SLOT_RUNS(float, double, f32, SF_ISNAN_FLOAT, -INFINITY, INFINITY, 1, SF_POW_DOUBLE)
-SF_DEFINE_SLOT_RUNS(int64_t, int64_t, i64, SF_ISNAN_INT, INT64_MIN, INT64_MAX, 0, SF_POW_NONE)
+SF_DEFINE_SLOT_RUNS(double, double, f64, SF_ISNAN_FLOAT, -INFINITY, INFINITY, NAN, 1, SF_POW_DOUBLE)
+SF_DEFINE_SLOT_RUNS(float, double, f32, SF_ISNAN_FLOAT, -INFINITY, INFINITY, NAN, 1, SF_POW_DOUBLE)
+SF_DEFINE_SLOT_RUNS(int64_t, int64_t, i64, SF_ISNAN_INT, INT64_MIN, INT64_MAX, 0, 0, SF_POW_NONE)

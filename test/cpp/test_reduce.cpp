@@ -462,7 +462,8 @@ TEST(SlotReduce, Errors) {
 // ---- sorted slots in one pass (sf_slot_runs_*) -------------------------------------
 
 // Sorted slots with empty slots before, between and after the runs, runs of
-// 1 .. 9 rows (the blocks of four and their tails), and one full slot.
+// 1 .. 9 rows (the blocks of four and their tails), one full slot, a NaN and
+// an infinity among the values.
 struct SortedSlots {
   std::vector<double> v;
   std::vector<int64_t> slot;
@@ -476,6 +477,8 @@ struct SortedSlots {
         slot.push_back(s);
       }
     }
+    v[17] = kNaN;  // in slot 6's run (a NaN wins max and min)
+    v[30] = kInf;  // the last row of slot 8's run
   }
 };
 
