@@ -547,6 +547,25 @@ sf_status sf_slot_finish_f32(float *out, int64_t *total, const double *acc, int6
 sf_status sf_slot_finish_i64(int64_t *out, int64_t *total, const int64_t *acc, int64_t nparts,
                              const int64_t *fill, int64_t s_begin, int64_t s_end, int64_t nslots,
                              int64_t w, int64_t n, int op);
+/* The same reduction when the slots are sorted (non-decreasing: the kept
+ * dims lead), in one phase: every run of equal slots reduced whole, so the
+ * result is the same for any cut into ranges. Handles the runs that start in
+ * [k_begin, k_end) (a run may go on past k_end, up to nse) and the empty
+ * slots before each; the range with k_end == nse also the empty slots after
+ * the last run. Writes out [nslots x w] and total [nslots] as
+ * sf_slot_finish_* would (an empty slot: the reduction of n fills).
+ * Errors as sf_slot_partial_*; SF_ERR_NOT_COALESCED also for a slot below
+ * the one before it (not sorted: the caller takes the two phases, which
+ * accept any order), SF_ERR_INVALID_ARGUMENT for k_end > nse. */
+sf_status sf_slot_runs_f64(double *out, int64_t *total, const double *values, const int64_t *slot,
+                           const double *fill, int64_t nse, int64_t k_begin, int64_t k_end,
+                           int64_t nslots, int64_t w, int64_t n, int op);
+sf_status sf_slot_runs_f32(float *out, int64_t *total, const float *values, const int64_t *slot,
+                           const float *fill, int64_t nse, int64_t k_begin, int64_t k_end,
+                           int64_t nslots, int64_t w, int64_t n, int op);
+sf_status sf_slot_runs_i64(int64_t *out, int64_t *total, const int64_t *values,
+                           const int64_t *slot, const int64_t *fill, int64_t nse, int64_t k_begin,
+                           int64_t k_end, int64_t nslots, int64_t w, int64_t n, int op);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -627,3 +627,116 @@ def test_float32_softmax_matches_dense(layout, fill):
     for d in (0, 1):
         for fn in (torch.softmax, torch.log_softmax):
             close(fn(A, d), fn(D, d), rtol=1e-5, atol=1e-6)
+
+
+# ---- sorted slots (kept dims leading: slot_reduce in one pass of whole runs) ------
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("fill", [0.0, 0.5, math.inf, -math.inf, math.nan])
+def test_slot_reductions_along_trailing_dims_of_coo(fill, dtype):
+    """COO reduced along trailing sparse dims (the kept dims lead, so the slots
+    come sorted): rows stored in full (the fill never counts there), empty
+    rows, a dense part, one or two kept dims, against dense."""
+    g = torch.Generator().manual_seed(13)
+    for shape, dims in (((9, 6), 1), ((4, 3, 5), 2), ((4, 3, 5), (1, 2))):
+        for dense_shape in ((), (2,)):
+            D = torch.randn(shape + dense_shape, dtype=torch.float64, generator=g)
+            keep = torch.rand(shape, generator=g) < 0.4
+            keep[0] = True
+            keep[1] = False
+            keep[-1] = False  # empty slots after the last run, too
+            mask = keep.reshape(keep.shape + (1,) * len(dense_shape))
+            D = torch.where(mask, D, torch.tensor(fill, dtype=torch.float64)).to(dtype)
+            D[0, 1] = math.nan  # a stored NaN (row 0 is stored in full): it wins max and min
+            A = sf.to_sparse(D, fill_value=fill, dense_dim=len(dense_shape))
+            for name in SLOT_REDUCTIONS:
+                if name == "prod" and isinstance(dims, tuple):
+                    continue  # torch's prod takes one dim
+                for keepdim in (False, True):
+                    close(getattr(A, name)(dims, keepdim=keepdim),
+                          getattr(D, name)(dims, keepdim=keepdim),
+                          rtol=1e-5 if dtype == torch.float32 else None,
+                          atol=1e-5 if dtype == torch.float32 else None)
+
+
+def test_sorted_slots_one_thread_and_two_agree():
+    """Sorted slots are cut into one range per thread (300K stored): bit for bit
+    the same on 1 and 2 threads, every reduction, integers too."""
+    A = random_tensor("random", 0.5, torch.sparse_coo, size=(3000, 200), seed=6,
+                      dtype=torch.float32)
+    A = A._with(A._values() * 0.01 + 1, A._fill_value())  # products stay finite
+    I = A._with((A._values() * 100).long(), torch.tensor(3))
+    old = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append([dense(getattr(A, name)(1)) for name in SLOT_REDUCTIONS] +
+                           [dense(I.sum(1)), dense(I.amax(1))])
+    finally:
+        torch.set_num_threads(old)
+    for x, y in zip(*results):
+        assert torch.equal(x, y)
+    close(results[0][0], A.to_dense().sum(1), rtol=1e-5, atol=1e-4)
+    close(results[0][-2], I.to_dense().sum(1))
+
+
+def test_slot_reduce_any_slot_order():
+    """slot_reduce takes the slots in any order: sorted ones in one pass of
+    runs, others through per-part partials; both give the dense sums (values
+    that add exactly, so any order gives the same bits), and both name bad
+    slots."""
+    ops = torch.ops.sparsefill
+    g = torch.Generator().manual_seed(2)
+    slot = torch.sort(torch.randint(0, 500, (100_000,), generator=g)).values
+    slot = slot[torch.cat([torch.ones(1, dtype=torch.bool), slot[1:] != slot[:-1]]) |
+                (torch.rand(slot.shape, generator=g) < 0.9)]
+    values = torch.randint(-8, 8, (slot.shape[0], 1), generator=g).double()
+    fill = torch.tensor([[0.5]], dtype=torch.float64)
+    n = 1000
+    expected = torch.zeros(600, 1, dtype=torch.float64).index_add_(0, slot, values)
+    counts = torch.bincount(slot, minlength=600)
+    expected += (n - counts).unsqueeze(1) * 0.5
+    perm = torch.randperm(slot.shape[0], generator=g)
+    for s, v in ((slot, values), (slot[perm], values[perm])):
+        for threads in (1, 2):
+            old = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                out, count = ops.slot_reduce(v, s, fill, 600, n, "sum")
+            finally:
+                torch.set_num_threads(old)
+            assert torch.equal(out, expected) and torch.equal(count, counts)
+    bad = slot.clone()
+    bad[-1] = 600
+    with pytest.raises(RuntimeError, match="out of range|outside"):
+        ops.slot_reduce(values, bad, fill, 600, n, "sum")
+    with pytest.raises(RuntimeError, match="coalesced"):  # more rows than a slice holds
+        ops.slot_reduce(values, slot, fill, 600, 3, "sum")
+
+
+@pytest.mark.parametrize("fill", [0.5, math.inf, -math.inf, math.nan])
+def test_sum_along_dim_1_of_coo_gradients(fill):
+    """sum and mean along COO dim 1 (sorted slots): gradients to values and
+    fill equal dense autograd's, gradgradcheck too."""
+    A = random_tensor("random", fill, torch.sparse_coo, size=(7, 5), seed=10)
+    v = A._values().detach().clone().requires_grad_()
+    f = torch.tensor(0.25 if not math.isfinite(fill) else fill, dtype=torch.float64,
+                     requires_grad=True)
+    weights = torch.arange(1., 8., dtype=torch.float64)
+
+    def reduced(v, f, name):
+        X = sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=f)
+        return getattr(X, name)(1).to_dense() * weights
+
+    for name in ("sum", "mean"):
+        assert torch.autograd.gradcheck(lambda v, f: reduced(v, f, name), (v, f))
+        assert torch.autograd.gradgradcheck(lambda v, f: reduced(v, f, name), (v, f))
+    fi = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
+    (reduced(v, fi, "sum")).sum().backward()
+    fd = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
+    vd = v.detach().clone().requires_grad_()
+    (sf.sparse_coo_tensor(A._indices(), vd, A.shape, fill_value=fd).to_dense().sum(1)
+     * weights).sum().backward()
+    close(fi.grad, fd.grad)
+    close(v.grad, vd.grad)

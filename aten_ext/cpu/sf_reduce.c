@@ -491,9 +491,159 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
     return SF_OK;                                                                                \
   }
 
+/* Slots sorted (a reduction whose kept dims lead: the stored order is the
+ * slots' order): each run of equal slots is reduced whole, in registers, and
+ * written once; the slots before a run (and after the last one) hold nothing
+ * and get the reduction of n fills. A range handles the runs that start in
+ * it, whatever its ends, so any cut of [0, nse) gives the same bits. The
+ * fill enters as in sf_slot_finish_*: once, after the stored rows, only
+ * where u > 0. */
+#define SF_DEFINE_SLOT_RUNS(T, ACC, SUFFIX, ISNAN, LOWEST, HIGHEST, NANV, HAS_PROD, POW)         \
+  /* a (the stored rows' reduction) with u fills added, as sf_slot_finish_* \
+   * adds them; with a = the identity, a slot with nothing stored */          \
+  static inline ACC slot_fills_##SUFFIX(ACC a, ACC f, int64_t u, int op) {                       \
+    if (u > 0) {                                                                                 \
+      switch (op) {                                                                              \
+        case SF_SLOT_SUM: a += (ACC)u * f; break;                                                \
+        case SF_SLOT_PROD: a *= POW(f, u); break;                                                \
+        default:                                                                                 \
+          if (!ISNAN(a) && (ISNAN(f) || (op == SF_SLOT_MAX ? f > a : f < a))) a = f;             \
+      }                                                                                          \
+    }                                                                                            \
+    return a;                                                                                    \
+  }                                                                                              \
+                                                                                                 \
+  sf_status sf_slot_runs_##SUFFIX(T *out, int64_t *total, const T *values, const int64_t *slot, \
+                                  const T *fill, int64_t nse, int64_t k_begin, int64_t k_end,   \
+                                  int64_t nslots, int64_t w, int64_t n, int op) {               \
+    sf_status st = check_slots(k_begin, k_end, nslots, w, op, HAS_PROD);                         \
+    if (st != SF_OK) return st;                                                                  \
+    if (nse < 0 || n < 0) return SF_ERR_NEGATIVE_SIZE;                                           \
+    if (k_end > nse) return SF_ERR_INVALID_ARGUMENT;                                             \
+    if ((nslots > 0 && (total == NULL || (w > 0 && (out == NULL || fill == NULL)))) ||          \
+        (nse > 0 && (slot == NULL || (w > 0 && values == NULL)))) {                              \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    const ACC ident = op == SF_SLOT_SUM ? (ACC)0 : op == SF_SLOT_PROD ? (ACC)1                   \
+                      : op == SF_SLOT_MAX ? LOWEST : HIGHEST;                                    \
+    /* The first run that starts in range; none when the range lies in one. */                  \
+    int64_t k = k_begin;                                                                         \
+    if (k > 0) {                                                                                 \
+      while (k < k_end && slot[k] == slot[k - 1]) ++k;                                           \
+    }                                                                                            \
+    while (k < k_end) {                                                                          \
+      const int64_t s = slot[k], before = k > 0 ? slot[k - 1] : -1;                              \
+      if (s < 0) return SF_ERR_INDEX_NEGATIVE;                                                   \
+      if (s >= nslots) return SF_ERR_INDEX_OUT_OF_RANGE;                                         \
+      if (s < before) return SF_ERR_NOT_COALESCED; /* not sorted: the caller's partials */     \
+      int64_t e = k + 1;                                                                         \
+      ACC run_sum = 0; /* sums of one value per row: found with the run's end */                 \
+      if (op == SF_SLOT_SUM && w == 1) {                                                         \
+        /* four registers, each block of four checked for the slot before it \
+         * is added: one pass over slots and values, no add waits on the last */ \
+        ACC a0 = (ACC)values[k], a1 = 0, a2 = 0, a3 = 0;                                         \
+        for (; e + 4 <= nse; e += 4) {                                                           \
+          if ((slot[e] != s) | (slot[e + 1] != s) | (slot[e + 2] != s) | (slot[e + 3] != s)) {   \
+            break;                                                                               \
+          }                                                                                      \
+          a0 += (ACC)values[e];                                                                  \
+          a1 += (ACC)values[e + 1];                                                              \
+          a2 += (ACC)values[e + 2];                                                              \
+          a3 += (ACC)values[e + 3];                                                              \
+        }                                                                                        \
+        for (; e < nse && slot[e] == s; ++e) a0 += (ACC)values[e];                               \
+        run_sum = (a0 + a1) + (a2 + a3);                                                         \
+      } else {                                                                                   \
+        while (e < nse && slot[e] == s) ++e;                                                     \
+      }                                                                                          \
+      if (e - k > n) return SF_ERR_NOT_COALESCED; /* duplicates */                              \
+      const int64_t u = n - (e - k);                                                             \
+      /* empty slots: n fills each (from 0 at least: an invalid `before` is its own \
+       * run's error, found by the range that holds it) */                          \
+      for (int64_t g = before < 0 ? 0 : before + 1; g < s; ++g) {                                \
+        total[g] = 0;                                                                            \
+        for (int64_t c = 0; c < w; ++c) {                                                        \
+          out[g * w + c] = (T)slot_fills_##SUFFIX(ident, (ACC)fill[c], n, op);                   \
+        }                                                                                        \
+      }                                                                                          \
+      total[s] = e - k;                                                                          \
+      if (w == 1 && (op == SF_SLOT_MAX || op == SF_SLOT_MIN)) {                                  \
+        /* four branch-free lanes in T (a max is exact), NaN noted on the     \
+         * side: it wins, as in the loop below */                             \
+        const int is_max = op == SF_SLOT_MAX;                                                    \
+        T m0 = values[k], m1 = m0, m2 = m0, m3 = m0;                                             \
+        int nan = 0;                                                                             \
+        int64_t j = k + 1;                                                                       \
+        for (; j + 4 <= e; j += 4) {                                                             \
+          const T x0 = values[j], x1 = values[j + 1], x2 = values[j + 2], x3 = values[j + 3];    \
+          m0 = (is_max ? x0 > m0 : x0 < m0) ? x0 : m0;                                           \
+          m1 = (is_max ? x1 > m1 : x1 < m1) ? x1 : m1;                                           \
+          m2 = (is_max ? x2 > m2 : x2 < m2) ? x2 : m2;                                           \
+          m3 = (is_max ? x3 > m3 : x3 < m3) ? x3 : m3;                                           \
+          nan |= ISNAN(x0) | ISNAN(x1) | ISNAN(x2) | ISNAN(x3);                                  \
+        }                                                                                        \
+        for (; j < e; ++j) {                                                                     \
+          m0 = (is_max ? values[j] > m0 : values[j] < m0) ? values[j] : m0;                      \
+          nan |= ISNAN(values[j]);                                                               \
+        }                                                                                        \
+        T m = (is_max ? m1 > m0 : m1 < m0) ? m1 : m0;                                            \
+        m = (is_max ? m2 > m : m2 < m) ? m2 : m;                                                 \
+        m = (is_max ? m3 > m : m3 < m) ? m3 : m;                                                 \
+        const ACC a = (nan | ISNAN(values[k])) ? (ACC)NANV : (ACC)m;                             \
+        out[s] = (T)slot_fills_##SUFFIX(a, (ACC)fill[0], u, op);                                 \
+        k = e;                                                                                   \
+        continue;                                                                                \
+      }                                                                                          \
+      for (int64_t c = 0; c < w; ++c) {                                                          \
+        ACC a = ident;                                                                           \
+        switch (op) {                                                                            \
+          case SF_SLOT_SUM:                                                                      \
+            if (w == 1) {                                                                        \
+              a = run_sum;                                                                       \
+            } else {                                                                             \
+              for (int64_t j = k; j < e; ++j) a += (ACC)values[j * w + c];                       \
+            }                                                                                    \
+            break;                                                                               \
+          case SF_SLOT_PROD:                                                                     \
+            for (int64_t j = k; j < e; ++j) a *= (ACC)values[j * w + c];                         \
+            break;                                                                               \
+          case SF_SLOT_MAX:                                                                      \
+            for (int64_t j = k; j < e; ++j) {                                                    \
+              const ACC y = (ACC)values[j * w + c];                                              \
+              if (y > a || ISNAN(y)) a = y;                                                      \
+            }                                                                                    \
+            break;                                                                               \
+          default:                                                                               \
+            for (int64_t j = k; j < e; ++j) {                                                    \
+              const ACC y = (ACC)values[j * w + c];                                              \
+              if (y < a || ISNAN(y)) a = y;                                                      \
+            }                                                                                    \
+        }                                                                                        \
+        out[s * w + c] = (T)slot_fills_##SUFFIX(a, (ACC)fill[c], u, op);                         \
+      }                                                                                          \
+      k = e;                                                                                     \
+    }                                                                                            \
+    if (k_end == nse) { /* the slots after the last run */                                      \
+      int64_t last = nse > 0 ? slot[nse - 1] : -1;                                               \
+      if (last < -1) return SF_ERR_INDEX_NEGATIVE;                                               \
+      if (last >= nslots) return SF_ERR_INDEX_OUT_OF_RANGE;                                      \
+      for (int64_t g = last + 1; g < nslots; ++g) {                                              \
+        total[g] = 0;                                                                            \
+        for (int64_t c = 0; c < w; ++c) {                                                        \
+          out[g * w + c] = (T)slot_fills_##SUFFIX(ident, (ACC)fill[c], n, op);                   \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }
+
 #define SF_POW_DOUBLE(f, u) pow((f), (double)(u))
 #define SF_POW_NONE(f, u) ((void)(f), (void)(u), 1)
 
 SF_DEFINE_SLOT_KERNELS(double, double, f64, SF_ISNAN_FLOAT, -INFINITY, INFINITY, 1, SF_POW_DOUBLE)
 SF_DEFINE_SLOT_KERNELS(float, double, f32, SF_ISNAN_FLOAT, -INFINITY, INFINITY, 1, SF_POW_DOUBLE)
 SF_DEFINE_SLOT_KERNELS(int64_t, int64_t, i64, SF_ISNAN_INT, INT64_MIN, INT64_MAX, 0, SF_POW_NONE)
+
+SF_DEFINE_SLOT_RUNS(double, double, f64, SF_ISNAN_FLOAT, -INFINITY, INFINITY, NAN, 1, SF_POW_DOUBLE)
+SF_DEFINE_SLOT_RUNS(float, double, f32, SF_ISNAN_FLOAT, -INFINITY, INFINITY, NAN, 1, SF_POW_DOUBLE)
+SF_DEFINE_SLOT_RUNS(int64_t, int64_t, i64, SF_ISNAN_INT, INT64_MIN, INT64_MAX, 0, 0, SF_POW_NONE)

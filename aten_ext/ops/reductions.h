@@ -15,7 +15,8 @@
 //   seg_softmax_backward(out, out_fill, grad, grad_fill, seg_ptr, n, log)
 //   slot_reduce(values, slot, fill, nslots, n, reduce) -> (out [nslots, w], count [nslots])
 //       reduce: sum, prod, amax, amin; stored row k goes to slot slot[k], in
-//       stored order (no slice plan, no reordering); fill [1, w] for every slot
+//       stored order (no slice plan, no reordering); fill [1, w] for every slot;
+//       sorted slots (kept dims leading) in one pass of whole runs
 // `values` is [nse, w], `fill` [nseg, w] or [1, w] (one row for every slice).
 #pragma once
 

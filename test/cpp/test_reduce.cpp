@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "sparsefill_core.h"
@@ -455,6 +457,120 @@ TEST(SlotReduce, Errors) {
             SF_ERR_NEGATIVE_SIZE);
   EXPECT_EQ(sf_slot_finish_f64(out, total, nullptr, 1, &fill, 0, 2, 2, 1, 5, SF_SLOT_SUM),
             SF_ERR_NULL_POINTER);
+}
+
+// ---- sorted slots in one pass (sf_slot_runs_*) -------------------------------------
+
+// Sorted slots with empty slots before, between and after the runs, runs of
+// 1 .. 9 rows (the blocks of four and their tails), one full slot, a NaN and
+// an infinity among the values.
+struct SortedSlots {
+  std::vector<double> v;
+  std::vector<int64_t> slot;
+  int64_t nslots = 14, n = 9;
+  SortedSlots() {
+    for (int64_t s = 1; s < 12; s += 1) {
+      if (s == 4 || s == 7) continue;  // empty slots between runs
+      const int64_t len = s == 11 ? 9 : s % 9 + 1;  // slot 11 stored in full
+      for (int64_t j = 0; j < len; ++j) {
+        v.push_back(0.25 * double(s * 10 + j) - 3);
+        slot.push_back(s);
+      }
+    }
+    v[17] = kNaN;  // in slot 6's run (a NaN wins max and min)
+    v[30] = kInf;  // the last row of slot 8's run
+  }
+};
+
+// Every cut into two or three ranges gives the dense slices, bit for bit the
+// same as the uncut pass.
+TEST(SlotRuns, AnyCutGivesTheDenseSlices) {
+  const SortedSlots d;
+  const int64_t nse = (int64_t)d.v.size();
+  for (double fill : {0.0, 0.5, kInf, -kInf, kNaN}) {
+    for (int op : {SF_SLOT_SUM, SF_SLOT_PROD, SF_SLOT_MAX, SF_SLOT_MIN}) {
+      SCOPED_TRACE(op);
+      std::vector<double> whole(d.nslots, 123);
+      std::vector<int64_t> whole_total(d.nslots, -7);
+      ASSERT_EQ(sf_slot_runs_f64(whole.data(), whole_total.data(), d.v.data(), d.slot.data(),
+                                 &fill, nse, 0, nse, d.nslots, 1, d.n, op),
+                SF_OK);
+      for (int64_t s = 0; s < d.nslots; ++s) {
+        expect_same(whole[s], naive_slot(d.v, d.slot, s, fill, d.n, op));
+        int64_t count = 0;
+        for (int64_t k : d.slot) count += k == s;
+        EXPECT_EQ(whole_total[s], count);
+      }
+      for (int64_t a = 0; a <= nse; a += 3) {
+        for (int64_t b = a; b <= nse; b += 5) {
+          std::vector<double> out(d.nslots, 123);
+          std::vector<int64_t> total(d.nslots, -7);
+          for (auto r : {std::pair<int64_t, int64_t>{0, a}, {a, b}, {b, nse}}) {
+            ASSERT_EQ(sf_slot_runs_f64(out.data(), total.data(), d.v.data(), d.slot.data(),
+                                       &fill, nse, r.first, r.second, d.nslots, 1, d.n, op),
+                      SF_OK);
+          }
+          for (int64_t s = 0; s < d.nslots; ++s) {
+            EXPECT_EQ(std::memcmp(&out[s], &whole[s], sizeof(double)), 0) << a << " " << b;
+          }
+          EXPECT_EQ(total, whole_total);
+        }
+      }
+    }
+  }
+}
+
+TEST(SlotRuns, HybridRowsAndNothingStored) {
+  const std::vector<float> v = {1, 10, 2, 20, 3, 30};
+  const std::vector<int64_t> slot = {0, 0, 2};
+  const std::vector<float> fill = {0.5f, -1};
+  std::vector<float> out(6);
+  std::vector<int64_t> total(3);
+  ASSERT_EQ(sf_slot_runs_f32(out.data(), total.data(), v.data(), slot.data(), fill.data(), 3, 0,
+                             3, 3, 2, 3, SF_SLOT_SUM),
+            SF_OK);
+  EXPECT_EQ(out, (std::vector<float>{3 + 0.5f, 30 - 1, 3 * 0.5f, -3, 3 + 1, 30 - 2}));
+  EXPECT_EQ(total, (std::vector<int64_t>{2, 0, 1}));
+  // nothing stored: every slot is n fills (an integer max here)
+  const int64_t ifill = -5;
+  std::vector<int64_t> iout(2, 0);
+  ASSERT_EQ(sf_slot_runs_i64(iout.data(), total.data(), nullptr, nullptr, &ifill, 0, 0, 0, 2, 1,
+                             4, SF_SLOT_MAX),
+            SF_OK);
+  EXPECT_EQ(iout, (std::vector<int64_t>{-5, -5}));
+  EXPECT_EQ(total[0], 0);
+  EXPECT_EQ(total[1], 0);
+}
+
+TEST(SlotRuns, RefusesWhatTheTwoPhasesMustTake) {
+  const std::vector<double> v = {1, 2, 3, 4};
+  const double fill = 0;
+  double out[3];
+  int64_t total[3];
+  auto runs = [&](const std::vector<int64_t>& slot, int64_t k_begin, int64_t k_end, int64_t n) {
+    return sf_slot_runs_f64(out, total, v.data(), slot.data(), &fill, (int64_t)slot.size(),
+                            k_begin, k_end, 3, 1, n, SF_SLOT_SUM);
+  };
+  EXPECT_EQ(runs({0, 2, 1, 2}, 0, 4, 4), SF_ERR_NOT_COALESCED);  // not sorted
+  EXPECT_EQ(runs({0, 2, 1, 2}, 2, 4, 4), SF_ERR_NOT_COALESCED);  // found by the range holding it
+  EXPECT_EQ(runs({0, 1, 1, 1}, 0, 4, 2), SF_ERR_NOT_COALESCED);  // 3 rows in a slot of 2
+  EXPECT_EQ(runs({0, 1, 3, 3}, 0, 4, 4), SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(runs({-1, 0, 1, 2}, 0, 4, 4), SF_ERR_INDEX_NEGATIVE);
+  EXPECT_EQ(runs({0, 1, 1, 2}, 0, 5, 4), SF_ERR_INVALID_ARGUMENT);  // past nse
+  EXPECT_EQ(runs({0, 1, 1, 2}, 3, 2, 4), SF_ERR_NEGATIVE_SIZE);
+  EXPECT_EQ(sf_slot_runs_f64(out, total, v.data(), nullptr, &fill, 4, 0, 4, 3, 1, 4,
+                             SF_SLOT_SUM),
+            SF_ERR_NULL_POINTER);
+  const std::vector<int64_t> ivals = {1};
+  const int64_t izero = 0, one_slot = 0;
+  int64_t iout;
+  EXPECT_EQ(sf_slot_runs_i64(&iout, total, ivals.data(), &one_slot, &izero, 1, 0, 1, 1, 1, 1,
+                             SF_SLOT_PROD),
+            SF_ERR_INVALID_ARGUMENT);  // no integer prod
+  // a range inside one run does nothing (the run is its first range's)
+  total[0] = -7;
+  EXPECT_EQ(runs({1, 1, 1, 1}, 1, 3, 4), SF_OK);
+  EXPECT_EQ(total[0], -7);
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ template <> struct Core<float> {
   static constexpr auto seg_softmax = sf_seg_softmax_f32;
   static constexpr auto seg_softmax_backward = sf_seg_softmax_backward_f32;
   static constexpr auto slot_partial = sf_slot_partial_f32;
+  static constexpr auto slot_runs = sf_slot_runs_f32;
   static constexpr auto slot_finish = sf_slot_finish_f32;
 };
 
@@ -81,6 +82,7 @@ template <> struct Core<double> {
   static constexpr auto seg_softmax = sf_seg_softmax_f64;
   static constexpr auto seg_softmax_backward = sf_seg_softmax_backward_f64;
   static constexpr auto slot_partial = sf_slot_partial_f64;
+  static constexpr auto slot_runs = sf_slot_runs_f64;
   static constexpr auto slot_finish = sf_slot_finish_f64;
 };
 
@@ -88,6 +90,7 @@ template <> struct Core<int64_t> {
   static constexpr auto seg_sum = sf_seg_sum_i64;
   static constexpr auto seg_max = sf_seg_max_i64;
   static constexpr auto slot_partial = sf_slot_partial_i64;
+  static constexpr auto slot_runs = sf_slot_runs_i64;
   static constexpr auto slot_finish = sf_slot_finish_i64;
 };
 

@@ -1,7 +1,8 @@
 // ops/common/row_ranges.h -- the one place where CPU kernels use threads:
 // rows (or segments) split into ranges of equal work over torch's intra-op
-// threads, the C core called once per range; a merge's chunks (the C core
-// cuts them) run one per thread.
+// threads, the C core called once per range (for_row_ranges); work already
+// cut into independent chunks -- a merge's, a reduction's partials or slot
+// ranges, element ranges -- one chunk per thread (for_chunks).
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -56,21 +57,6 @@ void for_ranges_by(Prefix prefix, int64_t m, int64_t work_per_row, const char* w
   check_status(static_cast<sf_status>(first_error.load()), what);
 }
 
-// Runs f(begin, end) -> sf_status over [0, count) on torch's intra-op threads,
-// ranges of at least `grain`, and raises the first non-OK status: for work
-// already cut into independent items (a reduction's partials, its output
-// slots), each item's result independent of the split.
-template <class F>
-void for_ranges(int64_t count, int64_t grain, const char* what, F f) {
-  std::atomic<int> first_error{SF_OK};
-  at::parallel_for(0, count, grain, [&](int64_t b, int64_t e) {
-    const sf_status st = f(b, e);
-    int expected = SF_OK;
-    if (st != SF_OK) first_error.compare_exchange_strong(expected, (int)st);
-  });
-  check_status(static_cast<sf_status>(first_error.load()), what);
-}
-
 // The rows [0, m) of a CSR-like pointer array (crow_indices, or the segment
 // pointers of a reduction):
 //   for_row_ranges(crow, m, n, "spmm operands", [&](int64_t r0, int64_t r1) {
@@ -97,9 +83,22 @@ inline int64_t merge_chunks(int64_t total) {
   return (threads <= 1 || total < 65536) ? 1 : threads;
 }
 
+// The first element of chunk c when [0, total) is cut into `chunks` ranges
+// of sizes differing by at most one (chunk_begin(total, chunks, chunks) ==
+// total), without overflow.
+inline int64_t chunk_begin(int64_t total, int64_t chunks, int64_t c) {
+  return total / chunks * c + total % chunks * c / chunks;
+}
+
 // Runs f(c) -> sf_status for every chunk c in [0, chunks) on torch's intra-op
-// threads and returns each chunk's status: the caller raises the first
-// failing chunk's, the same error for any number of threads.
+// threads and returns each chunk's status (check_chunks raises the first
+// failing one's: the same error for any number of threads). For work already
+// cut into independent items: a merge's chunks, a reduction's partials, its
+// ranges of output slots, each item's result independent of the split.
+//   auto status = for_chunks(chunks, [&](int64_t c) {
+//     return sf_crow_from_rows_range(..., chunk_begin(nse, chunks, c),
+//                                    chunk_begin(nse, chunks, c + 1)); });
+//   check_chunks(status, "row indices");
 template <class F>
 std::vector<sf_status> for_chunks(int64_t chunks, F f) {
   std::vector<sf_status> status(chunks, SF_OK);
@@ -111,6 +110,11 @@ std::vector<sf_status> for_chunks(int64_t chunks, F f) {
     for (int64_t c = b; c < e; ++c) status[c] = f(c);
   });
   return status;
+}
+
+// Raises the first failing chunk's status (chunk order), naming `what`.
+inline void check_chunks(const std::vector<sf_status>& status, const char* what) {
+  for (auto st : status) check_status(st, what);
 }
 
 }  // namespace sparsefill

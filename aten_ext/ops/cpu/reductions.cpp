@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "ops/common/dtypes.h"
+#include "ops/common/memory.h"
 #include "ops/common/row_ranges.h"
 #include "ops/reductions.h"
 
@@ -72,8 +73,15 @@ std::tuple<Tensor, Tensor, Tensor> slice_plan(const Tensor& indices_in, at::IntA
   Tensor seg_ptr = at::empty({nseg + 1}, opts);
   Tensor perm = at::empty({0}, opts);
   if (k.leading) {
-    check_status(sf_crow_from_rows(seg_ptr.data_ptr<int64_t>(), seg.data_ptr<int64_t>(), nse, nseg),
-                 "indices (a reduction needs coalesced indices)");
+    // Element ranges on torch's threads (as crow_from_rows): each pointer is
+    // written by one range; the first failing range names the error.
+    const int64_t chunks = merge_chunks(nse);
+    auto status = for_chunks(chunks, [&](int64_t c) {
+      return sf_crow_from_rows_range(seg_ptr.data_ptr<int64_t>(), seg.data_ptr<int64_t>(), nse,
+                                     nseg, chunk_begin(nse, chunks, c),
+                                     chunk_begin(nse, chunks, c + 1));
+    });
+    check_chunks(status, "indices (a reduction needs coalesced indices)");
   } else {
     perm = at::empty({nse}, opts);
     check_status(sf_segment_sort(perm.data_ptr<int64_t>(), seg_ptr.data_ptr<int64_t>(),
@@ -180,7 +188,7 @@ std::tuple<Tensor, Tensor> seg_softmax_kernel(const Tensor& values_in, const Ten
   const auto in_type = values_in.scalar_type();
   const auto ct = compute_type(in_type, log ? "log_softmax" : "softmax", false);
   Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_softmax");
-  Tensor out = at::empty_like(a.values);
+  Tensor out = empty_output(a.values.sizes(), a.values.options());
   Tensor out_fill = at::empty({a.nseg, a.w}, a.values.options());
   const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
   with_compute_type(ct, [&](auto zero) {
@@ -204,7 +212,7 @@ std::tuple<Tensor, Tensor> seg_softmax_backward_kernel(const Tensor& out_in,
   Segs a = seg_args(out_in.to(ct), out_fill_in.to(ct), seg_ptr_in, n, "seg_softmax_backward");
   Tensor g, g_fill;
   std::tie(g, g_fill) = softmax_backward_grads(a, g_in, g_fill_in, ct);
-  Tensor gv = at::empty_like(g), gf = at::empty_like(g_fill);
+  Tensor gv = empty_output(g.sizes(), g.options()), gf = at::empty_like(g_fill);
   const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
   with_compute_type(ct, [&](auto zero) {
     using T = decltype(zero);
@@ -252,28 +260,44 @@ std::tuple<Tensor, Tensor> slot_reduce_kernel(const Tensor& values_in, const Ten
     using T = decltype(zero);
     constexpr bool ints = std::is_same_v<T, int64_t>;
     using Acc = std::conditional_t<ints, int64_t, double>;
+    // Sorted slots (the kept dims lead): whole runs in one pass, cut anywhere
+    // (the same bits for any number of threads). Any failure -- slots out of
+    // order most often -- leaves it to the partials, which accept any order
+    // and name a real error.
+    {
+      const int64_t chunks = merge_chunks(nse);
+      auto status = for_chunks(chunks, [&](int64_t c) {
+        return Core<T>::slot_runs(out.data_ptr<T>(), count.data_ptr<int64_t>(),
+                                  values.data_ptr<T>(), sp, fill.data_ptr<T>(), nse,
+                                  chunk_begin(nse, chunks, c), chunk_begin(nse, chunks, c + 1),
+                                  nslots, w, n, op);
+      });
+      if (std::all_of(status.begin(), status.end(), [](sf_status st) { return st == SF_OK; })) {
+        return;
+      }
+    }
     // per part and slot: w accumulators, then the slot's stored row count
     Tensor acc = at::empty({nparts, nslots, w + 1},
                            values.options().dtype(ints ? at::kLong : at::kDouble));
     Acc* ap = acc.data_ptr<Acc>();
     const T* vp = values.data_ptr<T>();
-    for_ranges(nparts, 1, "slot", [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) {
-        const sf_status st = Core<T>::slot_partial(ap + p * nslots * (w + 1), vp, sp,
-                                                   nse * p / nparts, nse * (p + 1) / nparts,
-                                                   nslots, w, op);
-        if (st != SF_OK) return st;
-      }
-      return SF_OK;
-    });
+    check_chunks(for_chunks(nparts, [&](int64_t p) {
+                   return Core<T>::slot_partial(ap + p * nslots * (w + 1), vp, sp,
+                                                chunk_begin(nse, nparts, p),
+                                                chunk_begin(nse, nparts, p + 1), nslots, w, op);
+                 }),
+                 "slot");
     // Each slot folds the partials in part order: any split of the slots
     // gives the same result.
-    const int64_t grain = std::max<int64_t>(1, 16384 / (nparts * (w + 1)));
-    for_ranges(nslots, grain, "slot (a reduction needs coalesced indices)",
-               [&](int64_t b, int64_t e) {
-                 return Core<T>::slot_finish(out.data_ptr<T>(), count.data_ptr<int64_t>(), ap,
-                                             nparts, fill.data_ptr<T>(), b, e, nslots, w, n, op);
-               });
+    const int64_t chunks = merge_chunks(nslots * nparts * (w + 1));
+    check_chunks(for_chunks(chunks, [&](int64_t c) {
+                   return Core<T>::slot_finish(out.data_ptr<T>(), count.data_ptr<int64_t>(), ap,
+                                               nparts, fill.data_ptr<T>(),
+                                               chunk_begin(nslots, chunks, c),
+                                               chunk_begin(nslots, chunks, c + 1), nslots, w, n,
+                                               op);
+                 }),
+                 "slot (a reduction needs coalesced indices)");
   });
   return {at::isFloatingType(in_type) ? out.to(in_type) : out, count};
 }

@@ -94,10 +94,10 @@ Tensor crow_from_rows(const Tensor& rows_in, int64_t nrows) {
   const int64_t nse = rows.numel(), chunks = merge_chunks(nse);
   auto status = for_chunks(chunks, [&](int64_t c) {
     return sf_crow_from_rows_range(crow.data_ptr<int64_t>(), rows.data_ptr<int64_t>(), nse,
-                                   nrows, nse / chunks * c + nse % chunks * c / chunks,
-                                   nse / chunks * (c + 1) + nse % chunks * (c + 1) / chunks);
+                                   nrows, chunk_begin(nse, chunks, c),
+                                   chunk_begin(nse, chunks, c + 1));
   });
-  for (auto st : status) check_status(st, "row indices (they must be sorted and in range)");
+  check_chunks(status, "row indices (they must be sorted and in range)");
   return crow;
 }
 
@@ -160,7 +160,7 @@ void write_union(const UnionChunks& u, const Tensor& indices) {
     return sf_union_write_range(indices.data_ptr<int64_t>(), nse, u.first[c], &u.a[c], &u.b[c],
                                 u.sparse_dim);
   });
-  for (auto st : status) check_status(st, "union of two patterns");
+  check_chunks(status, "union of two patterns");
 }
 
 std::tuple<Tensor, Tensor, Tensor> union_plan(const Tensor& indices_a, const Tensor& indices_b,
