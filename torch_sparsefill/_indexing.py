@@ -15,6 +15,7 @@ from ._tensor import SparseFillTensor, build, is_plain
 
 T = torch.Tensor
 _CSR = torch.sparse_csr
+_ops = torch.ops.sparsefill
 
 __all__: list = []
 
@@ -236,6 +237,13 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
         values = p.values.index_select(d - s + 1, index)
         return finish(Parts(p.indices, values, F, size, p.layout), a)
     c = p.indices[d]
+    if d > 0 and c.device.type == "cpu":
+        # One threaded C pass (RFC.md 9.1): the result's indices come out
+        # coalesced (ordered within each group of equal leading coordinates,
+        # no global sort), with each element's source; the values are
+        # gathered here, so autograd goes through ATen's index_select.
+        indices, src = _ops.index_select_plan(p.indices, index, d, list(p.size[:s]))
+        return finish(Parts(indices, p.values.index_select(0, src), F, size, p.layout), a)
     arange = torch.arange
     if d == 0:
         # Coalesced order sorts the elements by their first coordinate: a
