@@ -47,14 +47,22 @@ def main() -> None:
     null = values.as_subclass(_Returns)
     native = torch.sparse_coo_tensor(torch.tensor([[0, 1, 2]]), values, (3,),
                                      check_invariants=False).coalesce()
+    whole_exp = _C.hot_on("exp")[0]
+    make = torch.Tensor._make_wrapper_subclass
     pieces = {
         "torch.exp(A)": lambda: torch.exp(A),
         "  torch's __torch_function__ entry": lambda: torch.exp(null),
-        "  fast handler (all below)": lambda: _routing.FAST[torch.exp]((A,)),
-        "    is_plain(A)": lambda: _tensor.is_plain(A),
+        "  routing.torch_function (all below)": lambda: _routing.torch_function(
+            type(A), torch.exp, (type(A),), (A,), None),
+        "  fast handler in C (all below)": lambda: _routing.FAST[torch.exp]((A,)),
+        "    its whole call, hot_on('exp')(A)": lambda: whole_exp(A),
         "    hot function: 2 ATen exp below autograd": lambda: hot_exp(v, f),
-        "    the op through torch.ops (not taken)": lambda: torch.ops.sparsefill.exp.default._op(v, f),
-        "    on_pattern (the result)": lambda: _tensor.on_pattern(A, v, f),
+        "    _make_wrapper_subclass (the result)": lambda: make(
+            type(A), A._sf_size, dtype=v.dtype, device=v.device, layout=A._sf_layout,
+            dispatch_layout=True),
+        "  Python fallback: is_plain(A)": lambda: _tensor.is_plain(A),
+        "  Python fallback: the op through torch.ops": lambda: torch.ops.sparsefill.exp.default._op(v, f),
+        "  Python fallback: on_pattern (the result)": lambda: _tensor.on_pattern(A, v, f),
         "anchor torch.exp(values)": lambda: torch.exp(v),
         "A * 2": lambda: A * 2,
         "  hot function: 2 ATen mul by a number": lambda: hot_mul(v, f, 2, False),
