@@ -61,7 +61,8 @@ def main() -> None:
             type(A), A._sf_size, dtype=v.dtype, device=v.device, layout=A._sf_layout,
             dispatch_layout=True),
         "  Python fallback: is_plain(A)": lambda: _tensor.is_plain(A),
-        "  Python fallback: the op through torch.ops": lambda: torch.ops.sparsefill.exp.default._op(v, f),
+        "  Python fallback: the op through torch.ops":
+            lambda: torch.ops.sparsefill.exp.default._op(v, f),
         "  Python fallback: on_pattern (the result)": lambda: _tensor.on_pattern(A, v, f),
         "anchor torch.exp(values)": lambda: torch.exp(v),
         "A * 2": lambda: A * 2,

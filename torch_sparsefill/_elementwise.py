@@ -510,6 +510,12 @@ def _fast_unary(op: _Op):
     return _whole_call(op, 0, extra, fast, False)
 
 
+# The whole calls in C make results as on_pattern does: they are told the
+# class and torch's wrapper constructor once.
+_C.hot_bind(SparseFillTensor, torch.Tensor._make_wrapper_subclass, torch.sparse_coo,
+            torch.sparse_csr)
+
+
 def _whole_call(op: _Op, kind: int, extra: tuple, fast, reflected: bool):
     """The fast handler: `fast` behind the op's whole call in C where it has
     one (_C.hot_on: plain SparseFillTensors, one C call from the call's

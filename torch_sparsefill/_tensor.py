@@ -20,7 +20,7 @@ from typing import Optional
 
 import torch
 
-from . import _C, _batched, _compressed, _fill
+from . import _batched, _compressed, _fill
 from ._compressed import BLOCK, EXTRA
 
 _ops = torch.ops.sparsefill
@@ -847,10 +847,10 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 # How many attributes SparseFillTensor.__new__ sets (on_pattern copies them;
-# so does _C.hot_on's result, made the same way: aten_ext/ops/hot.cpp).
+# so does _C.hot_on's result, made the same way: aten_ext/ops/hot.cpp,
+# bound by _elementwise).
 _N_FACTS = 10
 _COO, _CSR = torch.sparse_coo, torch.sparse_csr
-_C.hot_bind(SparseFillTensor, _make_wrapper, _COO, _CSR)
 
 
 def is_plain(a) -> bool:

@@ -44,7 +44,9 @@ Select chunked(const Vec& ind, int64_t sd, int64_t nse, const Vec& sizes, int64_
     // in a coordinate before dim
     if (cut[c] > 0 && cut[c] < nse) {
       bool differs = false;
-      for (int64_t d = 0; d < dim; ++d) differs |= ind[d * nse + cut[c]] != ind[d * nse + cut[c] - 1];
+      for (int64_t d = 0; d < dim; ++d) {
+        differs |= ind[d * nse + cut[c]] != ind[d * nse + cut[c] - 1];
+      }
       EXPECT_TRUE(differs) << "cut " << c << " at " << cut[c];
     }
     int64_t count = -1;
@@ -192,23 +194,23 @@ TEST(Select, CountChecksIndices) {
   int64_t count = -1;
   sf_site site{-1, -1, -1};
   const Vec unsorted = {0, 0, 1, 2, 1, 3};  // (0,2) (0,1) (1,3)
-  EXPECT_EQ(sf_select_count_range(&count, nullptr, nullptr, &site, unsorted.data(), 2, 3, sizes.data(), 1,
-                                  first.data(), 0, 3),
+  EXPECT_EQ(sf_select_count_range(&count, nullptr, nullptr, &site, unsorted.data(), 2, 3,
+                                  sizes.data(), 1, first.data(), 0, 3),
             SF_ERR_NOT_COALESCED);
   EXPECT_EQ(site.position, 1);
   const Vec duplicate = {0, 0, 1, 1};  // (0,1) (0,1)
-  EXPECT_EQ(sf_select_count_range(&count, nullptr, nullptr, &site, duplicate.data(), 2, 2, sizes.data(), 1,
-                                  first.data(), 0, 2),
+  EXPECT_EQ(sf_select_count_range(&count, nullptr, nullptr, &site, duplicate.data(), 2, 2,
+                                  sizes.data(), 1, first.data(), 0, 2),
             SF_ERR_NOT_COALESCED);
   const Vec out_of_range = {0, 3, 1, 1};  // (0,1) (3,1)
-  EXPECT_EQ(sf_select_count_range(&count, nullptr, nullptr, &site, out_of_range.data(), 2, 2, sizes.data(), 1,
-                                  first.data(), 0, 2),
+  EXPECT_EQ(sf_select_count_range(&count, nullptr, nullptr, &site, out_of_range.data(), 2, 2,
+                                  sizes.data(), 1, first.data(), 0, 2),
             SF_ERR_INDEX_OUT_OF_RANGE);
   EXPECT_EQ(site.position, 1);
   EXPECT_EQ(site.dim, 0);
   const Vec ok = {0, 0, 2, 1, 2, 2};  // (0,1) (0,2) (2,2)
-  ASSERT_EQ(sf_select_count_range(&count, nullptr, nullptr, &site, ok.data(), 2, 3, sizes.data(), 1, first.data(),
-                                  0, 3),
+  ASSERT_EQ(sf_select_count_range(&count, nullptr, nullptr, &site, ok.data(), 2, 3,
+                                  sizes.data(), 1, first.data(), 0, 3),
             SF_OK);
   EXPECT_EQ(count, 3);
 }
@@ -225,11 +227,11 @@ TEST(Select, BadArguments) {
   EXPECT_EQ(sf_select_cuts(cut.data(), 0, ind.data(), 1, 2, 0), SF_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(sf_select_cuts(cut.data(), 2, ind.data(), 1, 2, 1), SF_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(sf_select_cuts(cut.data(), 2, nullptr, 1, 2, 0), SF_ERR_NULL_POINTER);
-  EXPECT_EQ(sf_select_count_range(&count, nullptr, nullptr, nullptr, ind.data(), 1, 2, sizes.data(), 0,
-                                  first.data(), 1, 0),
+  EXPECT_EQ(sf_select_count_range(&count, nullptr, nullptr, nullptr, ind.data(), 1, 2,
+                                  sizes.data(), 0, first.data(), 1, 0),
             SF_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(sf_select_count_range(&count, nullptr, nullptr, nullptr, ind.data(), 1, 2, sizes.data(), 0,
-                                  first.data(), 0, 3),
+  EXPECT_EQ(sf_select_count_range(&count, nullptr, nullptr, nullptr, ind.data(), 1, 2,
+                                  sizes.data(), 0, first.data(), 0, 3),
             SF_ERR_INVALID_ARGUMENT);
   // An output too small for the chunk is refused, not overrun.
   EXPECT_EQ(sf_select_write_range(out.data(), src.data(), 0, 0, 0, ind.data(), 1, 2, 0,
