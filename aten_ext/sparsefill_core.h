@@ -203,6 +203,59 @@ sf_status sf_union_write_range(int64_t *indices_out, int64_t nse_out, int64_t ou
                                const sf_union_side *a, const sf_union_side *b,
                                int64_t sparse_dim);
 
+/* ---- index_select along a sparse dim, in chunks (sf_index.c) -------------
+ * Coalesced COO indices [sparse_dim x nse] select along sparse dim `dim` the
+ * k positions of a 1-D index (any order, repeats allowed: position p gives
+ * output coordinate p, so an element whose coordinate appears twice is
+ * copied twice). The result comes out coalesced without a global sort:
+ * elements sharing their coordinates before `dim` (a group; contiguous in
+ * coalesced order) are written together, each group's output ordered within
+ * the group. sf_select_positions maps the index once; sf_select_cuts cuts
+ * the elements into chunks at group starts, which the caller's threads
+ * check and count (sf_select_count_range), place by a prefix sum and write
+ * (sf_select_write_range): the result is the same for any number of chunks. */
+
+/* first [size_dim + 1], positions [k]: the positions p with index[p] == c
+ * are positions[first[c] .. first[c + 1]), ascending. Errors:
+ * SF_ERR_INDEX_NEGATIVE / _OUT_OF_RANGE for an index value outside
+ * [0, size_dim) (site: its position, -1, the value). */
+sf_status sf_select_positions(int64_t *first, int64_t *positions, sf_site *site,
+                              const int64_t *index, int64_t k, int64_t size_dim);
+
+/* cut [parts + 1]: 0, then for each chunk c the first group start at or
+ * after c * nse / parts (non-decreasing), then nse. Errors: parts < 1 or dim
+ * outside [0, sparse_dim) give SF_ERR_INVALID_ARGUMENT. */
+sf_status sf_select_cuts(int64_t *cut, int64_t parts, const int64_t *indices,
+                         int64_t sparse_dim, int64_t nse, int64_t dim);
+
+/* *count = the output elements of input elements [begin, end), which are
+ * checked: every coordinate within sizes [sparse_dim] (SF_ERR_INDEX_*), each
+ * element after the one before it (SF_ERR_NOT_COALESCED; site: the element,
+ * the dim or -1 for a duplicate, the value). SF_ERR_OVERFLOW past int64.
+ * hits [end - begin] and *hit_count (both or neither may be NULL) receive
+ * the elements whose coordinate the index selects, ascending: the write
+ * pass then visits only those. */
+sf_status sf_select_count_range(int64_t *count, int64_t *hits, int64_t *hit_count,
+                                sf_site *site, const int64_t *indices, int64_t sparse_dim,
+                                int64_t nse, const int64_t *sizes, int64_t dim,
+                                const int64_t *first, int64_t begin, int64_t end);
+
+/* Writes the output of elements [begin, end) (a chunk from sf_select_cuts
+ * that passed sf_select_count_range; first and positions [k] from
+ * sf_select_positions; hits [hit_count] from the count pass, or NULL: every
+ * element) into columns [out_begin, out_end) (out_end - out_begin: its
+ * count; nothing outside is written): indices_out [sparse_dim x nse_out],
+ * row `dim` holding the index positions, and src [nse_out], the input
+ * element of each output element (values are gathered by the caller).
+ * Errors: SF_ERR_INVALID_ARGUMENT when the chunk's output does not fill
+ * exactly those columns. */
+sf_status sf_select_write_range(int64_t *indices_out, int64_t *src, int64_t nse_out,
+                                int64_t out_begin, int64_t out_end, const int64_t *indices,
+                                int64_t sparse_dim, int64_t nse, int64_t dim,
+                                const int64_t *first, const int64_t *positions, int64_t k,
+                                const int64_t *hits, int64_t hit_count, int64_t begin,
+                                int64_t end);
+
 /* ---- products (sf_products.c) ------------------------------------------ */
 
 /* A (nrows x ncols, CSR: crow [nrows + 1], col/values [nse]) has a fill F

@@ -211,3 +211,75 @@ def test_rows_the_hot_path_leaves_to_the_route():
     assert fast((B, 1)) is None
     B[1]._sf_values.sum().backward()
     assert values.grad.tolist() == [0., 1., 0.]
+
+
+# ---- whole calls in C (_C.hot_on, _C.hot_fast: aten_ext/ops/hot.cpp) ----------------
+
+def test_new_sets_the_attributes_on_pattern_copies():
+    from torch_sparsefill import _tensor
+    for layout in (torch.sparse_coo, torch.sparse_csr):
+        assert len(_plain(0.5, layout).__dict__) == _tensor._N_FACTS
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=["coo", "csr"])
+@pytest.mark.parametrize("fill", FILLS, ids=str)
+def test_whole_calls_equal_the_python_path(fill, layout):
+    """hot_on's result is the one the Python fast path makes (on_pattern of
+    the op's kernel): the same attributes, the same bits."""
+    from torch_sparsefill._tensor import on_pattern
+    A = _plain(fill, layout)
+    B = A._with(A._sf_values * -3, A._sf_fill + 1)
+    exp, _ = sf._C.hot_on("exp")
+    _, add_same = sf._C.hot_on("add")
+    for got, (values, fill_out) in ((exp(A), _ops.exp(A._sf_values, A._sf_fill)),
+                                    (add_same(A, B, 2), _ops.add_same(
+                                        A._sf_values, A._sf_fill, B._sf_values, B._sf_fill, 2))):
+        want = on_pattern(A, values, fill_out)
+        assert type(got) is type(want) and got.__dict__.keys() == want.__dict__.keys()
+        for key, value in want.__dict__.items():
+            if isinstance(value, torch.Tensor) and key in ("_sf_values", "_sf_fill"):
+                assert got.__dict__[key].dtype == value.dtype
+                torch.testing.assert_close(got.__dict__[key], value, equal_nan=True, rtol=0,
+                                           atol=0)
+            else:
+                assert got.__dict__[key] is value or got.__dict__[key] == value, key
+        assert (got.shape, got.dtype, got.device, got.layout) == \
+            (want.shape, want.dtype, want.device, want.layout)
+
+
+def test_whole_calls_leave_the_rest_to_the_python_path():
+    from torch.utils._python_dispatch import TorchDispatchMode
+    exp, _ = sf._C.hot_on("exp")
+    _, add_same = sf._C.hot_on("add")
+    A = _plain(0.5)
+    other = sf.sparse_coo_tensor([[0, 1, 3], [2, 0, 1]], [1., 2., 3.], (4, 3), fill_value=2.,
+                                 dtype=torch.float64)
+    cached = _plain(0.5)
+    cached.note = "set by a user"  # an attribute beyond __new__'s: not copied by C
+    grad = A._with(A._sf_values.clone().requires_grad_(), A._sf_fill)
+    for X in (grad, cached, A.to_sparse_csc(), A.to_dense(), 3.0):
+        assert exp(X) is None
+    assert add_same(A, other) is None and add_same(A, A, 1) is not None
+    assert add_same(A, A.to_dense()) is None and add_same(A, 2) is None
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    with Watch():
+        assert exp(A) is None
+    # ... and the fast handlers then answer as before (the Python path).
+    out = _routing.FAST[torch.exp]((cached,))
+    assert out is not None and not hasattr(out, "note")
+    T.assert_dense_equal(out.to_dense(), cached.to_dense().exp())
+    out = _routing.FAST[torch.exp]((grad,))
+    assert out._sf_values.requires_grad
+
+
+def test_fast_handlers_in_c_swap_reflected_operands():
+    A = _plain(0.5)
+    B = A._with(A._sf_values * -3, A._sf_fill + 1)
+    D, E = A.to_dense(), B.to_dense()
+    for func in (torch.Tensor.__rsub__, torch.Tensor.__rtruediv__, torch.Tensor.__sub__):
+        T.assert_dense_equal(_routing.FAST[func]((A, B)).to_dense(), func(D, E))
+    with pytest.raises(TypeError, match="hot_on"):
+        sf._C.hot_fast(sf._C.hot("exp")[0], (), lambda args: None, False)

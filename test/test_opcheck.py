@@ -92,6 +92,9 @@ def _composite_samples():
                             f.detach().clone().requires_grad_(), 4, 2),
         # The constructors call it outside the recorded programs.
         "coo_check": (idx, [3, 4]),
+        # index_select along a later sparse dim (the recorded programs take
+        # rows); repeats and an unsorted index.
+        "index_select_plan": (idx, torch.tensor([3, 0, 3, 1]), 1, [3, 4]),
     }
 
 

@@ -507,7 +507,22 @@ def _fast_unary(op: _Op):
         values, fill = (hot(a._sf_values, a._sf_fill, *extra)
                         or main(a._sf_values, a._sf_fill, *extra))
         return on_pattern(a, values, fill)
-    return fast
+    return _whole_call(op, 0, extra, fast, False)
+
+
+# The whole calls in C make results as on_pattern does: they are told the
+# class and torch's wrapper constructor once.
+_C.hot_bind(SparseFillTensor, torch.Tensor._make_wrapper_subclass, torch.sparse_coo,
+            torch.sparse_csr)
+
+
+def _whole_call(op: _Op, kind: int, extra: tuple, fast, reflected: bool):
+    """The fast handler: `fast` behind the op's whole call in C where it has
+    one (_C.hot_on: plain SparseFillTensors, one C call from the call's
+    arguments to the result; it answers what `fast` would, and leaves to
+    `fast` whatever it does not serve)."""
+    whole = _C.hot_on(op.name)[kind]
+    return fast if whole is None else _C.hot_fast(whole, extra, fast, reflected)
 
 
 def _fast_binary(op: _Op, reflected: bool):
@@ -541,7 +556,7 @@ def _fast_binary(op: _Op, reflected: bool):
         except RuntimeError:
             return None
         return None
-    return fast
+    return _whole_call(op, 1, extra, fast, reflected)
 
 
 def _fast_table() -> dict:

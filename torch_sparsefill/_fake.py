@@ -28,6 +28,12 @@ def _union_values_fake(indices_a, values_a, fill_a, indices_b, values_b, fill_b,
             values_b.new_empty((nse,) + tuple(values_b.shape[1:])))
 
 
+@torch.library.register_fake("sparsefill::index_select_plan")
+def _index_select_plan_fake(indices, index, dim, size):
+    nse = _dynamic()
+    return indices.new_empty((indices.shape[0], nse)), indices.new_empty((nse,))
+
+
 @torch.library.register_fake("sparsefill::coalesce_plan")
 def _coalesce_plan_fake(indices, size):
     return indices.new_empty((indices.shape[0], _dynamic())), indices.new_empty((indices.shape[1],))

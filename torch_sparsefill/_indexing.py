@@ -15,6 +15,7 @@ from ._tensor import SparseFillTensor, build, is_plain
 
 T = torch.Tensor
 _CSR = torch.sparse_csr
+_ops = torch.ops.sparsefill
 
 __all__: list = []
 
@@ -236,6 +237,15 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
         values = p.values.index_select(d - s + 1, index)
         return finish(Parts(p.indices, values, F, size, p.layout), a)
     c = p.indices[d]
+    if d > 0 and c.device.type == "cpu":
+        # One threaded C pass (RFC.md 9.1): the result's indices come out
+        # coalesced (ordered within each group of equal leading coordinates,
+        # no global sort), with each element's source; the values are
+        # gathered here, so autograd goes through ATen's index_select.
+        indices, src = _ops.index_select_plan(p.indices, index, d, list(p.size[:s]))
+        # (the gathered values are new: no alias check)
+        return finish(Parts(indices, p.values.index_select(0, src), F, size, p.layout), a,
+                      values_view=True)
     arange = torch.arange
     if d == 0:
         # Coalesced order sorts the elements by their first coordinate: a
@@ -280,11 +290,12 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
 
 
 def index_select(input, dim, index):
-    """Elements at positions `index` (1-D integer tensor) along `dim`. On CSR
-    rows: O(len(index) + elements of the selected rows); COO's first dim:
-    O(len(index) log nse + result); other sparse dims: O(nse + size of the
-    dim + result). Unspecified selected elements keep
-    the fill (and send it their gradient).
+    """Elements at positions `index` (1-D integer tensor, repeats allowed)
+    along `dim`. On CSR rows: O(len(index) + elements of the selected rows);
+    COO's first dim: O(len(index) log nse + result); other sparse dims:
+    O(nse + size of the dim + result), one threaded C pass on the CPU.
+    Unspecified selected elements keep the fill (and send it their
+    gradient).
 
     Example::
 

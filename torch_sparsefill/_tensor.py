@@ -846,6 +846,10 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
 # ---- the hot path (RFC.md section 9.1) ------------------------------------------
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
+# How many attributes SparseFillTensor.__new__ sets (on_pattern copies them;
+# so does _C.hot_on's result, made the same way: aten_ext/ops/hot.cpp,
+# bound by _elementwise).
+_N_FACTS = 10
 _COO, _CSR = torch.sparse_coo, torch.sparse_csr
 
 
@@ -882,7 +886,16 @@ def on_pattern(a: SparseFillTensor, values: torch.Tensor, fill: torch.Tensor
     """
     out = _make_wrapper(SparseFillTensor, a._sf_size, dtype=values.dtype, device=values.device,
                         layout=a._sf_layout, dispatch_layout=True)
-    # One dict update: cheaper than ten attribute stores.
+    facts = a.__dict__
+    if len(facts) == _N_FACTS:
+        # a holds __new__'s attributes alone (no cache, nothing a user set):
+        # a copy of its dict with three entries replaced is the result's,
+        # cheaper than building one (its layout, size and pattern are a's;
+        # plain: coalesced, no blocksize).
+        facts = facts.copy()
+        facts["_sf_values"], facts["_sf_fill"], facts["_sf_coalesced_flag"] = values, fill, True
+        out.__dict__ = facts
+        return out
     out.__dict__.update(_sf_layout=a._sf_layout, _sf_size=a._sf_size, _sf_indices=a._sf_indices,
                         _sf_crow=a._sf_crow, _sf_col=a._sf_col, _sf_values=values, _sf_fill=fill,
                         _sf_coalesced=True, _sf_coalesced_flag=True, _sf_blocksize=None)

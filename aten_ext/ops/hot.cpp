@@ -17,6 +17,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/forward_grad.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/variable.h>
@@ -128,6 +130,180 @@ bool to_scalars(PyObject* const* args, std::array<at::Scalar, N>& out) {
   return true;
 }
 
+// ---- whole calls on plain SparseFillTensors -----------------------------------
+// The hot functions above take components; these take the tensors
+// themselves and return the result tensor, so that a fast handler is one
+// C call: the plain check (_tensor.is_plain's rule, read from the
+// instance's dict), the op's kernel body, and the result made as
+// _tensor.on_pattern makes it (torch's _make_wrapper_subclass, then a copy
+// of the operand's dict with values, fill and the coalesced flag replaced).
+// _tensor.py binds the class once (hot_bind).
+
+// The attributes SparseFillTensor.__new__ sets, in this order (kFacts of them).
+enum Fact { kLayout, kSize, kIndices, kCrow, kCol, kValues, kFill, kCoalesced, kCoalescedFlag,
+            kBlocksize, kFacts };
+const char* const kFactNames[kFacts] = {"_sf_layout", "_sf_size", "_sf_indices", "_sf_crow",
+                                        "_sf_col", "_sf_values", "_sf_fill", "_sf_coalesced",
+                                        "_sf_coalesced_flag", "_sf_blocksize"};
+
+struct Bound {
+  PyObject* cls = nullptr;       // SparseFillTensor
+  PyObject* make = nullptr;      // torch.Tensor._make_wrapper_subclass
+  PyObject* coo = nullptr;       // torch.sparse_coo
+  PyObject* csr = nullptr;       // torch.sparse_csr
+  PyObject* kwnames = nullptr;   // ("dtype", "device", "layout", "dispatch_layout")
+  PyObject* dict_name = nullptr; // "__dict__"
+  PyObject* keys[kFacts] = {};
+};
+
+Bound& bound() {
+  static Bound b;
+  return b;
+}
+
+// A plain operand's dict (a new reference) and its entries (borrowed from it).
+struct Operand {
+  PyObject* dict = nullptr;
+  PyObject* entry[kFacts] = {};
+  Operand() = default;
+  Operand(const Operand&) = delete;
+  Operand& operator=(const Operand&) = delete;
+  ~Operand() { Py_XDECREF(dict); }
+  const Tensor& values() const { return T(entry[kValues]); }
+  const Tensor& fill() const { return T(entry[kFill]); }
+};
+
+// Whether obj is a plain SparseFillTensor (_tensor.is_plain: coalesced COO
+// or unbatched CSR, 1-d values, a 0-d fill, neither tracking gradients)
+// holding __new__'s attributes alone (no cache: on_pattern's rule); fills `op`.
+bool plain_operand(PyObject* obj, Operand& op) {
+  const Bound& b = bound();
+  if (b.cls == nullptr || Py_TYPE(obj) != reinterpret_cast<PyTypeObject*>(b.cls)) return false;
+  op.dict = PyObject_GenericGetDict(obj, nullptr);
+  if (op.dict == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  if (!PyDict_CheckExact(op.dict) || PyDict_GET_SIZE(op.dict) != kFacts) return false;
+  for (int k = 0; k < kFacts; ++k) {
+    op.entry[k] = PyDict_GetItemWithError(op.dict, b.keys[k]);
+    if (op.entry[k] == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  if (op.entry[kCoalesced] != Py_True || !PyTuple_CheckExact(op.entry[kSize]) ||
+      !plain(op.entry[kValues]) || !plain(op.entry[kFill]) || op.values().dim() != 1 ||
+      op.fill().dim() != 0)
+    return false;
+  PyObject* layout = op.entry[kLayout];
+  if (layout == b.coo) return THPVariable_Check(op.entry[kIndices]);
+  return layout == b.csr && THPVariable_Check(op.entry[kCrow]) && T(op.entry[kCrow]).dim() == 1;
+}
+
+// Whether two plain operands share their pattern: the same layout and size,
+// the very same index tensors (the fast handlers' rule for `same`).
+bool same_pattern(const Operand& a, const Operand& b) {
+  if (a.entry[kLayout] != b.entry[kLayout] || a.entry[kIndices] != b.entry[kIndices] ||
+      a.entry[kCrow] != b.entry[kCrow] || a.entry[kCol] != b.entry[kCol])
+    return false;
+  if (a.entry[kSize] == b.entry[kSize]) return true;
+  const int equal = PyObject_RichCompareBool(a.entry[kSize], b.entry[kSize], Py_EQ);
+  if (equal < 0) PyErr_Clear();
+  return equal == 1;
+}
+
+// A borrowed torch.device object for `device` (the last one asked for, kept).
+PyObject* cached_device(const at::Device& device) {
+  static PyObject* last = nullptr;
+  static at::Device last_device(at::kCPU);
+  if (last == nullptr || device != last_device) {
+    PyObject* made = THPDevice_New(device);
+    if (made == nullptr) return nullptr;
+    Py_XDECREF(last);
+    last = made;
+    last_device = device;
+  }
+  return last;
+}
+
+// The result on a's pattern with the kernel's (values, fill), as on_pattern.
+PyObject* on_pattern(const Operand& a, Pair&& out) {
+  const Bound& b = bound();
+  Tensor values = std::move(std::get<0>(out)), fill = std::move(std::get<1>(out));
+  PyObject* dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(values.scalar_type()));
+  // (one device object per device kept: a new one per call costs an allocation)
+  PyObject* device = cached_device(values.device());
+  if (device == nullptr) return nullptr;
+  PyObject* call[] = {b.cls, a.entry[kSize], dtype, device, a.entry[kLayout], Py_True};
+  PyObject* result = PyObject_Vectorcall(b.make, call, 2, b.kwnames);
+  if (result == nullptr) return nullptr;
+  PyObject* facts = PyDict_Copy(a.dict);
+  PyObject* v = facts ? THPVariable_Wrap(std::move(values)) : nullptr;
+  PyObject* f = v ? THPVariable_Wrap(std::move(fill)) : nullptr;
+  const bool ok = f != nullptr && PyDict_SetItem(facts, b.keys[kValues], v) == 0 &&
+                  PyDict_SetItem(facts, b.keys[kFill], f) == 0 &&
+                  PyDict_SetItem(facts, b.keys[kCoalescedFlag], Py_True) == 0 &&
+                  PyObject_SetAttr(result, b.dict_name, facts) == 0;
+  Py_XDECREF(facts);
+  Py_XDECREF(v);
+  Py_XDECREF(f);
+  if (!ok) Py_CLEAR(result);
+  return result;
+}
+
+// Runs `body` below autograd and makes the result on a's pattern; any C++
+// error answers None (the caller takes the op's own path, which raises it).
+template <class Body>
+PyObject* run_on(const Operand& a, Body&& body) {
+  Pair out;
+  try {
+    at::AutoDispatchBelowADInplaceOrView below;
+    out = body();
+  } catch (const std::exception&) {
+    Py_RETURN_NONE;
+  }
+  return on_pattern(a, std::move(out));
+}
+
+// _C.hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr): what the
+// whole-call functions need, once.
+PyObject* hot_bind(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 4 || !PyType_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr)");
+    return nullptr;
+  }
+  Bound& b = bound();
+  PyObject* kwnames = Py_BuildValue("(ssss)", "dtype", "device", "layout", "dispatch_layout");
+  PyObject* dict_name = PyUnicode_InternFromString("__dict__");
+  if (kwnames == nullptr || dict_name == nullptr) {
+    Py_XDECREF(kwnames);
+    Py_XDECREF(dict_name);
+    return nullptr;
+  }
+  PyObject* keys[kFacts];
+  for (int k = 0; k < kFacts; ++k) {
+    keys[k] = PyUnicode_InternFromString(kFactNames[k]);
+    if (keys[k] == nullptr) {
+      for (int j = 0; j < k; ++j) Py_DECREF(keys[j]);
+      Py_DECREF(kwnames);
+      Py_DECREF(dict_name);
+      return nullptr;
+    }
+  }
+  // Kept for the module's life (a second bind replaces, the first leaks:
+  // only _tensor.py binds, once).
+  for (int k = 0; k < 4; ++k) Py_INCREF(args[k]);
+  b.cls = args[0];
+  b.make = args[1];
+  b.coo = args[2];
+  b.csr = args[3];
+  b.kwnames = kwnames;
+  b.dict_name = dict_name;
+  for (int k = 0; k < kFacts; ++k) b.keys[k] = keys[k];
+  Py_RETURN_NONE;
+}
+
 template <class A> constexpr bool kScalarArg = std::is_same_v<A, const at::Scalar&>;
 
 // One op's hot functions, for ops whose extra arguments are all Scalars
@@ -161,6 +337,32 @@ template <class Op, class... A> struct Hot<Op, Pack<A...>> {
     });
   }
 
+  // (a, *extra) with a plain SparseFillTensor a: the result tensor
+  static PyObject* unary_on(PyObject* const* args, Py_ssize_t n) {
+    std::array<at::Scalar, kExtra> x;
+    Operand a;
+    if (n != 1 + (Py_ssize_t)kExtra || !ordinary_thread() || !plain_operand(args[0], a) ||
+        !to_scalars(args + 1, x))
+      Py_RETURN_NONE;
+    return run_on(a, [&] {
+      return std::apply([&](const auto&... s) { return Unary<Op>::kernel(a.values(), a.fill(), s...); }, x);
+    });
+  }
+
+  // (a, b, *extra) with plain SparseFillTensors of one pattern: the result
+  static PyObject* same_on(PyObject* const* args, Py_ssize_t n) {
+    std::array<at::Scalar, kExtra> x;
+    Operand a, b;
+    if (n != 2 + (Py_ssize_t)kExtra || !ordinary_thread() || !plain_operand(args[0], a) ||
+        !plain_operand(args[1], b) || !same_pattern(a, b) || !to_scalars(args + 2, x))
+      Py_RETURN_NONE;
+    return run_on(a, [&] {
+      return std::apply([&](const auto&... s) {
+        return Binary<Op>::same_kernel(a.values(), a.fill(), b.values(), b.fill(), s...);
+      }, x);
+    });
+  }
+
   // (values, fill, number, reverse, *extra)
   static PyObject* scalar(PyObject* const* args, Py_ssize_t n) {
     std::array<at::Scalar, kExtra> x;
@@ -189,7 +391,7 @@ PyMethodDef kEnter = {"hot", (PyCFunction)(void (*)())enter, METH_FASTCALL,
                       "where the op must be called through torch.ops"};
 
 struct Entries {
-  Entry unary = nullptr, same = nullptr, scalar = nullptr;
+  Entry unary = nullptr, same = nullptr, scalar = nullptr, unary_on = nullptr, same_on = nullptr;
 };
 
 // name -> the entries of the op's kinds served here.
@@ -199,13 +401,17 @@ const std::unordered_map<std::string, Entries>& entries() {
     for_each_op(UnaryOps(), [&](auto op) {
       using Op = typename decltype(op)::type;
       using H = Hot<Op, typename Extra<Op, 1>::type>;
-      if constexpr (H::kServed) t[Op::name].unary = &H::unary;
+      if constexpr (H::kServed) {
+        t[Op::name].unary = &H::unary;
+        t[Op::name].unary_on = &H::unary_on;
+      }
     });
     for_each_op(BinaryOps(), [&](auto op) {
       using Op = typename decltype(op)::type;
       using H = Hot<Op, typename Extra<Op, 2>::type>;
       if constexpr (H::kServed) {
         t[Op::name].same = &H::same;
+        t[Op::name].same_on = &H::same_on;
         if constexpr (Op::number) t[Op::name].scalar = &H::scalar;
       }
     });
@@ -243,6 +449,83 @@ PyObject* hot(PyObject*, PyObject* name) {
   Py_DECREF(m);
   Py_DECREF(c);
   return out;
+}
+
+// _C.hot_on(name) -> (unary, same): the op's whole-call functions on plain
+// SparseFillTensors (the result tensor, or None), None for a kind it lacks.
+PyObject* hot_on(PyObject*, PyObject* name) {
+  const char* s = PyUnicode_AsUTF8(name);
+  if (s == nullptr) return nullptr;
+  auto it = entries().find(s);
+  const Entries e = it == entries().end() ? Entries() : it->second;
+  PyObject* u = function(e.unary_on);
+  PyObject* m = u ? function(e.same_on) : nullptr;
+  if (m == nullptr) {
+    Py_XDECREF(u);
+    return nullptr;
+  }
+  PyObject* out = PyTuple_Pack(2, u, m);
+  Py_DECREF(u);
+  Py_DECREF(m);
+  return out;
+}
+
+// _C.hot_fast(whole, extra, fallback, reflected) -> a fast handler (RFC.md
+// 9.1) for one routed callable: called with the call's positional args, it
+// runs `whole` (a function of hot_on) on them (swapped when `reflected`, a
+// binary op's reflected form), then `extra`; where that answers None it
+// returns fallback(args). A fast handler of element-wise ops is then one C
+// call, with no Python frame of its own, where the C path serves.
+PyObject* fast_enter(PyObject* self, PyObject* args) {
+  PyObject* whole = PyTuple_GET_ITEM(self, 0);
+  PyObject* extra = PyTuple_GET_ITEM(self, 1);
+  PyObject* fallback = PyTuple_GET_ITEM(self, 2);
+  const bool reflected = PyTuple_GET_ITEM(self, 3) == Py_True;
+  const Py_ssize_t operands = PyLong_AsSsize_t(PyTuple_GET_ITEM(self, 4));
+  const Py_ssize_t n_extra = PyTuple_GET_SIZE(extra);
+  if (PyTuple_CheckExact(args) && PyTuple_GET_SIZE(args) == operands && n_extra <= 6 &&
+      Py_TYPE(PyTuple_GET_ITEM(args, operands - 1)) == reinterpret_cast<PyTypeObject*>(bound().cls)) {
+    PyObject* stack[8];
+    for (Py_ssize_t i = 0; i < operands; ++i) {
+      stack[i] = PyTuple_GET_ITEM(args, reflected ? operands - 1 - i : i);
+    }
+    for (Py_ssize_t i = 0; i < n_extra; ++i) stack[operands + i] = PyTuple_GET_ITEM(extra, i);
+    PyObject* capsule = PyCFunction_GET_SELF(whole);
+    auto entry = reinterpret_cast<Entry>(PyCapsule_GetPointer(capsule, nullptr));
+    PyObject* out = entry(stack, operands + n_extra);
+    if (out != Py_None) return out;  // the result, or an error
+    Py_DECREF(out);
+  }
+  return PyObject_CallOneArg(fallback, args);
+}
+
+PyMethodDef kFastEnter = {"fast", (PyCFunction)fast_enter, METH_O,
+                          "a fast handler: the whole call in C, or its fallback"};
+
+PyObject* hot_fast(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 4 || !PyCFunction_Check(args[0]) || PyCFunction_GET_SELF(args[0]) == nullptr ||
+      !PyCapsule_CheckExact(PyCFunction_GET_SELF(args[0])) || !PyTuple_CheckExact(args[1]) ||
+      !PyCallable_Check(args[2]) || !PyBool_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "hot_fast(whole, extra: tuple, fallback, reflected: bool), whole from hot_on");
+    return nullptr;
+  }
+  // unary entries take one operand, same-pattern entries two
+  auto entry = reinterpret_cast<Entry>(PyCapsule_GetPointer(PyCFunction_GET_SELF(args[0]), nullptr));
+  Py_ssize_t operands = 0;
+  for (const auto& kv : entries()) {
+    if (kv.second.unary_on == entry) operands = 1;
+    if (kv.second.same_on == entry) operands = 2;
+  }
+  if (operands == 0) {
+    PyErr_SetString(PyExc_TypeError, "hot_fast: whole must be a function of hot_on");
+    return nullptr;
+  }
+  PyObject* self = Py_BuildValue("(OOOOn)", args[0], args[1], args[2], args[3], operands);
+  if (self == nullptr) return nullptr;
+  PyObject* fn = PyCFunction_New(&kFastEnter, self);
+  Py_DECREF(self);
+  return fn;
 }
 
 // _C.hot_sum(values, fill, size) -> values.sum() + count * fill, count the
@@ -330,6 +613,12 @@ PyMethodDef kHotMethods[] = {
      "hot_sum(values, fill, size) -> values.sum() + (prod(size) - nse) * fill, or None"},
     {"hot_row", (PyCFunction)(void (*)())hot_row, METH_FASTCALL,
      "hot_row(crow, col, values, fill, i) -> (indices, values, fill) of row i, or None"},
+    {"hot_on", (PyCFunction)hot_on, METH_O,
+     "hot_on(name) -> (unary, same): an element-wise op's whole call on plain SparseFillTensors"},
+    {"hot_fast", (PyCFunction)(void (*)())hot_fast, METH_FASTCALL,
+     "hot_fast(whole, extra, fallback, reflected) -> a fast handler: whole's C call, else fallback"},
+    {"hot_bind", (PyCFunction)(void (*)())hot_bind, METH_FASTCALL,
+     "hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr): set up hot_on's functions"},
     {"hot", (PyCFunction)hot, METH_O,
      "hot(name) -> (unary, same, scalar): the hot path's functions of an element-wise op"},
     {nullptr, nullptr, 0, nullptr}};

@@ -36,6 +36,8 @@ TORCH_LIBRARY(sparsefill, m) {
   m.def("union_plan(Tensor indices_a, Tensor indices_b, int[] size) -> (Tensor indices, Tensor src_a, Tensor src_b)");
   m.def("union_values(Tensor indices_a, Tensor values_a, Tensor fill_a, Tensor indices_b, "
         "Tensor values_b, Tensor fill_b, int[] size) -> (Tensor indices, Tensor a, Tensor b)");
+  m.def("index_select_plan(Tensor indices, Tensor index, int dim, int[] size) -> "
+        "(Tensor indices, Tensor src)");
   m.def("gather_with_fill(Tensor values, Tensor fill, Tensor src) -> Tensor");
   m.def("to_dense(Tensor indices, Tensor values, Tensor fill, int[] size) -> Tensor");
   m.def("from_dense(Tensor self, Tensor fill, int sparse_dim) -> (Tensor indices, Tensor values, Tensor fill)");

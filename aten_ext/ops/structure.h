@@ -26,6 +26,11 @@
 //                                              none), merged in one threaded pass (CPU;
 //                                              no autograd: the element-wise ops call it
 //                                              when nothing is differentiated or traced)
+//   index_select_plan(indices, index, dim, size) -> (indices, src)  index_select of
+//                                              coalesced indices along sparse dim `dim`:
+//                                              the result's indices (coalesced, no global
+//                                              sort; threaded, CPU) and each element's
+//                                              source, whose values the caller gathers
 //   gather_with_fill(values, fill, src)        rows values[src], the fill where src == -1
 //                                              (composite: cat + index_select)
 //   to_dense(indices, values, fill, size)      the strided tensor (composite)

@@ -6,6 +6,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 
+#include <algorithm>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -225,6 +227,66 @@ std::tuple<Tensor, Tensor, Tensor> union_values(const Tensor& indices_a, const T
   return {indices, out_a, out_b};
 }
 
+// index_select along sparse dim `dim` of coalesced indices (sparsefill_core.h,
+// sf_select_*): the index mapped once, the elements cut at group starts into
+// one chunk per thread, counted, placed by a prefix sum and written into
+// outputs of the exact size; the same result for any number of threads.
+std::tuple<Tensor, Tensor> index_select_plan(const Tensor& indices_in, const Tensor& index_in,
+                                             int64_t dim, at::IntArrayRef sparse_size) {
+  auto size = sizes_arg(sparse_size, "size");
+  Tensor indices = index_arg(indices_in, "indices", 2);
+  Tensor index = index_arg(index_in, "index", 1);
+  const int64_t sparse_dim = (int64_t)size.size(), nse = indices.size(1), k = index.numel();
+  TORCH_CHECK(indices.size(0) == sparse_dim, "sparsefill: index_select_plan: indices has ",
+              indices.size(0), " rows but size ", sparse_size, " has ", sparse_dim,
+              " sparse dimensions");
+  TORCH_CHECK(dim >= 0 && dim < sparse_dim, "sparsefill: index_select_plan: dim ", dim,
+              " is not a sparse dimension of size ", sparse_size);
+  const int64_t* ind = indices.data_ptr<int64_t>();
+  std::vector<int64_t> first(size[dim] + 1), positions(k);
+  sf_site site{-1, -1, -1};
+  sf_status st = sf_select_positions(first.data(), positions.data(), &site,
+                                     index.data_ptr<int64_t>(), k, size[dim]);
+  TORCH_CHECK_INDEX(st != SF_ERR_INDEX_NEGATIVE && st != SF_ERR_INDEX_OUT_OF_RANGE,
+                    "index_select(): index[", site.position, "] = ", site.value,
+                    " is out of bounds for dimension ", dim, " of size ", size[dim]);
+  check_status(st, "index");
+  const int64_t chunks = merge_chunks(nse);
+  std::vector<int64_t> cut(chunks + 1), count(chunks, 0);
+  check_status(sf_select_cuts(cut.data(), chunks, ind, sparse_dim, nse, dim), "indices");
+  std::vector<sf_site> sites(chunks, sf_site{-1, -1, -1});
+  // The elements each chunk selects, so that the write pass visits only
+  // those (uninitialised: only the pages written are touched).
+  std::unique_ptr<int64_t[]> hits(new int64_t[std::max<int64_t>(nse, 1)]);
+  std::vector<int64_t> hit_count(chunks, 0);
+  auto status = for_chunks(chunks, [&](int64_t c) {
+    return sf_select_count_range(&count[c], hits.get() + cut[c], &hit_count[c], &sites[c], ind,
+                                 sparse_dim, nse, size.data(), dim, first.data(), cut[c],
+                                 cut[c + 1]);
+  });
+  std::vector<int64_t> out_begin(chunks + 1, 0);
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (status[c] == SF_ERR_INDEX_NEGATIVE || status[c] == SF_ERR_INDEX_OUT_OF_RANGE) {
+      check_coo_status(status[c], sites[c], size);
+    }
+    check_status(status[c], "indices (they must be coalesced)", &sites[c]);
+    TORCH_CHECK(out_begin[c] <= INT64_MAX - count[c], "sparsefill: index_select_plan: the "
+                "result has more than 2^63 elements");
+    out_begin[c + 1] = out_begin[c] + count[c];
+  }
+  const int64_t nse_out = out_begin[chunks];
+  Tensor indices_out = at::empty({sparse_dim, nse_out}, indices.options());
+  Tensor src = at::empty({nse_out}, indices.options());
+  status = for_chunks(chunks, [&](int64_t c) {
+    return sf_select_write_range(indices_out.data_ptr<int64_t>(), src.data_ptr<int64_t>(),
+                                 nse_out, out_begin[c], out_begin[c + 1], ind, sparse_dim, nse,
+                                 dim, first.data(), positions.data(), k, hits.get() + cut[c],
+                                 hit_count[c], cut[c], cut[c + 1]);
+  });
+  for (auto s : status) check_status(s, "index_select plan");
+  return {indices_out, src};
+}
+
 }  // namespace
 }  // namespace sparsefill
 
@@ -238,4 +300,5 @@ TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("crow_from_rows", &sparsefill::crow_from_rows);
   m.impl("union_plan", &sparsefill::union_plan);
   m.impl("union_values", &sparsefill::union_values);
+  m.impl("index_select_plan", &sparsefill::index_select_plan);
 }
