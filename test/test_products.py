@@ -545,3 +545,28 @@ def test_range_test_over_row_ranges_is_exact_with_1_and_2_threads(case):
             torch.testing.assert_close(got / scale, want / scale)
         else:
             torch.testing.assert_close(got, want, equal_nan=True)
+
+
+@pytest.mark.cpu_only("CPU thread counts")
+@pytest.mark.parametrize("layout", T.LAYOUTS, ids=["coo", "csr"])
+def test_spgemm_rows_split_over_threads_are_bit_identical(layout):
+    """The fill-0 SpGEMM at a size its row ranges run on two threads (rows of
+    about one column per word of the bitmap): the same pattern and bits as on
+    one thread, sorted within rows, equal to dense."""
+    A = _random(2500, 2500, 0.0, layout, density=0.003, seed=11)
+    B = _random(2500, 2500, 0.0, layout, density=0.003, seed=12)
+    with_threads = torch.get_num_threads()
+    outs = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            outs.append((A @ B).to_sparse_csr())
+    finally:
+        torch.set_num_threads(with_threads)
+    one, two = outs
+    for part in ("crow_indices", "col_indices", "values"):
+        assert torch.equal(getattr(one, part)(), getattr(two, part)()), part
+    crow, col = one.crow_indices(), one.col_indices()
+    rows = torch.repeat_interleave(torch.arange(2500), crow.diff())
+    assert bool((rows[1:] > rows[:-1]).logical_or(col[1:] > col[:-1]).all())  # sorted
+    _close(one.to_dense(), A.to_dense() @ B.to_dense())

@@ -159,12 +159,16 @@ TEST(Products, TransposeIsStableAndValid) {
 }
 
 // (m, k, n, density of A, density of B): short rows (insertion sort), rows
-// dense in a narrow span (bitmap) and long rows over a wide span (qsort).
+// dense in a narrow span (bitmap), rows of about one column per word of a
+// wide span (the bitmap's branch-free first two bits per word) and long rows
+// over a wide span (qsort).
 class Spgemm : public ::testing::TestWithParam<std::tuple<int, int, int, double, double>> {};
 
 INSTANTIATE_TEST_SUITE_P(Products, Spgemm,
                          ::testing::Values(std::make_tuple(10, 7, 9, 0.35, 0.35),
                                            std::make_tuple(12, 30, 300, 0.3, 0.3),
+                                           std::make_tuple(30, 40, 4000, 0.2, 0.002),
+                                           std::make_tuple(20, 60, 4000, 0.3, 0.004),
                                            std::make_tuple(6, 40, 20000, 0.1, 0.0005)));
 
 TEST_P(Spgemm, MatchesDenseAndIsSorted) {
