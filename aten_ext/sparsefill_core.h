@@ -275,30 +275,48 @@ sf_status sf_select_write_range(int64_t *indices_out, int64_t *src, int64_t nse_
  *             + rf_i colsum[t] + corr[t]
  * The caller passes colsum = 1^T B and corr = cf^T B (either may be NULL for
  * 0). The correction row is written first and the sparse part accumulated on
- * top: one pass over C. */
+ * top: one pass over C. values_absmax: NULL, or where the largest |values[p]|
+ * of the range's stored elements goes (NaN if one is NaN, 0 for none): a
+ * fact of the fast path's range test (sf_dense_facts), read in this pass (0 when
+ * n = 0: nothing is read). */
 sf_status sf_csr_spmm_f32(float *c, int64_t ldc, const int64_t *crow, const int64_t *col,
                           const float *values, int64_t nrows, int64_t ncols, int64_t nse,
                           const float *b, int64_t ldb, int64_t n, const float *row_fill,
                           int64_t row_fill_stride, const float *col_fill, const float *colsum,
-                          const float *corr, int64_t row_begin, int64_t row_end);
+                          const float *corr, int64_t row_begin, int64_t row_end,
+                          float *values_absmax);
 sf_status sf_csr_spmm_f64(double *c, int64_t ldc, const int64_t *crow, const int64_t *col,
                           const double *values, int64_t nrows, int64_t ncols, int64_t nse,
                           const double *b, int64_t ldb, int64_t n, const double *row_fill,
                           int64_t row_fill_stride, const double *col_fill, const double *colsum,
-                          const double *corr, int64_t row_begin, int64_t row_end);
+                          const double *corr, int64_t row_begin, int64_t row_end,
+                          double *values_absmax);
 
 /* Fill-aware SpMV, y = A @ x with strides incx, incy; xsum = sum(x) and
- * corr = cf^T x are the scalar counterparts of colsum and corr above. */
+ * corr = cf^T x are the scalar counterparts of colsum and corr above;
+ * values_absmax as above. */
 sf_status sf_csr_spmv_f32(float *y, int64_t incy, const int64_t *crow, const int64_t *col,
                           const float *values, int64_t nrows, int64_t ncols, int64_t nse,
                           const float *x, int64_t incx, const float *row_fill,
                           int64_t row_fill_stride, const float *col_fill, float xsum, float corr,
-                          int64_t row_begin, int64_t row_end);
+                          int64_t row_begin, int64_t row_end, float *values_absmax);
 sf_status sf_csr_spmv_f64(double *y, int64_t incy, const int64_t *crow, const int64_t *col,
                           const double *values, int64_t nrows, int64_t ncols, int64_t nse,
                           const double *x, int64_t incx, const double *row_fill,
                           int64_t row_fill_stride, const double *col_fill, double xsum,
-                          double corr, int64_t row_begin, int64_t row_end);
+                          double corr, int64_t row_begin, int64_t row_end, double *values_absmax);
+
+/* The range facts of a dense block x (rows x cols, row stride ld; cols = 1:
+ * a vector at stride ld) in one read: *absmax = max |x| (NaN if x holds a
+ * NaN, 0 when empty) and, if sum is not NULL, *sum = the sum of its
+ * elements (in double lanes, in a fixed order). The products' fast path is
+ * exact when k max|B| (max|v| + 2 max|f|) stays below a quarter of the
+ * dtype's largest value (RFC.md section 5.5); the caller takes max|B| and
+ * max|f| from here, max|v| from the product's own pass. */
+sf_status sf_dense_facts_f32(float *absmax, float *sum, const float *x, int64_t rows,
+                             int64_t cols, int64_t ld);
+sf_status sf_dense_facts_f64(double *absmax, double *sum, const double *x, int64_t rows,
+                             int64_t cols, int64_t ld);
 
 /* SDDMM on A's pattern: out[p] = dot(X[i, :], Y[col[p], :]) for the stored
  * element p of row i; X (nrows x n, row stride ldx), Y (ncols x n, ldy).

@@ -5,6 +5,7 @@ operand); result layouts; errors."""
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 
 import pytest
@@ -457,3 +458,115 @@ def test_dense_operands_with_one_row_take_any_row_stride():
     W = torch.randn(3, 2, requires_grad=True)
     (A @ W).sum().backward()  # the backward's A^T @ g has a one-row g
     torch.testing.assert_close(W.grad, torch.tensor([[2.], [0.5], [-1.]]).expand(3, 2))
+
+
+# ---- the hot path and the range test read in the kernel's pass -------------------------
+
+HOT_FILLS = [0.0, 0.5, math.inf, -math.inf, math.nan]
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS, ids=["coo", "csr"])
+@pytest.mark.parametrize("fill", HOT_FILLS)
+def test_hot_path_product_is_the_routes(fill, layout):
+    """The fast handlers of `@`, matmul, mv and mm on a plain matrix call the
+    op the route calls: the same bits, equal to dense (inf/-inf/nan fills
+    included), and None for what they leave to the route."""
+    from torch_sparsefill import _products, _routing
+    A = _with_fill(_random(9, 6, 0.0, layout, seed=5), fill)
+    D = _dense_of(A)
+    x, B = _randn(6, seed=2), _randn(6, 3, seed=3)
+    x[1] = 0.0  # inf * 0 in the dense sum
+    for func, b, want in ((torch.Tensor.__matmul__, x, D @ x), (torch.matmul, B, D @ B),
+                          (torch.mv, x, D @ x), (torch.Tensor.mm, B, D @ B)):
+        got = _routing.FAST[func]((A, b))
+        assert got is not None, func
+        torch.testing.assert_close(got, want, equal_nan=True)
+        route = _products._matmul(A, b)
+        assert torch.equal(got.isnan(), route.isnan()) and torch.equal(got.nan_to_num(), route.nan_to_num())
+    fast_mv = _routing.FAST[torch.mv]
+    assert fast_mv((A, B)) is None  # mv of a matrix: the route raises
+    assert fast_mv((A, x[:5])) is None  # a size mismatch: the route raises
+    assert fast_mv((A, x.float())) is None  # a dtype mismatch: the route raises
+    assert fast_mv((A, torch.nn.Parameter(x))) is None  # a subclass
+    assert _routing.FAST[torch.mm]((A, x)) is None
+    full = sf.to_sparse(torch.full((3, 2), 7.0, dtype=torch.float64), fill_value=fill)
+    full = full.to_sparse(layout=layout)
+    assert full._nnz() == 6
+    assert fast_mv((full, x[:2])) is None  # fully stored: the route's fill of 0
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        torch.mv(A, x[:5])
+
+
+@pytest.mark.cpu_only("CPU thread counts")
+@pytest.mark.parametrize("case", ["finite", "huge value in the last rows", "nan value",
+                                  "inf fill"])
+def test_range_test_over_row_ranges_is_exact_with_1_and_2_threads(case):
+    """The fast path's range facts are read in each row range's own pass and
+    combined: a value that breaks the test in the last range (another
+    thread's) still sends the product to the exact path, and results are
+    bit-identical with 1 and 2 threads."""
+    m, k = 3000, 400
+    g = T.rng(8)
+    rows = torch.arange(m).repeat_interleave(12)
+    cols = torch.randint(0, k, (m * 12,), generator=g)
+    values = torch.randn(m * 12, generator=g, dtype=torch.float64)
+    fill = -0.5
+    scale_x = 1.0
+    if case == "huge value in the last rows":
+        # Only max|v| fails the test (v - f overflows; 2 max|f| and k max|x|
+        # are small): a range that lost it would give inf where dense is finite.
+        big = torch.finfo(torch.float64).max
+        values[-1] = 0.95 * big
+        fill = -0.1 * big
+        scale_x = 1e-10
+    elif case == "nan value":
+        values[-1] = math.nan
+    elif case == "inf fill":
+        fill = math.inf
+    A = sf.sparse_coo_tensor(torch.stack([rows, cols]), values, (m, k), fill_value=fill).coalesce()
+    A = A.to_sparse_csr()
+    D = A.to_dense()
+    x, B = _randn(k, seed=4) * scale_x, _randn(k, 3, seed=5) * scale_x
+    with_threads = torch.get_num_threads()
+    outs = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            outs.append((A @ x, A @ B))
+    finally:
+        torch.set_num_threads(with_threads)
+    for (y1, c1), (y2, c2) in [outs]:
+        assert torch.equal(y1.nan_to_num(), y2.nan_to_num()) and torch.equal(y1.isnan(), y2.isnan())
+        assert torch.equal(c1.nan_to_num(), c2.nan_to_num()) and torch.equal(c1.isnan(), c2.isnan())
+    for got, want in ((outs[0][0], D @ x), (outs[0][1], D @ B)):
+        if case == "huge value in the last rows":
+            assert torch.isfinite(want).all()
+            scale = want.abs().max()
+            torch.testing.assert_close(got / scale, want / scale)
+        else:
+            torch.testing.assert_close(got, want, equal_nan=True)
+
+
+@pytest.mark.cpu_only("CPU thread counts")
+@pytest.mark.parametrize("layout", T.LAYOUTS, ids=["coo", "csr"])
+def test_spgemm_rows_split_over_threads_are_bit_identical(layout):
+    """The fill-0 SpGEMM at a size its row ranges run on two threads (rows of
+    about one column per word of the bitmap): the same pattern and bits as on
+    one thread, sorted within rows, equal to dense."""
+    A = _random(2500, 2500, 0.0, layout, density=0.003, seed=11)
+    B = _random(2500, 2500, 0.0, layout, density=0.003, seed=12)
+    with_threads = torch.get_num_threads()
+    outs = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            outs.append((A @ B).to_sparse_csr())
+    finally:
+        torch.set_num_threads(with_threads)
+    one, two = outs
+    for part in ("crow_indices", "col_indices", "values"):
+        assert torch.equal(getattr(one, part)(), getattr(two, part)()), part
+    crow, col = one.crow_indices(), one.col_indices()
+    rows = torch.repeat_interleave(torch.arange(2500), crow.diff())
+    assert bool((rows[1:] > rows[:-1]).logical_or(col[1:] > col[:-1]).all())  # sorted
+    _close(one.to_dense(), A.to_dense() @ B.to_dense())

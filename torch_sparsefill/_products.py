@@ -26,7 +26,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from . import _args, _fill
 from ._factories import to_sparse
-from ._tensor import SparseFillTensor, build
+from ._tensor import SparseFillTensor, build, is_plain
 
 _ops = torch.ops.sparsefill
 T = torch.Tensor
@@ -330,6 +330,43 @@ def _addmm(input, mat1, mat2, *, beta=1, alpha=1, func=torch.addmm):
     return _add_scaled(input, _mm(mat1, mat2, func), beta, alpha, func)
 
 
+# ---- the hot path (RFC.md section 9.1) ----------------------------------------------
+
+_PRODUCT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def _fast_product(a, b, vector: bool, matrix: bool):
+    """``a @ b`` for a plain 2-D SparseFillTensor `a` (not fully stored) and
+    a strided torch.Tensor `b`, 1-D if `vector`, 2-D if `matrix`, of a's
+    dtype and matching size: the very op call the route makes (_mm, _mv),
+    without its argument checks and the operand conversions; None for
+    anything else (the route then handles the call and its errors)."""
+    if not is_plain(a) or type(b) is not torch.Tensor or b.layout is not torch.strided:
+        return None
+    size = a._sf_size
+    if len(size) != 2 or b.dtype is not a._sf_values.dtype or b.dtype not in _PRODUCT_DTYPES:
+        return None
+    nse, (m, k) = a._sf_values.shape[0], size
+    # a fully stored a: the route gives the op a fill of 0 (_fill2d); a
+    # symbolic nse (a tracer): the route decides without guarding.
+    if type(nse) is not int or nse >= m * k:
+        return None
+    d = b.dim()
+    if d == 1 and vector and b.shape[0] == k:
+        crow, col, values = _csr(a)
+        return _ops.spmm(crow, col, values, a._sf_fill, b.unsqueeze(1), k).squeeze(1)
+    if d == 2 and matrix and b.shape[0] == k:
+        crow, col, values = _csr(a)
+        return _ops.spmm(crow, col, values, a._sf_fill, b, k)
+    return None
+
+
+def _fast(vector: bool, matrix: bool):
+    def fast(args):
+        return _fast_product(args[0], args[1], vector, matrix) if len(args) == 2 else None
+    return fast
+
+
 def _with_func(fn, func):
     return lambda *args, **kwargs: fn(*args, func=func, **kwargs)
 
@@ -351,3 +388,8 @@ ROUTES = {
     T.addmm: _with_func(_addmm, T.addmm),
     torch.sparse.addmm: _with_func(_addmm, torch.sparse.addmm),
 }
+# Callables whose calls without keywords the routing tries here first: a
+# plain sparse matrix times a strided vector or matrix.
+_FAST_MATMUL, _FAST_MV, _FAST_MM = _fast(True, True), _fast(True, False), _fast(False, True)
+FAST = {T.__matmul__: _FAST_MATMUL, torch.matmul: _FAST_MATMUL, T.matmul: _FAST_MATMUL,
+        torch.mv: _FAST_MV, T.mv: _FAST_MV, torch.mm: _FAST_MM, T.mm: _FAST_MM}

@@ -166,9 +166,10 @@ _METADATA = frozenset(_PASSTHROUGH)
 # The hot path (RFC.md section 9.1): per callable, a family's fast handler
 # of plain operands (_tensor.is_plain), tried before TABLE's handler; a
 # family may only speed up a callable it routes.
-FAST = {**_elementwise.FAST, **_reductions.FAST, **_indexing.FAST}
+FAST = {**_elementwise.FAST, **_reductions.FAST, **_indexing.FAST, **_products.FAST}
 assert all(TABLE[f] is routes[f] for f in FAST
-           for routes in (_elementwise.ROUTES, _reductions.ROUTES, _indexing.ROUTES)
+           for routes in (_elementwise.ROUTES, _reductions.ROUTES, _indexing.ROUTES,
+                          _products.ROUTES)
            if f in routes), \
     "internal: a fast handler for a callable its family does not route"
 

@@ -29,6 +29,15 @@
 #define SF_CLONES
 #endif
 
+/* The block read of max |values| (below) stays out of the kernels' inner
+ * loops: inlined, it changed how GCC compiled the SpMV's loop (its index
+ * checks vectorised into extracts; 1.7x slower). */
+#if defined(__GNUC__)
+#define SF_NOINLINE __attribute__((noinline))
+#else
+#define SF_NOINLINE
+#endif
+
 /* Shared argument checks of the row-range functions. */
 #define SF_CHECK_RANGE(nrows, row_begin, row_end)                                   \
   do {                                                                              \
@@ -46,9 +55,80 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
   return SF_OK;
 }
 
+/* max |x| over n elements at stride `stride`, as the bits of |x|: for IEEE
+ * values with the sign cleared, the unsigned order of the bits is the order
+ * of the magnitudes, with inf above every finite value and every NaN above
+ * inf. So one unsigned max (which vectorises, where a float max with NaN
+ * rules does not) gives max |x|, inf if x holds one, NaN if x holds one. */
+#define SF_DEFINE_ABSMAX(T, SUFFIX, U, MAGNITUDE)                                       \
+  static inline U sf_absmax_bits_##SUFFIX(const T *x, int64_t n, int64_t stride) {      \
+    U mx[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                 \
+    int64_t i = 0;                                                                      \
+    if (stride == 1) {                                                                  \
+      for (; i + 8 <= n; i += 8)                                                        \
+        for (int u = 0; u < 8; ++u) {                                                   \
+          U b;                                                                          \
+          memcpy(&b, x + i + u, sizeof b);                                              \
+          b &= MAGNITUDE;                                                               \
+          mx[u] = b > mx[u] ? b : mx[u];                                                \
+        }                                                                               \
+    }                                                                                   \
+    for (; i < n; ++i) {                                                                \
+      U b;                                                                              \
+      memcpy(&b, x + i * stride, sizeof b);                                             \
+      b &= MAGNITUDE;                                                                   \
+      mx[0] = b > mx[0] ? b : mx[0];                                                    \
+    }                                                                                   \
+    U m = 0;                                                                            \
+    for (int u = 0; u < 8; ++u) m = mx[u] > m ? mx[u] : m;                              \
+    return m;                                                                           \
+  }                                                                                     \
+                                                                                        \
+  static inline T sf_from_bits_##SUFFIX(U b) {                                          \
+    T v;                                                                                \
+    memcpy(&v, &b, sizeof v);                                                           \
+    return v;                                                                           \
+  }                                                                                     \
+                                                                                        \
+  /* max |values| of a row range, read in blocks of whole rows behind a kernel's   \
+   * pass, while a block is still in L1 (a pass of its own vectorises; the same      \
+   * steps inside a gather loop cost the SpMV half its time again, a pass over the   \
+   * whole range after it about as much, from memory). */                            \
+  typedef struct {                                                                      \
+    U bits;              /* max |v| so far, as bits */                                  \
+    int64_t start, end;  /* the block not yet read: [start, end) */                     \
+  } sf_absmax_block_##SUFFIX;                                                           \
+                                                                                        \
+  SF_CLONES static SF_NOINLINE void sf_absmax_fold_##SUFFIX(sf_absmax_block_##SUFFIX *s,             \
+                                             const T *values) {                         \
+    const U b = sf_absmax_bits_##SUFFIX(values + s->start, s->end - s->start, 1);       \
+    s->bits = b > s->bits ? b : s->bits;                                                \
+    s->start = s->end;                                                                  \
+  }                                                                                     \
+                                                                                        \
+  /* The kernel read row [lo, hi) (rows come in order, each starting where the     \
+   * last ended). */                                                                    \
+  static inline void sf_absmax_block_add_##SUFFIX(sf_absmax_block_##SUFFIX *s,          \
+                                                  const T *values, int64_t lo,          \
+                                                  int64_t hi) {                         \
+    if (s->start < 0) s->start = lo;                                                    \
+    s->end = hi;                                                                        \
+    if (s->end - s->start >= SF_ABSMAX_BLOCK) sf_absmax_fold_##SUFFIX(s, values);       \
+  }                                                                                     \
+                                                                                        \
+  static inline T sf_absmax_block_end_##SUFFIX(sf_absmax_block_##SUFFIX *s,             \
+                                               const T *values) {                       \
+    if (s->end > s->start) sf_absmax_fold_##SUFFIX(s, values);                          \
+    return sf_from_bits_##SUFFIX(s->bits);                                              \
+  }
+/* Stored elements per block of sf_absmax_block (8 or 16 KB, well inside L1). */
+#define SF_ABSMAX_BLOCK 2048
+SF_DEFINE_ABSMAX(float, f32, uint32_t, 0x7fffffffu)
+SF_DEFINE_ABSMAX(double, f64, uint64_t, 0x7fffffffffffffffull)
+
 /* ---- type-generic kernels ---------------------------------------------------- */
 
-#define SF_DEFINE_PRODUCTS(T, SUFFIX)                                                          \
+#define SF_DEFINE_PRODUCTS(T, SUFFIX, U)                                                          \
   /* A dot product in 8 independent lanes, which the compiler vectorises (a   \
    * single running sum may not be reassociated). */                                           \
   static inline T sf_dot_##SUFFIX(const T *restrict x, const T *restrict y, int64_t n) {       \
@@ -65,15 +145,18 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
                                  const T *values, int64_t nrows, int64_t ncols, int64_t nse,  \
                                  const T *b, int64_t ldb, int64_t n, const T *row_fill,       \
                                  int64_t row_fill_stride, const T *col_fill, const T *colsum, \
-                                 const T *corr, int64_t row_begin, int64_t row_end) {         \
+                                 const T *corr, int64_t row_begin, int64_t row_end,           \
+                                 T *values_absmax) {                                          \
     SF_CHECK_RANGE(nrows, row_begin, row_end);                                                 \
     SF_FAIL_IF(ncols < 0 || nse < 0 || n < 0, SF_ERR_NEGATIVE_SIZE);                          \
     SF_FAIL_IF(ldc < n || ldb < n, SF_ERR_INVALID_ARGUMENT);                                  \
+    if (values_absmax) *values_absmax = 0;                                                     \
     if (row_end == row_begin || n == 0) return SF_OK;                                          \
     SF_FAIL_IF(c == NULL || crow == NULL, SF_ERR_NULL_POINTER);                                \
     SF_NEED(col, nse);                                                                         \
     SF_NEED(values, nse);                                                                      \
     SF_NEED2(b, ncols, n);                                                                     \
+    sf_absmax_block_##SUFFIX seen = {0, -1, -1}; /* max |values| of the range (in blocks) */       \
     for (int64_t i = row_begin; i < row_end; ++i) {                                            \
       int64_t lo, hi;                                                                          \
       sf_status st = sf_row_span(&lo, &hi, crow, i, nse);                                      \
@@ -92,7 +175,9 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
         const T *restrict bj = b + j * ldb;                                                    \
         for (int64_t t = 0; t < n; ++t) ci[t] += a * bj[t];                                    \
       }                                                                                        \
+      if (values_absmax) sf_absmax_block_add_##SUFFIX(&seen, values, lo, hi);               \
     }                                                                                          \
+    if (values_absmax) *values_absmax = sf_absmax_block_end_##SUFFIX(&seen, values);           \
     return SF_OK;                                                                              \
   }                                                                                            \
                                                                                                \
@@ -100,14 +185,16 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
                                  const T *values, int64_t nrows, int64_t ncols, int64_t nse,  \
                                  const T *x, int64_t incx, const T *row_fill,                 \
                                  int64_t row_fill_stride, const T *col_fill, T xsum, T corr,   \
-                                 int64_t row_begin, int64_t row_end) {                        \
+                                 int64_t row_begin, int64_t row_end, T *values_absmax) {      \
     SF_CHECK_RANGE(nrows, row_begin, row_end);                                                 \
     SF_FAIL_IF(ncols < 0 || nse < 0, SF_ERR_NEGATIVE_SIZE);                                   \
+    if (values_absmax) *values_absmax = 0;                                                     \
     if (row_end == row_begin) return SF_OK;                                                    \
     SF_FAIL_IF(y == NULL || crow == NULL, SF_ERR_NULL_POINTER);                                \
     SF_NEED(col, nse);                                                                         \
     SF_NEED(values, nse);                                                                      \
     SF_NEED(x, ncols);                                                                         \
+    sf_absmax_block_##SUFFIX seen = {0, -1, -1}; /* max |values| of the range (in blocks) */       \
     for (int64_t i = row_begin; i < row_end; ++i) {                                            \
       int64_t lo, hi;                                                                          \
       sf_status st = sf_row_span(&lo, &hi, crow, i, nse);                                      \
@@ -132,7 +219,9 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
         a0 += (values[p] - rf - (col_fill ? col_fill[j] : (T)0)) * x[j * incx];               \
       }                                                                                        \
       y[i * incy] = (rf * xsum + corr) + ((a0 + a1) + (a2 + a3));                              \
+      if (values_absmax) sf_absmax_block_add_##SUFFIX(&seen, values, lo, hi);               \
     }                                                                                          \
+    if (values_absmax) *values_absmax = sf_absmax_block_end_##SUFFIX(&seen, values);           \
     return SF_OK;                                                                              \
   }                                                                                            \
                                                                                                \
@@ -308,8 +397,29 @@ static void sf_sorted_columns(int64_t *x, int64_t cnt, uint64_t *bits, int64_t c
                               int64_t cmax) {
   const int64_t w0 = cmin >> 6, w1 = cmax >> 6;
   if (cnt > 16 && w1 - w0 + 1 <= 4 * cnt) {
-    int64_t q = 0;
-    for (int64_t w = w0; w <= w1; ++w) {
+    int64_t q = 0, w = w0;
+    /* A sparse row's word holds 0, 1 or 2 of its columns most often, and a
+     * loop over a word's bits mispredicts its exit about once per word (this
+     * read was 40% of a SpGEMM). So a word's first two columns are written
+     * without a branch: x[q] and x[q + 1] are written whether or not they are
+     * kept (q advances only past kept ones), which stays inside the row
+     * while two of its slots are left; the rare third bit takes the loop. */
+    for (; w <= w1 && q + 2 <= cnt; ++w) {
+      uint64_t word = bits[w];
+      bits[w] = 0;
+      const int64_t base = w << 6;
+      x[q] = base + sf_ctz64(word | ((uint64_t)1 << 63));
+      q += word != 0;
+      word &= word - 1;
+      x[q] = base + sf_ctz64(word | ((uint64_t)1 << 63));
+      q += word != 0;
+      word &= word - 1;
+      while (word) {
+        x[q++] = base + sf_ctz64(word);
+        word &= word - 1;
+      }
+    }
+    for (; w <= w1; ++w) {
       uint64_t word = bits[w];
       bits[w] = 0;
       while (word) {
@@ -323,8 +433,52 @@ static void sf_sorted_columns(int64_t *x, int64_t cnt, uint64_t *bits, int64_t c
   sf_sort_i64(x, cnt);
 }
 
-SF_DEFINE_PRODUCTS(float, f32)
-SF_DEFINE_PRODUCTS(double, f64)
+SF_DEFINE_PRODUCTS(float, f32, uint32_t)
+SF_DEFINE_PRODUCTS(double, f64, uint64_t)
+
+/* ---- the range facts of a product's fast path ------------------------------------
+ *
+ * max |x| (NaN if x holds one) and the sum of a dense block in one read,
+ * for the test that picks a product's fast path (RFC.md section 5.5). The
+ * sum runs in eight double lanes (float's too): no worse than a float
+ * cascade for the sizes a product's operand has, and deterministic. */
+#define SF_DEFINE_FACTS(T, SUFFIX, U)                                                        \
+  /* The sum of len elements at stride `stride` into eight double lanes. */                  \
+  static inline void sf_sum_run_##SUFFIX(const T *x, int64_t len, int64_t stride,            \
+                                         double *lanes) {                                    \
+    int64_t i = 0;                                                                          \
+    if (stride == 1)                                                                        \
+      for (; i + 8 <= len; i += 8)                                                          \
+        for (int u = 0; u < 8; ++u) lanes[u] += (double)x[i + u];                           \
+    for (; i < len; ++i) lanes[0] += (double)x[i * stride];                                 \
+  }                                                                                         \
+                                                                                            \
+  SF_CLONES sf_status sf_dense_facts_##SUFFIX(T *absmax, T *sum, const T *x, int64_t rows,  \
+                                              int64_t cols, int64_t ld) {                   \
+    SF_FAIL_IF(rows < 0 || cols < 0, SF_ERR_NEGATIVE_SIZE);                                \
+    SF_FAIL_IF(absmax == NULL, SF_ERR_NULL_POINTER);                                        \
+    SF_FAIL_IF(cols > 1 && rows > 1 && ld < cols, SF_ERR_INVALID_ARGUMENT);                 \
+    SF_FAIL_IF(cols == 1 && rows > 1 && ld < 0, SF_ERR_INVALID_ARGUMENT);                   \
+    SF_NEED2(x, rows, cols);                                                                \
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                             \
+    U m = 0;                                                                                \
+    /* a vector at stride ld, or rows of cols contiguous elements */                       \
+    const int64_t runs = cols == 1 ? 1 : rows, len = cols == 1 ? rows : cols;               \
+    const int64_t stride = cols == 1 ? ld : 1;                                              \
+    for (int64_t r = 0; r < runs && len > 0; ++r) {                                        \
+      const U b = sf_absmax_bits_##SUFFIX(x + r * ld, len, stride);                         \
+      m = b > m ? b : m;                                                                    \
+      if (sum) sf_sum_run_##SUFFIX(x + r * ld, len, stride, lanes);                         \
+    }                                                                                       \
+    *absmax = sf_from_bits_##SUFFIX(m);                                                     \
+    if (sum)                                                                                \
+      *sum = (T)(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +                          \
+                 ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])));                          \
+    return SF_OK;                                                                           \
+  }
+
+SF_DEFINE_FACTS(float, f32, uint32_t)
+SF_DEFINE_FACTS(double, f64, uint64_t)
 
 /* ---- fused sparse attention ------------------------------------------------------
  *

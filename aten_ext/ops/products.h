@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -229,7 +230,17 @@ inline int64_t csr_operand_shape(const Tensor& crow, const Tensor& col, const Te
 // partial sums) is at most k max|B| (max|v| + 2 max|f|) in magnitude, and
 // that bound must be finite and below a quarter of the dtype's largest
 // value. Otherwise `values - fill` or the correction could overflow or hold
-// inf - inf where the dense sum is finite (RFC.md section 5.5).
+// inf - inf where the dense sum is finite (RFC.md section 5.5). The rule's
+// one home, given the three maxima in the compute dtype T (NaN where an
+// operand holds a NaN), evaluated in T as the bound's tensor form was.
+template <class T>
+bool fast_path_bound_ok(T max_b, int64_t k, T max_v, T max_f) {
+  const T bound = (max_b * static_cast<T>(k)) * (max_v + T(2) * max_f);
+  return bound < std::numeric_limits<T>::max() / 4;  // false for NaN and inf
+}
+
+// The rule for operands on any device, maxima by ATen (one host sync): the
+// CUDA kernels' test; the CPU kernel reads the maxima in its own passes.
 bool spmm_fast_path_exact(const Tensor& values, const Tensor& fill, const Tensor& b);
 
 // A @ B for a CSR A with any fill and a strided B holding anything (inf,

@@ -3,6 +3,7 @@
 // row ranges, both dtypes, and malformed index data.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -88,7 +89,7 @@ TEST_P(SpmmFills, MatchesDenseProductInTwoRowRanges) {
   for (auto range : {std::pair<int64_t, int64_t>{0, 6}, {6, m}}) {
     ASSERT_EQ(sf_csr_spmm_f64(c.data(), n, a.crow.data(), a.col.data(), a.val.data(), m, k, nse,
                               b.data(), n, n, rf, stride, cf, kind == kCol ? nullptr : colsum.data(),
-                              kind == kCol ? corr.data() : nullptr, range.first, range.second),
+                              kind == kCol ? corr.data() : nullptr, range.first, range.second, nullptr),
               SF_OK);
   }
   for (int64_t e = 0; e < m * n; ++e) EXPECT_NEAR(c[e], expected[e], 1e-12) << e;
@@ -98,7 +99,7 @@ TEST_P(SpmmFills, MatchesDenseProductInTwoRowRanges) {
   double xsum = colsum[2], cor = corr[2];
   ASSERT_EQ(sf_csr_spmv_f64(y.data(), 1, a.crow.data(), a.col.data(), a.val.data(), m, k, nse,
                             b.data() + 2, n, rf, stride, cf, kind == kCol ? 0.0 : xsum,
-                            kind == kCol ? cor : 0.0, 0, m),
+                            kind == kCol ? cor : 0.0, 0, m, nullptr),
             SF_OK);
   for (int64_t i = 0; i < m; ++i) EXPECT_NEAR(y[i], expected[i * n + 2], 1e-12) << i;
 }
@@ -113,7 +114,7 @@ TEST(Products, SpmmFloatAndPaddedStrides) {
   const float fill = 0.5f;
   float colsum[2] = {4, 6};
   ASSERT_EQ(sf_csr_spmm_f32(c.data(), ld, crow.data(), col.data(), val.data(), m, k, 3, b.data(),
-                            ld, n, &fill, 0, nullptr, colsum, nullptr, 0, m),
+                            ld, n, &fill, 0, nullptr, colsum, nullptr, 0, m, nullptr),
             SF_OK);
   // dense A = [[.5, 2], [.5, .5], [3, 4]]
   const float expect[3][2] = {{0.5f + 6, 1 + 8}, {0.5f + 1.5f, 1 + 2}, {3 + 12, 6 + 16}};
@@ -158,12 +159,16 @@ TEST(Products, TransposeIsStableAndValid) {
 }
 
 // (m, k, n, density of A, density of B): short rows (insertion sort), rows
-// dense in a narrow span (bitmap) and long rows over a wide span (qsort).
+// dense in a narrow span (bitmap), rows of about one column per word of a
+// wide span (the bitmap's branch-free first two bits per word) and long rows
+// over a wide span (qsort).
 class Spgemm : public ::testing::TestWithParam<std::tuple<int, int, int, double, double>> {};
 
 INSTANTIATE_TEST_SUITE_P(Products, Spgemm,
                          ::testing::Values(std::make_tuple(10, 7, 9, 0.35, 0.35),
                                            std::make_tuple(12, 30, 300, 0.3, 0.3),
+                                           std::make_tuple(30, 40, 4000, 0.2, 0.002),
+                                           std::make_tuple(20, 60, 4000, 0.3, 0.004),
                                            std::make_tuple(6, 40, 20000, 0.1, 0.0005)));
 
 TEST_P(Spgemm, MatchesDenseAndIsSorted) {
@@ -230,17 +235,17 @@ TEST(Products, MalformedIndicesAreRefused) {
   double fill = 0;
   // a decreasing row pointer
   EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow.data(), good_col.data(), val.data(), 2, 3, 2, b.data(), 2,
-                            2, &fill, 0, nullptr, nullptr, nullptr, 0, 2),
+                            2, &fill, 0, nullptr, nullptr, nullptr, 0, 2, nullptr),
             SF_ERR_CROW_DECREASING);
   // a row pointer past nse, though non-decreasing
   Vec crow_far{0, 100, 100};
   EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow_far.data(), col.data(), val.data(), 2, 3, 2,
-                            b.data(), 2, 2, &fill, 0, nullptr, nullptr, nullptr, 0, 2),
+                            b.data(), 2, 2, &fill, 0, nullptr, nullptr, nullptr, 0, 2, nullptr),
             SF_ERR_CROW_DECREASING);
   // a column out of range
   Vec crow_ok{0, 1, 2};
   EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow_ok.data(), col.data(), val.data(), 2, 3, 2, b.data(),
-                            2, 2, &fill, 0, nullptr, nullptr, nullptr, 0, 2),
+                            2, 2, &fill, 0, nullptr, nullptr, nullptr, 0, 2, nullptr),
             SF_ERR_INDEX_OUT_OF_RANGE);
   std::vector<double> out(2);
   EXPECT_EQ(sf_csr_sddmm_f64(out.data(), crow_ok.data(), col.data(), 2, 3, 2, b.data(), 2,
@@ -252,13 +257,13 @@ TEST(Products, MalformedIndicesAreRefused) {
             SF_ERR_INDEX_OUT_OF_RANGE);
   // bad row ranges and missing pointers
   EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow_ok.data(), col.data(), val.data(), 2, 3, 2, b.data(),
-                            2, 2, &fill, 0, nullptr, nullptr, nullptr, 1, 3),
+                            2, 2, &fill, 0, nullptr, nullptr, nullptr, 1, 3, nullptr),
             SF_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(sf_csr_spmm_f64(c.data(), 1, crow_ok.data(), col.data(), val.data(), 2, 3, 2, b.data(),
-                            2, 2, &fill, 0, nullptr, nullptr, nullptr, 0, 2),
+                            2, 2, &fill, 0, nullptr, nullptr, nullptr, 0, 2, nullptr),
             SF_ERR_INVALID_ARGUMENT);  // ldc < n
   EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow_ok.data(), nullptr, val.data(), 2, 3, 2, b.data(), 2,
-                            2, &fill, 0, nullptr, nullptr, nullptr, 0, 2),
+                            2, &fill, 0, nullptr, nullptr, nullptr, 0, 2, nullptr),
             SF_ERR_NULL_POINTER);
   Vec row_nse(2);
   uint64_t bits1[1];
@@ -268,12 +273,75 @@ TEST(Products, MalformedIndicesAreRefused) {
             SF_ERR_INDEX_OUT_OF_RANGE);
 }
 
+// The range facts of the fast path: sf_dense_facts over a vector (strided)
+// and a padded block, and the kernels' max |values| of their row range.
+TEST(Products, RangeFacts) {
+  std::mt19937_64 rng(11);
+  const int64_t rows = 21, cols = 3, ld = 5;  // lanes of 8 and a tail
+  std::vector<double> b = random_vec(rows * ld, rng);
+  double want = 0, want_sum = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < cols; ++t) want = std::max(want, std::fabs(b[r * ld + t]));
+  for (int64_t r = 0; r < rows; ++r) want_sum += b[r * ld + 1];
+  double amax = -1, sum = NAN;
+  ASSERT_EQ(sf_dense_facts_f64(&amax, nullptr, b.data(), rows, cols, ld), SF_OK);
+  EXPECT_EQ(amax, want);
+  // column 1 as a vector at stride ld: its own max and sum
+  double col_max = 0;
+  for (int64_t r = 0; r < rows; ++r) col_max = std::max(col_max, std::fabs(b[r * ld + 1]));
+  ASSERT_EQ(sf_dense_facts_f64(&amax, &sum, b.data() + 1, rows, 1, ld), SF_OK);
+  EXPECT_EQ(amax, col_max);
+  EXPECT_NEAR(sum, want_sum, 1e-12);
+  // a NaN anywhere gives NaN, an infinity inf; nothing gives 0
+  b[7 * ld + 2] = NAN;
+  ASSERT_EQ(sf_dense_facts_f64(&amax, nullptr, b.data(), rows, cols, ld), SF_OK);
+  EXPECT_TRUE(std::isnan(amax));
+  std::vector<float> f{1.f, -INFINITY, 2.f};
+  float famax = 0, fsum = 0;
+  ASSERT_EQ(sf_dense_facts_f32(&famax, &fsum, f.data(), 3, 1, 1), SF_OK);
+  EXPECT_EQ(famax, INFINITY);
+  EXPECT_EQ(fsum, -INFINITY);
+  ASSERT_EQ(sf_dense_facts_f32(&famax, &fsum, nullptr, 0, 1, 1), SF_OK);
+  EXPECT_EQ(famax, 0.f);
+  EXPECT_EQ(fsum, 0.f);
+  EXPECT_EQ(sf_dense_facts_f64(&amax, nullptr, b.data(), rows, cols, 2), SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sf_dense_facts_f64(nullptr, nullptr, b.data(), rows, cols, ld), SF_ERR_NULL_POINTER);
+
+  // The kernels: max |values| over their own range only, NaN flagged.
+  Vec crow{0, 2, 3, 7}, col{0, 2, 1, 0, 1, 2, 3};
+  std::vector<double> val{1, -9, 4, 2, -3, 5, 6}, x{1, 1, 1, 1}, y(3), c(3 * 2);
+  std::vector<double> b2(4 * 2, 1.0);
+  const double fill = 0.5;
+  double vmax = -1;
+  ASSERT_EQ(sf_csr_spmv_f64(y.data(), 1, crow.data(), col.data(), val.data(), 3, 4, 7, x.data(), 1,
+                            &fill, 0, nullptr, 4.0, 0.0, 1, 3, &vmax),
+            SF_OK);
+  EXPECT_EQ(vmax, 6.0);  // rows 1 and 2: 4, 2, -3, 5, 6 (row 0's -9 is not theirs)
+  ASSERT_EQ(sf_csr_spmm_f64(c.data(), 2, crow.data(), col.data(), val.data(), 3, 4, 7, b2.data(), 2,
+                            2, &fill, 0, nullptr, nullptr, nullptr, 0, 1, &vmax),
+            SF_OK);
+  EXPECT_EQ(vmax, 9.0);
+  val[4] = NAN;
+  ASSERT_EQ(sf_csr_spmv_f64(y.data(), 1, crow.data(), col.data(), val.data(), 3, 4, 7, x.data(), 1,
+                            &fill, 0, nullptr, 4.0, 0.0, 2, 3, &vmax),
+            SF_OK);
+  EXPECT_TRUE(std::isnan(vmax));
+  ASSERT_EQ(sf_csr_spmm_f64(c.data(), 2, crow.data(), col.data(), val.data(), 3, 4, 7, b2.data(), 2,
+                            2, &fill, 0, nullptr, nullptr, nullptr, 2, 3, &vmax),
+            SF_OK);
+  EXPECT_TRUE(std::isnan(vmax));
+  ASSERT_EQ(sf_csr_spmv_f64(y.data(), 1, crow.data(), col.data(), val.data(), 3, 4, 7, x.data(), 1,
+                            &fill, 0, nullptr, 4.0, 0.0, 1, 1, &vmax),
+            SF_OK);
+  EXPECT_EQ(vmax, 0.0);  // an empty range
+}
+
 TEST(Products, EmptyOperands) {
   Vec crow{0, 0, 0};
   double fill = 2.0, colsum[3] = {1, 2, 3};
   std::vector<double> c(6, NAN);
   ASSERT_EQ(sf_csr_spmm_f64(c.data(), 3, crow.data(), nullptr, nullptr, 2, 0, 0, nullptr, 3, 3,
-                            &fill, 0, nullptr, colsum, nullptr, 0, 2),
+                            &fill, 0, nullptr, colsum, nullptr, 0, 2, nullptr),
             SF_OK);
   for (int64_t e = 0; e < 6; ++e) EXPECT_EQ(c[e], 2.0 * colsum[e % 3]);
   Vec crow_t(1);

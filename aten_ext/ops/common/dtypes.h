@@ -49,6 +49,7 @@ template <class T> struct Core;
 template <> struct Core<float> {
   static constexpr auto spmm = sf_csr_spmm_f32;
   static constexpr auto spmv = sf_csr_spmv_f32;
+  static constexpr auto dense_facts = sf_dense_facts_f32;
   static constexpr auto bsr_spmm = sf_bsr_spmm_f32;
   static constexpr auto sddmm = sf_csr_sddmm_f32;
   static constexpr auto attention = sf_csr_attention_f32;
@@ -69,6 +70,7 @@ template <> struct Core<float> {
 template <> struct Core<double> {
   static constexpr auto spmm = sf_csr_spmm_f64;
   static constexpr auto spmv = sf_csr_spmv_f64;
+  static constexpr auto dense_facts = sf_dense_facts_f64;
   static constexpr auto bsr_spmm = sf_bsr_spmm_f64;
   static constexpr auto sddmm = sf_csr_sddmm_f64;
   static constexpr auto attention = sf_csr_attention_f64;

@@ -194,12 +194,15 @@ Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const Tensor& 
 // ---- non-finite fills and operands -------------------------------------------------
 
 bool spmm_fast_path_exact(const Tensor& values, const Tensor& fill, const Tensor& b) {
-  // Every intermediate of the fast path is at most k max|B| (max|v| + 2 max|f|)
-  // in magnitude (ops/products.h); a NaN or an infinity makes the bound NaN
-  // or inf, which fails the test as well. One host sync.
-  Tensor bound = max_abs(b) * static_cast<double>(b.size(0)) *
-                 (max_abs(values) + 2 * max_abs(fill));
-  return within_range(bound);
+  // The three maxima read back together (one host sync), the rule applied
+  // in their dtype (ops/products.h).
+  Tensor facts = at::stack({max_abs(b), max_abs(values), max_abs(fill)}).cpu();
+  bool ok = false;
+  AT_DISPATCH_FLOATING_TYPES(facts.scalar_type(), "spmm_fast_path_exact", [&] {
+    const scalar_t* f = facts.const_data_ptr<scalar_t>();
+    ok = fast_path_bound_ok<scalar_t>(f[0], b.size(0), f[1], f[2]);
+  });
+  return ok;
 }
 
 namespace {

@@ -9,6 +9,8 @@
 #include <ATen/ops/mv.h>
 #include <ATen/ops/zeros.h>
 
+#include <limits>
+#include <mutex>
 #include <vector>
 
 #include "ops/common/dtypes.h"
@@ -27,7 +29,9 @@ void check_float(const Tensor& t, const char* name) {
 int64_t csr_operand_rows(const Tensor& crow, const Tensor& col, const Tensor& values,
                          const char* what) {
   const int64_t m = csr_operand_shape(crow, col, values, what);
-  const int64_t first = crow[0].item<int64_t>(), last = crow[m].item<int64_t>();
+  // index_arg gave a contiguous int64 CPU tensor: its ends read directly.
+  const int64_t* ends = crow.const_data_ptr<int64_t>();
+  const int64_t first = ends[0], last = ends[m];
   TORCH_CHECK(first == 0, "sparsefill: ", what, " crow_indices[0] must be 0, got ", first);
   TORCH_CHECK(last == col.numel(), "sparsefill: ", what,
               " crow_indices[-1] must equal the number of stored elements (", col.numel(),
@@ -58,16 +62,12 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
   if (n > 1 && (b.stride(1) != 1 || dense_row_stride(b) < n)) b = b.contiguous();
   Tensor c = at::empty({m, n}, values.options());
   if (m == 0 || n == 0) return c.to(out_type);
-  // Non-finite operands, or large enough for the shift by the fill to
-  // overflow: the path that never computes inf - inf.
-  if (!spmm_fast_path_exact(values, fill, b)) {
-    return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
-  }
-  // The correction vectors: 1^T B for a scalar or per-row fill, c^T B for a
-  // per-column fill (a GEMV over B, O(k n)).
-  Tensor colsum = kind == FillKind::Col ? Tensor() : b.sum(0).contiguous();
+  // The correction vectors: 1^T B for a scalar or per-row fill (one column:
+  // read with max|B| below), c^T B for a per-column fill (a GEMV over B, O(k n)).
+  Tensor colsum = kind == FillKind::Col || n == 1 ? Tensor() : b.sum(0).contiguous();
   Tensor corr = kind == FillKind::Col ? at::mv(b.t(), fill.view({-1})).contiguous() : Tensor();
   const int64_t nse = values.numel();
+  bool exact = false;
   with_compute_type(ct, [&](auto zero) {
     using T = decltype(zero);
     const T* rf = kind == FillKind::Col ? nullptr : fill.data_ptr<T>();
@@ -78,24 +78,52 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
     const T* v = values.data_ptr<T>();
     const T* bp = b.data_ptr<T>();
     T* cp = c.data_ptr<T>();
+    const int64_t ldb = n == 1 ? b.stride(0) : dense_row_stride(b);
+    // The fast path's range test (ops/products.h) without ATen reductions or
+    // a sync: max|B| (and, for one column, sum(B)) in one C read of B, max|f|
+    // likewise, max|v| in the product's own pass. Where the test fails (a
+    // non-finite operand, or large enough for the shift by the fill to
+    // overflow), the pass's result is dropped for the path that never
+    // computes inf - inf.
+    T b_max = 0, b_sum = 0, f_max = 0;
+    check_status(Core<T>::dense_facts(&b_max, n == 1 ? &b_sum : nullptr, bp, ncols, n, ldb),
+                 "spmm: the dense operand");
+    check_status(Core<T>::dense_facts(&f_max, nullptr, fill.data_ptr<T>(), fill.numel(), 1, 1),
+                 "spmm: the fill");
+    // max|v| of each row range, combined (a max: the order does not matter).
+    std::mutex mu;
+    T v_max = 0;
+    bool v_nan = false;
+    auto note = [&](sf_status st, T range_max) {
+      if (st != SF_OK) return st;
+      std::lock_guard<std::mutex> lock(mu);
+      if (range_max != range_max) v_nan = true;
+      else if (range_max > v_max) v_max = range_max;
+      return st;
+    };
     if (n == 1) {
-      const T xsum = colsum.defined() ? colsum.item<T>() : T(0);
-      const T cor = corr.defined() ? corr.item<T>() : T(0);
-      const int64_t incx = b.stride(0);
+      const T xsum = kind == FillKind::Col ? T(0) : b_sum;
+      const T cor = corr.defined() ? *corr.data_ptr<T>() : T(0);
       for_row_ranges(cr, m, 1, "spmm operands", [&](int64_t r0, int64_t r1) {
-        return Core<T>::spmv(cp, 1, cr, cl, v, m, ncols, nse, bp, incx, rf, rf_stride, cf, xsum,
-                             cor, r0, r1);
+        T range_max = 0;
+        const sf_status st = Core<T>::spmv(cp, 1, cr, cl, v, m, ncols, nse, bp, ldb, rf,
+                                           rf_stride, cf, xsum, cor, r0, r1, &range_max);
+        return note(st, range_max);
       });
     } else {
       const T* cs = colsum.defined() ? colsum.data_ptr<T>() : nullptr;
       const T* co = corr.defined() ? corr.data_ptr<T>() : nullptr;
-      const int64_t ldb = dense_row_stride(b);
       for_row_ranges(cr, m, n, "spmm operands", [&](int64_t r0, int64_t r1) {
-        return Core<T>::spmm(cp, n, cr, cl, v, m, ncols, nse, bp, ldb, n, rf, rf_stride, cf, cs,
-                             co, r0, r1);
+        T range_max = 0;
+        const sf_status st = Core<T>::spmm(cp, n, cr, cl, v, m, ncols, nse, bp, ldb, n, rf,
+                                           rf_stride, cf, cs, co, r0, r1, &range_max);
+        return note(st, range_max);
       });
     }
+    exact = fast_path_bound_ok<T>(b_max, ncols, v_nan ? std::numeric_limits<T>::quiet_NaN() : v_max,
+                                  f_max);
   });
+  if (!exact) return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
   return c.to(out_type);
 }
 
