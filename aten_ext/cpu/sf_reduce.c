@@ -363,6 +363,29 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
   return SF_OK;
 }
 
+/* Folds column c of the stored rows [k, e) (w values a row) into x by op: one
+   home for the fold that both slot passes below make of a run (NaN wins max/min). */
+#define SF_FOLD_RUN(ACC, ISNAN, op, x, values, k, e, w, c)                                       \
+  switch (op) {                                                                                  \
+    case SF_SLOT_SUM:                                                                            \
+      for (int64_t sf_j_ = (k); sf_j_ < (e); ++sf_j_) (x) += (ACC)(values)[sf_j_ * (w) + (c)];   \
+      break;                                                                                     \
+    case SF_SLOT_PROD:                                                                           \
+      for (int64_t sf_j_ = (k); sf_j_ < (e); ++sf_j_) (x) *= (ACC)(values)[sf_j_ * (w) + (c)];   \
+      break;                                                                                     \
+    case SF_SLOT_MAX:                                                                            \
+      for (int64_t sf_j_ = (k); sf_j_ < (e); ++sf_j_) {                                          \
+        const ACC sf_y_ = (ACC)(values)[sf_j_ * (w) + (c)];                                      \
+        if (sf_y_ > (x) || ISNAN(sf_y_)) (x) = sf_y_;                                            \
+      }                                                                                          \
+      break;                                                                                     \
+    default:                                                                                     \
+      for (int64_t sf_j_ = (k); sf_j_ < (e); ++sf_j_) {                                          \
+        const ACC sf_y_ = (ACC)(values)[sf_j_ * (w) + (c)];                                      \
+        if (sf_y_ < (x) || ISNAN(sf_y_)) (x) = sf_y_;                                            \
+      }                                                                                          \
+  }
+
 /* T: the element type, ACC: the accumulator, LOWEST / HIGHEST: max's and
  * min's identities, POW(f, u): fill^u in ACC. A partial's row per slot is
  * w accumulators and then the slot's stored row count (in ACC: exact below
@@ -416,25 +439,7 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
         while (e < k_end && slot[e] == s) ++e;                                                   \
         for (int64_t c = 0; c < w; ++c) {                                                        \
           ACC x = a[c];                                                                          \
-          switch (op) {                                                                          \
-            case SF_SLOT_SUM:                                                                    \
-              for (int64_t j = k; j < e; ++j) x += (ACC)values[j * w + c];                       \
-              break;                                                                             \
-            case SF_SLOT_PROD:                                                                   \
-              for (int64_t j = k; j < e; ++j) x *= (ACC)values[j * w + c];                       \
-              break;                                                                             \
-            case SF_SLOT_MAX:                                                                    \
-              for (int64_t j = k; j < e; ++j) {                                                  \
-                const ACC y = (ACC)values[j * w + c];                                            \
-                if (y > x || ISNAN(y)) x = y;                                                    \
-              }                                                                                  \
-              break;                                                                             \
-            default:                                                                             \
-              for (int64_t j = k; j < e; ++j) {                                                  \
-                const ACC y = (ACC)values[j * w + c];                                            \
-                if (y < x || ISNAN(y)) x = y;                                                    \
-              }                                                                                  \
-          }                                                                                      \
+          SF_FOLD_RUN(ACC, ISNAN, op, x, values, k, e, w, c);                                    \
           a[c] = x;                                                                              \
         }                                                                                        \
       }                                                                                          \
@@ -596,28 +601,10 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
       }                                                                                          \
       for (int64_t c = 0; c < w; ++c) {                                                          \
         ACC a = ident;                                                                           \
-        switch (op) {                                                                            \
-          case SF_SLOT_SUM:                                                                      \
-            if (w == 1) {                                                                        \
-              a = run_sum;                                                                       \
-            } else {                                                                             \
-              for (int64_t j = k; j < e; ++j) a += (ACC)values[j * w + c];                       \
-            }                                                                                    \
-            break;                                                                               \
-          case SF_SLOT_PROD:                                                                     \
-            for (int64_t j = k; j < e; ++j) a *= (ACC)values[j * w + c];                         \
-            break;                                                                               \
-          case SF_SLOT_MAX:                                                                      \
-            for (int64_t j = k; j < e; ++j) {                                                    \
-              const ACC y = (ACC)values[j * w + c];                                              \
-              if (y > a || ISNAN(y)) a = y;                                                      \
-            }                                                                                    \
-            break;                                                                               \
-          default:                                                                               \
-            for (int64_t j = k; j < e; ++j) {                                                    \
-              const ACC y = (ACC)values[j * w + c];                                              \
-              if (y < a || ISNAN(y)) a = y;                                                      \
-            }                                                                                    \
+        if (op == SF_SLOT_SUM && w == 1) {                                                       \
+          a = run_sum;                                                                           \
+        } else {                                                                                 \
+          SF_FOLD_RUN(ACC, ISNAN, op, a, values, k, e, w, c);                                    \
         }                                                                                        \
         out[s * w + c] = (T)slot_fills_##SUFFIX(a, (ACC)fill[c], u, op);                         \
       }                                                                                          \
