@@ -363,6 +363,27 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
   return SF_OK;
 }
 
+/* Sums the run of slot s that starts at k (values[k] already known in it),
+   e = k + 1 on entry, into sum; e ends past the run or at end. Four registers,
+   each block of four checked for the slot before it is added: one pass over
+   slots and values, no add waits on the last. */
+#define SF_SUM_RUN4(ACC, values, slot, s, k, e, end, sum)                                        \
+  do {                                                                                           \
+    ACC sf_a0_ = (ACC)(values)[k], sf_a1_ = 0, sf_a2_ = 0, sf_a3_ = 0;                           \
+    for (; (e) + 4 <= (end); (e) += 4) {                                                         \
+      if (((slot)[e] != (s)) | ((slot)[(e) + 1] != (s)) | ((slot)[(e) + 2] != (s)) |             \
+          ((slot)[(e) + 3] != (s))) {                                                            \
+        break;                                                                                   \
+      }                                                                                          \
+      sf_a0_ += (ACC)(values)[e];                                                                \
+      sf_a1_ += (ACC)(values)[(e) + 1];                                                          \
+      sf_a2_ += (ACC)(values)[(e) + 2];                                                          \
+      sf_a3_ += (ACC)(values)[(e) + 3];                                                          \
+    }                                                                                            \
+    for (; (e) < (end) && (slot)[e] == (s); ++(e)) sf_a0_ += (ACC)(values)[e];                   \
+    (sum) = (sf_a0_ + sf_a1_) + (sf_a2_ + sf_a3_);                                               \
+  } while (0)
+
 /* Folds column c of the stored rows [k, e) (w values a row) into x by op: one
    home for the fold that both slot passes below make of a run (NaN wins max/min). */
 #define SF_FOLD_RUN(ACC, ISNAN, op, x, values, k, e, w, c)                                       \
@@ -423,18 +444,9 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
           k = e;                                                                                 \
           continue;                                                                              \
         }                                                                                        \
-        ACC a0 = (ACC)values[k], a1 = 0, a2 = 0, a3 = 0;                                         \
-        for (; e + 4 <= k_end; e += 4) {                                                         \
-          if ((slot[e] != s) | (slot[e + 1] != s) | (slot[e + 2] != s) | (slot[e + 3] != s)) {   \
-            break;                                                                               \
-          }                                                                                      \
-          a0 += (ACC)values[e];                                                                  \
-          a1 += (ACC)values[e + 1];                                                              \
-          a2 += (ACC)values[e + 2];                                                              \
-          a3 += (ACC)values[e + 3];                                                              \
-        }                                                                                        \
-        for (; e < k_end && slot[e] == s; ++e) a0 += (ACC)values[e];                             \
-        a[0] += (a0 + a1) + (a2 + a3);                                                           \
+        ACC run;                                                                                 \
+        SF_SUM_RUN4(ACC, values, slot, s, k, e, k_end, run);                                     \
+        a[0] += run;                                                                             \
       } else {                                                                                   \
         while (e < k_end && slot[e] == s) ++e;                                                   \
         for (int64_t c = 0; c < w; ++c) {                                                        \
@@ -544,20 +556,7 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
       int64_t e = k + 1;                                                                         \
       ACC run_sum = 0; /* sums of one value per row: found with the run's end */                 \
       if (op == SF_SLOT_SUM && w == 1) {                                                         \
-        /* four registers, each block of four checked for the slot before it \
-         * is added: one pass over slots and values, no add waits on the last */ \
-        ACC a0 = (ACC)values[k], a1 = 0, a2 = 0, a3 = 0;                                         \
-        for (; e + 4 <= nse; e += 4) {                                                           \
-          if ((slot[e] != s) | (slot[e + 1] != s) | (slot[e + 2] != s) | (slot[e + 3] != s)) {   \
-            break;                                                                               \
-          }                                                                                      \
-          a0 += (ACC)values[e];                                                                  \
-          a1 += (ACC)values[e + 1];                                                              \
-          a2 += (ACC)values[e + 2];                                                              \
-          a3 += (ACC)values[e + 3];                                                              \
-        }                                                                                        \
-        for (; e < nse && slot[e] == s; ++e) a0 += (ACC)values[e];                               \
-        run_sum = (a0 + a1) + (a2 + a3);                                                         \
+        SF_SUM_RUN4(ACC, values, slot, s, k, e, nse, run_sum);                                   \
       } else {                                                                                   \
         while (e < nse && slot[e] == s) ++e;                                                     \
       }                                                                                          \

@@ -24,10 +24,12 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <array>
+#include <initializer_list>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 
 #include <ATen/ops/add.h>
 #include <ATen/ops/sum.h>
@@ -81,10 +83,11 @@ PyObject* wrap(Pair&& out) {
   return pair;
 }
 
-// Runs `body` below autograd. Any C++ error answers None: the caller then
-// calls the op through torch.ops, which raises it as torch does.
-template <class Body>
-PyObject* run(Body&& body) {
+// Runs `body` below autograd and hands its pair to `make`, the Python result.
+// Any C++ error answers None: the caller then calls the op through torch.ops,
+// which raises it as torch does.
+template <class Body, class Make>
+PyObject* run_then(Body&& body, Make&& make) {
   Pair out;
   try {
     at::AutoDispatchBelowADInplaceOrView below;
@@ -92,7 +95,13 @@ PyObject* run(Body&& body) {
   } catch (const std::exception&) {
     Py_RETURN_NONE;
   }
-  return wrap(std::move(out));
+  return make(std::move(out));
+}
+
+// run_then with the pair wrapped as (values, fill).
+template <class Body>
+PyObject* run(Body&& body) {
+  return run_then(std::forward<Body>(body), [](Pair&& out) { return wrap(std::move(out)); });
 }
 
 const Tensor& T(PyObject* obj) { return THPVariable_Unpack(obj); }
@@ -252,18 +261,11 @@ PyObject* on_pattern(const Operand& a, Pair&& out) {
   return result;
 }
 
-// Runs `body` below autograd and makes the result on a's pattern; any C++
-// error answers None (the caller takes the op's own path, which raises it).
+// run_then with the result made on a's pattern.
 template <class Body>
 PyObject* run_on(const Operand& a, Body&& body) {
-  Pair out;
-  try {
-    at::AutoDispatchBelowADInplaceOrView below;
-    out = body();
-  } catch (const std::exception&) {
-    Py_RETURN_NONE;
-  }
-  return on_pattern(a, std::move(out));
+  return run_then(std::forward<Body>(body),
+                  [&a](Pair&& out) { return on_pattern(a, std::move(out)); });
 }
 
 // _C.hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr): what the
@@ -429,45 +431,43 @@ PyObject* function(Entry entry) {
   return fn;
 }
 
+// A tuple of one Python function per entry (None for an entry the op lacks).
+PyObject* functions(std::initializer_list<Entry> list) {
+  PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(list.size()));
+  if (out == nullptr) return nullptr;
+  Py_ssize_t i = 0;
+  for (Entry entry : list) {
+    PyObject* fn = function(entry);
+    if (fn == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(out, i++, fn);  // steals fn
+  }
+  return out;
+}
+
+// The entries of the op named by a Python str (none for an op not served).
+bool entries_named(PyObject* name, Entries& e) {
+  const char* s = PyUnicode_AsUTF8(name);
+  if (s == nullptr) return false;
+  auto it = entries().find(s);
+  e = it == entries().end() ? Entries() : it->second;
+  return true;
+}
+
 // _C.hot(name) -> (unary, same, scalar): the op's hot functions, None for a
 // kind it lacks or whose extra arguments are not all numbers.
 PyObject* hot(PyObject*, PyObject* name) {
-  const char* s = PyUnicode_AsUTF8(name);
-  if (s == nullptr) return nullptr;
-  auto it = entries().find(s);
-  const Entries e = it == entries().end() ? Entries() : it->second;
-  PyObject* u = function(e.unary);
-  PyObject* m = u ? function(e.same) : nullptr;
-  PyObject* c = m ? function(e.scalar) : nullptr;
-  if (c == nullptr) {
-    Py_XDECREF(u);
-    Py_XDECREF(m);
-    return nullptr;
-  }
-  PyObject* out = PyTuple_Pack(3, u, m, c);
-  Py_DECREF(u);
-  Py_DECREF(m);
-  Py_DECREF(c);
-  return out;
+  Entries e;
+  return entries_named(name, e) ? functions({e.unary, e.same, e.scalar}) : nullptr;
 }
 
 // _C.hot_on(name) -> (unary, same): the op's whole-call functions on plain
 // SparseFillTensors (the result tensor, or None), None for a kind it lacks.
 PyObject* hot_on(PyObject*, PyObject* name) {
-  const char* s = PyUnicode_AsUTF8(name);
-  if (s == nullptr) return nullptr;
-  auto it = entries().find(s);
-  const Entries e = it == entries().end() ? Entries() : it->second;
-  PyObject* u = function(e.unary_on);
-  PyObject* m = u ? function(e.same_on) : nullptr;
-  if (m == nullptr) {
-    Py_XDECREF(u);
-    return nullptr;
-  }
-  PyObject* out = PyTuple_Pack(2, u, m);
-  Py_DECREF(u);
-  Py_DECREF(m);
-  return out;
+  Entries e;
+  return entries_named(name, e) ? functions({e.unary_on, e.same_on}) : nullptr;
 }
 
 // _C.hot_fast(whole, extra, fallback, reflected) -> a fast handler (RFC.md
