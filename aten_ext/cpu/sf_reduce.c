@@ -412,6 +412,20 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
  * w accumulators and then the slot's stored row count (in ACC: exact below
  * 2^53 rows), side by side so that one element touches one cache line. */
 #define SF_DEFINE_SLOT_KERNELS(T, ACC, SUFFIX, ISNAN, LOWEST, HIGHEST, HAS_PROD, POW)            \
+  /* a (the stored rows' reduction) with u fills added, as every slot pass                       \
+   * adds them; with a = the identity, a slot with nothing stored */                             \
+  static inline ACC slot_fills_##SUFFIX(ACC a, ACC f, int64_t u, int op) {                       \
+    if (u > 0) {                                                                                 \
+      switch (op) {                                                                              \
+        case SF_SLOT_SUM: a += (ACC)u * f; break;                                                \
+        case SF_SLOT_PROD: a *= POW(f, u); break;                                                \
+        default:                                                                                 \
+          if (!ISNAN(a) && (ISNAN(f) || (op == SF_SLOT_MAX ? f > a : f < a))) a = f;             \
+      }                                                                                          \
+    }                                                                                            \
+    return a;                                                                                    \
+  }                                                                                              \
+                                                                                                 \
   sf_status sf_slot_partial_##SUFFIX(ACC *acc, const T *values, const int64_t *slot,            \
                                      int64_t k_begin, int64_t k_end, int64_t nslots, int64_t w, \
                                      int op) {                                                  \
@@ -493,16 +507,7 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
               if (ISNAN(x) || (op == SF_SLOT_MAX ? x > a : x < a)) a = x;                        \
           }                                                                                      \
         }                                                                                        \
-        if (u > 0) {                                                                             \
-          const ACC f = (ACC)fill[c];                                                            \
-          switch (op) {                                                                          \
-            case SF_SLOT_SUM: a += (ACC)u * f; break;                                            \
-            case SF_SLOT_PROD: a *= POW(f, u); break;                                            \
-            default:                                                                             \
-              if (!ISNAN(a) && (ISNAN(f) || (op == SF_SLOT_MAX ? f > a : f < a))) a = f;         \
-          }                                                                                      \
-        }                                                                                        \
-        out[s * w + c] = (T)a;                                                                   \
+        out[s * w + c] = (T)slot_fills_##SUFFIX(a, (ACC)fill[c], u, op);                         \
       }                                                                                          \
     }                                                                                            \
     return SF_OK;                                                                                \
@@ -516,20 +521,6 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
  * fill enters as in sf_slot_finish_*: once, after the stored rows, only
  * where u > 0. */
 #define SF_DEFINE_SLOT_RUNS(T, ACC, SUFFIX, ISNAN, LOWEST, HIGHEST, NANV, HAS_PROD, POW)         \
-  /* a (the stored rows' reduction) with u fills added, as sf_slot_finish_* \
-   * adds them; with a = the identity, a slot with nothing stored */          \
-  static inline ACC slot_fills_##SUFFIX(ACC a, ACC f, int64_t u, int op) {                       \
-    if (u > 0) {                                                                                 \
-      switch (op) {                                                                              \
-        case SF_SLOT_SUM: a += (ACC)u * f; break;                                                \
-        case SF_SLOT_PROD: a *= POW(f, u); break;                                                \
-        default:                                                                                 \
-          if (!ISNAN(a) && (ISNAN(f) || (op == SF_SLOT_MAX ? f > a : f < a))) a = f;             \
-      }                                                                                          \
-    }                                                                                            \
-    return a;                                                                                    \
-  }                                                                                              \
-                                                                                                 \
   sf_status sf_slot_runs_##SUFFIX(T *out, int64_t *total, const T *values, const int64_t *slot, \
                                   const T *fill, int64_t nse, int64_t k_begin, int64_t k_end,   \
                                   int64_t nslots, int64_t w, int64_t n, int op) {               \
