@@ -81,7 +81,10 @@ def test_vmap_over_slices(name, layout, fill):
     got = sf.vmap(prog)(A)
     stacked = torch.stack([_dense(prog(A[i])) for i in range(SIZE[0])])
     D = _dense_of(v, f)
-    want = torch.func.vmap(prog)(D)
+    # to_dense of the dense reference is D itself; torch 2.14.1's functorch
+    # to_dense rule fails on a plain BatchedTensor (an INTERNAL ASSERT in
+    # PlumbingHelper.h), so the reference does not ask it.
+    want = D if name == "to_dense" else torch.func.vmap(prog)(D)
     torch.testing.assert_close(_dense(got), want, equal_nan=True)
     torch.testing.assert_close(stacked, want, equal_nan=True)
     if isinstance(got, sf.SparseFillTensor):  # stacked back with a leading batch dim
