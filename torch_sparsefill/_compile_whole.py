@@ -1,0 +1,215 @@
+"""sf.compile: a function of SparseFillTensors compiled whole, as ONE graph
+(RFC.md section 12.1, "Compiled whole").
+
+Dynamo refuses a sparse-layout tensor (RFC.md 12.1, limit 1), so the function
+is not traced by Dynamo. Per call:
+
+1. its arguments are taken apart with the pytree node of `sf.exportable()`
+   (a SparseFillTensor's children are its components; layout, size, the
+   coalesced facts and the blocksize are the node's context);
+2. a cache is looked up by that tree spec, the dtype, device, rank,
+   contiguity and requires_grad of every tensor leaf, the other leaves
+   (numbers, strings, None) and the grad mode; within a key, each trace
+   holds its shape constraints (nse symbolic, sizes of 0 or 1 and whatever
+   the routing compared specialised), checked as torch.export's program
+   checks its inputs;
+3. on a miss, the function is traced without Dynamo: non-strict
+   `torch.export.export` of a module on the flat tensor leaves that
+   rebuilds the SparseFillTensors (on fakes), calls the function (our
+   routing runs on the fakes and records torch.ops.sparsefill + ATen ops,
+   each with its registered autograd) and flattens the outputs. Every
+   tensor dim is `Dim.AUTO` with `dynamic=True`: one trace serves every
+   nse. A Python branch of the routing that reads data fails that trace
+   (a data-dependent guard), and `sf.compile` raises: it never picks an
+   eager path from the traced example's data;
+4. the traced graph is compiled by `torch.compile(fullgraph=True)` with the
+   caller's backend, then run, and SparseFillTensor outputs are rebuilt
+   from their components.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import threading
+
+import torch
+from torch.utils import _pytree as pytree
+
+from . import _export
+
+__all__ = ["compile", "CompiledFunction"]
+
+_TENSOR = object()  # where a tensor leaf goes (the trace keeps no input alive)
+
+
+def _node():
+    # The node of sf.exportable(): nesting inside it is allowed.
+    return _export.scoped_node("sf.compile", _export._flatten, _export._unflatten,
+                               _export._flatten_with_keys, _export._TYPE_NAME)
+
+
+def _leaf_key(leaf):
+    """What a trace specialises on for one leaf: a tensor's metadata (not its
+    sizes: those are the trace's constraints), another leaf's type and value."""
+    if isinstance(leaf, torch.Tensor):
+        if leaf.layout != torch.strided:
+            raise TypeError(f"torch_sparsefill.compile: an argument is a torch tensor of layout "
+                            f"{leaf.layout}; pass dense tensors and SparseFillTensors")
+        return ("tensor", leaf.dtype, leaf.device, leaf.dim(), leaf.requires_grad,
+                leaf.is_contiguous())
+    if isinstance(leaf, float) and math.isnan(leaf):
+        return (float, "nan")  # NaN != NaN: a key that could never be found again
+    try:
+        hash(leaf)
+    except TypeError:
+        raise TypeError(f"torch_sparsefill.compile: an argument of type {type(leaf).__name__} "
+                        f"(unhashable) cannot key the cache; pass tensors, numbers, strings, "
+                        f"None and containers of them") from None
+    return (type(leaf), leaf)
+
+
+class _Flat(torch.nn.Module):
+    """The traced module: the flat tensor leaves in, `fn`'s tensor outputs
+    flat out. The other input leaves are constants of the trace; the output
+    tree spec and non-tensor outputs are recorded in `out`."""
+
+    def __init__(self, fn, spec, leaves, out):
+        super().__init__()
+        self._fn = [fn]  # in a list: never registered as a submodule (its parameters lifted)
+        self._spec, self._out = spec, out
+        self._leaves = [_TENSOR if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+
+    def forward(self, *tensors):
+        it = iter(tensors)
+        leaves = [next(it) if leaf is _TENSOR else leaf for leaf in self._leaves]
+        args, kwargs = pytree.tree_unflatten(leaves, self._spec)
+        result = self._fn[0](*args, **kwargs)
+        out, out_spec = pytree.tree_flatten(result)
+        for leaf in out:
+            if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                raise RuntimeError("torch_sparsefill.compile: the function returns a Python "
+                                   "number computed from traced tensors (a size or data); "
+                                   "return a tensor instead")
+        self._out["spec"] = out_spec
+        self._out["leaves"] = [_TENSOR if isinstance(leaf, torch.Tensor) else leaf for leaf in out]
+        return tuple(leaf for leaf in out if isinstance(leaf, torch.Tensor))
+
+
+class _Trace:
+    """One traced and compiled graph, with the input constraints it holds for."""
+
+    def __init__(self, program, compiled, out):
+        self.program, self.compiled = program, compiled
+        self.out_spec, self.out_leaves = out["spec"], out["leaves"]
+        sig = program.graph_signature
+        users = set(sig.user_inputs)
+        self.placeholders = [n for n in program.graph.nodes
+                             if n.op == "placeholder" and n.name in users]
+        # Lifted constants (tensors the routing made): inputs of the graph too.
+        self.constants = []
+        for spec in sig.input_specs:
+            if spec.kind == spec.kind.USER_INPUT:
+                self.constants.append(None)
+            elif spec.kind == spec.kind.CONSTANT_TENSOR:
+                self.constants.append(program.constants[spec.target])
+            else:
+                raise TypeError(f"torch_sparsefill.compile: the function uses {spec.kind.name} "
+                                f"{spec.target!r} of a module; pass module tensors as arguments")
+
+    def accepts(self, tensors) -> bool:
+        from torch._export.utils import _check_input_constraints_for_graph
+        try:
+            _check_input_constraints_for_graph(
+                self.placeholders, [((pytree.SequenceKey(i),), t) for i, t in enumerate(tensors)],
+                self.program.range_constraints)
+        except RuntimeError:
+            return False
+        return True
+
+    def __call__(self, tensors):
+        it = iter(tensors)
+        flat = [next(it) if c is None else c for c in self.constants]
+        outs = iter(self.compiled(*flat))
+        leaves = [next(outs) if leaf is _TENSOR else leaf for leaf in self.out_leaves]
+        return leaves
+
+
+class CompiledFunction:
+    """`fn` compiled whole by `torch_sparsefill.compile`: call it as `fn`.
+    `traces` counts the traces made (one per new key or constraint miss)."""
+
+    def __init__(self, fn, backend, mode, options, dynamic):
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._compile = dict(backend=backend, mode=mode, options=options, dynamic=dynamic)
+        self._dynamic = dynamic
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+        self.traces = 0
+
+    def __call__(self, *args, **kwargs):
+        with _node():
+            leaves, spec = pytree.tree_flatten((args, kwargs))
+            key = (str(spec), tuple(_leaf_key(leaf) for leaf in leaves), torch.is_grad_enabled())
+            tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+            with self._lock:
+                traces = self._cache.setdefault(key, [])
+                trace = next((t for t in traces if t.accepts(tensors)), None)
+                if trace is None:
+                    trace = self._trace(spec, leaves, tensors)
+                    traces.append(trace)
+            out = trace(tensors)
+            return pytree.tree_unflatten(out, trace.out_spec)
+
+    def _trace(self, spec, leaves, tensors):
+        out: dict = {}
+        module = _Flat(self._fn, spec, leaves, out)
+        dims = None
+        if self._dynamic:
+            dims = (tuple({d: torch.export.Dim.AUTO for d in range(t.dim())} for t in tensors),)
+        try:
+            program = torch.export.export(module, tuple(tensors), strict=False,
+                                          dynamic_shapes=dims)
+        except Exception as e:
+            raise RuntimeError(
+                f"torch_sparsefill.compile: {getattr(self._fn, '__qualname__', self._fn)} cannot "
+                f"be traced as one graph ({type(e).__name__}: {str(e).splitlines()[0]}). A "
+                f"branch that reads data (a value, .item(), a count) has no single graph; run "
+                f"it eagerly or under torch.compile (graph breaks, eager's values)") from e
+        compiled = torch.compile(program.graph_module, fullgraph=True, **self._compile)
+        self.traces += 1
+        return _Trace(program, compiled, out)
+
+
+def compile(fn=None, *, backend="inductor", mode=None, options=None, dynamic=True):
+    """Compile `fn`, a function of SparseFillTensors, dense tensors and
+    Python constants, as ONE graph, forward and backward: no graph break at
+    the sparse ops (RFC.md 12.1, "Compiled whole"). The function is traced
+    without Dynamo (non-strict torch.export on the components), once per
+    structure of its arguments (layouts, sizes, dtypes, coalesced facts,
+    requires_grad, constants; nse is symbolic with ``dynamic=True``: one
+    trace serves every nse), and the graph compiled by
+    ``torch.compile(..., fullgraph=True, backend=backend, mode=mode,
+    options=options)``. A function whose graph would depend on its data
+    raises RuntimeError when traced, never specialises. Usable as a
+    decorator, with or without arguments.
+
+    Example::
+
+        >>> @sf.compile(backend="eager")
+        ... def f(A, x):
+        ...     return torch.softmax(A * 2, -1) @ x
+        >>> A = sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 2), fill_value=0.5)
+        >>> torch.allclose(f(A, torch.ones(2, 1)), torch.softmax(A.to_dense() * 2, -1) @ torch.ones(2, 1))
+        True
+    """
+    if fn is None:
+        return functools.partial(compile, backend=backend, mode=mode, options=options,
+                                 dynamic=dynamic)
+    if not callable(fn):
+        raise TypeError(f"torch_sparsefill.compile: fn must be callable, got "
+                        f"{type(fn).__name__}")
+    if not isinstance(dynamic, bool):
+        raise TypeError(f"torch_sparsefill.compile: dynamic must be True or False, got "
+                        f"{dynamic!r}")
+    return CompiledFunction(fn, backend, mode, options, dynamic)
