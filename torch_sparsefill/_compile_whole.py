@@ -32,10 +32,12 @@ import functools
 import math
 import threading
 
+import sympy
 import torch
 from torch.utils import _pytree as pytree
 
 from . import _export
+from ._tensor import SparseFillTensor
 
 __all__ = ["compile", "CompiledFunction"]
 
@@ -68,6 +70,35 @@ def _leaf_key(leaf):
     return (type(leaf), leaf)
 
 
+def _nse_dims(tree) -> dict:
+    """id of each SparseFillTensor component in `tree` -> its dim of size nse
+    (the one dim a trace keeps symbolic; a component's other sizes follow
+    from the tensor's size, part of the tree spec)."""
+    dims = {}
+    for A in pytree.tree_leaves(tree, is_leaf=lambda x: isinstance(x, SparseFillTensor)):
+        if isinstance(A, SparseFillTensor):
+            if A._sf_indices is not None:
+                dims[id(A._sf_indices)] = 1
+                dims[id(A._sf_values)] = 0
+            else:  # compressed: (*batch, nse) plain indices, (*batch, nse, ...) values
+                batch = A._sf_col.dim() - 1
+                dims[id(A._sf_col)] = batch
+                dims[id(A._sf_values)] = batch
+    return dims
+
+
+def _dynamic_shapes(tensors, nse_dims):
+    """Dim.AUTO on every nse dim and every dim of a dense argument (torch.export
+    keeps it symbolic unless the trace compares it), none on a size of 0 or 1
+    (export specialises those anyway)."""
+    auto = torch.export.Dim.AUTO
+    shapes = []
+    for t in tensors:
+        dims = [nse_dims[id(t)]] if id(t) in nse_dims else range(t.dim())
+        shapes.append({d: auto for d in dims if t.shape[d] > 1})
+    return (tuple(shapes),)
+
+
 class _Flat(torch.nn.Module):
     """The traced module: the flat tensor leaves in, `fn`'s tensor outputs
     flat out. The other input leaves are constants of the trace; the output
@@ -95,6 +126,27 @@ class _Flat(torch.nn.Module):
         return tuple(leaf for leaf in out if isinstance(leaf, torch.Tensor))
 
 
+def _for_dynamo(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """The traced graph made ready for Dynamo: calls that return no tensor and
+    take only constants (``aten.promote_types`` of two dtypes) are folded,
+    since Dynamo refuses a torch op returning a non-tensor; the code is
+    regenerated, so that its line map (which Dynamo reads to keep the
+    nodes' metadata) matches the nodes that are left."""
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.all_input_nodes or \
+                isinstance(node.meta.get("val"), torch.Tensor):
+            continue
+        value = node.target(*node.args, **node.kwargs)
+        if isinstance(value, torch.Tensor):
+            continue
+        for user in list(node.users):
+            user.args = torch.fx.node.map_arg(user.args, lambda n: value if n is node else n)
+            user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda n: value if n is node else n)
+        gm.graph.erase_node(node)
+    gm.recompile()
+    return gm
+
+
 class _Trace:
     """One traced and compiled graph, with the input constraints it holds for."""
 
@@ -105,6 +157,17 @@ class _Trace:
         users = set(sig.user_inputs)
         self.placeholders = [n for n in program.graph.nodes
                              if n.op == "placeholder" and n.name in users]
+        # The trace's guards on the symbolic sizes (export keeps the range
+        # ones as range_constraints but drops the others, e.g. nse(A) !=
+        # nse(B) from a comparison): each must hold for a call's sizes.
+        vals = [n.meta.get("val") for n in self.placeholders]
+        fake = next((v for v in vals if isinstance(v, torch.Tensor)), None)
+        env = getattr(getattr(fake, "fake_mode", None), "shape_env", None)
+        # (Symbols the trace later fixed to a number are replaced first.)
+        guards = [env.replace(g.expr) for g in env.guards] if env is not None else []
+        self.guards = [g for g in guards if g is not sympy.true]
+        self.sizes = [[d.node.expr if isinstance(d, torch.SymInt) else None for d in v.shape]
+                      if isinstance(v, torch.Tensor) else [] for v in vals]
         # Lifted constants (tensors the routing made): inputs of the graph too.
         self.constants = []
         for spec in sig.input_specs:
@@ -120,11 +183,21 @@ class _Trace:
         from torch._export.utils import _check_input_constraints_for_graph
         try:
             _check_input_constraints_for_graph(
-                self.placeholders, [((pytree.SequenceKey(i),), t) for i, t in enumerate(tensors)],
+                self.placeholders,
+                [((pytree.SequenceKey(0), pytree.SequenceKey(i)), t) for i, t in enumerate(tensors)],
                 self.program.range_constraints)
         except RuntimeError:
             return False
-        return True
+        if not self.guards:
+            return True
+        binding = {}
+        for t, sizes in zip(tensors, self.sizes):
+            for expr, n in zip(sizes, t.shape):
+                if expr is not None and expr.is_Symbol:
+                    if binding.setdefault(expr, sympy.Integer(n)) != n:
+                        return False
+        # A guard left with a free symbol (none bound) does not hold: a new trace.
+        return all(g.xreplace(binding) is sympy.true for g in self.guards)
 
     def __call__(self, tensors):
         it = iter(tensors)
@@ -156,17 +229,16 @@ class CompiledFunction:
                 traces = self._cache.setdefault(key, [])
                 trace = next((t for t in traces if t.accepts(tensors)), None)
                 if trace is None:
-                    trace = self._trace(spec, leaves, tensors)
+                    nse_dims = _nse_dims((args, kwargs)) if self._dynamic else None
+                    trace = self._trace(spec, leaves, tensors, nse_dims)
                     traces.append(trace)
             out = trace(tensors)
             return pytree.tree_unflatten(out, trace.out_spec)
 
-    def _trace(self, spec, leaves, tensors):
+    def _trace(self, spec, leaves, tensors, nse_dims):
         out: dict = {}
         module = _Flat(self._fn, spec, leaves, out)
-        dims = None
-        if self._dynamic:
-            dims = (tuple({d: torch.export.Dim.AUTO for d in range(t.dim())} for t in tensors),)
+        dims = _dynamic_shapes(tensors, nse_dims) if self._dynamic else None
         try:
             program = torch.export.export(module, tuple(tensors), strict=False,
                                           dynamic_shapes=dims)
@@ -176,7 +248,8 @@ class CompiledFunction:
                 f"be traced as one graph ({type(e).__name__}: {str(e).splitlines()[0]}). A "
                 f"branch that reads data (a value, .item(), a count) has no single graph; run "
                 f"it eagerly or under torch.compile (graph breaks, eager's values)") from e
-        compiled = torch.compile(program.graph_module, fullgraph=True, **self._compile)
+        compiled = torch.compile(_for_dynamo(program.graph_module), fullgraph=True,
+                                 **self._compile)
         self.traces += 1
         return _Trace(program, compiled, out)
 
