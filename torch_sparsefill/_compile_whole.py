@@ -74,9 +74,11 @@ def _nse_dims(tree) -> dict:
     """id of each SparseFillTensor component in `tree` -> its dim of size nse
     (the one dim a trace keeps symbolic; a component's other sizes follow
     from the tensor's size, part of the tree spec)."""
-    dims = {}
+    dims = {}  # components whose sizes are all fixed by the spec: None
     for A in pytree.tree_leaves(tree, is_leaf=lambda x: isinstance(x, SparseFillTensor)):
         if isinstance(A, SparseFillTensor):
+            for name in A._flatten_components()[0]:
+                dims[id(getattr(A, name))] = None
             if A._sf_indices is not None:
                 dims[id(A._sf_indices)] = 1
                 dims[id(A._sf_values)] = 0
@@ -94,7 +96,10 @@ def _dynamic_shapes(tensors, nse_dims):
     auto = torch.export.Dim.AUTO
     shapes = []
     for t in tensors:
-        dims = [nse_dims[id(t)]] if id(t) in nse_dims else range(t.dim())
+        if id(t) in nse_dims:
+            dims = [] if nse_dims[id(t)] is None else [nse_dims[id(t)]]
+        else:
+            dims = range(t.dim())
         shapes.append({d: auto for d in dims if t.shape[d] > 1})
     return (tuple(shapes),)
 
@@ -166,8 +171,9 @@ class _Trace:
         # (Symbols the trace later fixed to a number are replaced first.)
         guards = [env.replace(g.expr) for g in env.guards] if env is not None else []
         self.guards = [g for g in guards if g is not sympy.true]
-        self.sizes = [[d.node.expr if isinstance(d, torch.SymInt) else None for d in v.shape]
-                      if isinstance(v, torch.Tensor) else [] for v in vals]
+        # Per input tensor, per dim: an int (static) or the size's sympy expression.
+        self.sizes = [[d.node.expr if isinstance(d, torch.SymInt) else int(d) for d in v.shape]
+                      for v in vals]
         # Lifted constants (tensors the routing made): inputs of the graph too.
         self.constants = []
         for spec in sig.input_specs:
@@ -180,22 +186,30 @@ class _Trace:
                                 f"{spec.target!r} of a module; pass module tensors as arguments")
 
     def accepts(self, tensors) -> bool:
-        from torch._export.utils import _check_input_constraints_for_graph
-        try:
-            _check_input_constraints_for_graph(
-                self.placeholders,
-                [((pytree.SequenceKey(0), pytree.SequenceKey(i)), t) for i, t in enumerate(tensors)],
-                self.program.range_constraints)
-        except RuntimeError:
-            return False
-        if not self.guards:
-            return True
+        """Whether this trace holds for these tensor leaves: every static size
+        equal, every symbolic one in its range (strictly: torch.export's own
+        check lets a size of 0 or 1 pass where the trace assumed >= 2, which
+        our routing's paths do not promise), and every guard true."""
         binding = {}
         for t, sizes in zip(tensors, self.sizes):
+            if t.dim() != len(sizes):
+                return False
             for expr, n in zip(sizes, t.shape):
-                if expr is not None and expr.is_Symbol:
+                if isinstance(expr, int):
+                    if expr != n:
+                        return False
+                elif expr.is_Symbol:
                     if binding.setdefault(expr, sympy.Integer(n)) != n:
                         return False
+        for symbol, n in binding.items():
+            bounds = self.program.range_constraints.get(symbol)
+            if bounds is not None and not (bounds.lower <= n <= bounds.upper):
+                return False
+        for t, sizes in zip(tensors, self.sizes):
+            for expr, n in zip(sizes, t.shape):
+                if not isinstance(expr, int) and not expr.is_Symbol and \
+                        expr.xreplace(binding) != n:
+                    return False
         # A guard left with a free symbol (none bound) does not hold: a new trace.
         return all(g.xreplace(binding) is sympy.true for g in self.guards)
 
