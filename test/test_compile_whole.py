@@ -70,7 +70,8 @@ PROGRAMS = {
     "attention-block": _attention,
     "gcn-block": _gcn,
 }
-INDUCTOR = ["elementwise", "attention-block", "gcn-block"]
+INDUCTOR = ["attention-block", "gcn-block",
+            pytest.param("elementwise", marks=pytest.mark.slow)]
 
 
 def _leaves(A, x):
@@ -138,9 +139,18 @@ _SEQUENCE = [(nse, fill, seed) for seed, (nse, fill) in
              enumerate(zip([4, 7, 11, 6, 9], FILLS))]
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-@pytest.mark.parametrize("layout", ["coo", "csr"])
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def _matrix():
+    """Every program, layout and backend; the default run takes aot_eager on
+    one layout per program (alternating), `make test-slow` the rest."""
+    for i, name in enumerate(sorted(PROGRAMS)):
+        for layout in ("coo", "csr"):
+            yield name, layout, "eager"
+            fast = layout == ("coo", "csr")[i % 2]
+            yield pytest.param(name, layout, "aot_eager",
+                               marks=() if fast else pytest.mark.slow)
+
+
+@pytest.mark.parametrize("name,layout,backend", _matrix())
 def test_one_graph_equals_eager(name, layout, backend):
     """Values and gradients equal eager's on every call; one trace serves
     every nse and fill; the sparse ops are in the graph (no graph break:
