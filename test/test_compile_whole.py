@@ -203,6 +203,30 @@ def test_products_past_the_fast_bound():
     assert compiled.traces == 1
 
 
+TWO_OPERANDS = {"union": lambda A, B: torch.sigmoid(A * B + A) - B,
+                "cat": lambda A, B: torch.cat([A, B * 3]).sum(1)}
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("name", sorted(TWO_OPERANDS))
+def test_two_patterns(name, backend):
+    """Binary ops on two patterns (COO and CSR: the union path, its nse a
+    data-dependent size of the graph) and a concatenation; one trace for
+    every nse and fill."""
+    fn = TWO_OPERANDS[name]
+    compiled = sf.compile(fn, backend=backend)
+    for seed, (fa, fb) in enumerate(zip(FILLS, FILLS[2:] + FILLS[:2])):
+        A, B = _sparse(4 + seed, fa, "coo", seed), _sparse(9 - seed, fb, "csr", seed + 20)
+        got, want = compiled(A, B).to_dense(), fn(A, B).to_dense()
+        torch.testing.assert_close(got, want, equal_nan=True)
+        leaves = [A._values(), A._fill_value(), B._values(), B._fill_value()]
+        gg = torch.autograd.grad(got.nan_to_num(0, 0, 0).sum(), leaves)
+        gw = torch.autograd.grad(want.nan_to_num(0, 0, 0).sum(), leaves)
+        for g, w in zip(gg, gw):
+            torch.testing.assert_close(g, w, equal_nan=True)
+    assert compiled.traces == 1
+
+
 def test_second_order_gradients():
     """Double backward through the graph (backend eager: the graph's ops keep
     their registered autograd): a product, softmax, a reduction."""
@@ -218,6 +242,11 @@ def test_second_order_gradients():
             results.append(torch.autograd.grad(sum(t.sum() for t in g), _leaves(A, x)))
         for g, w in zip(*results):
             torch.testing.assert_close(g, w)
+    # AOTAutograd's compiled backward refuses to be differentiated: an error.
+    aot = sf.compile(fn, backend="aot_eager")
+    with pytest.raises(RuntimeError, match="create_graph"):
+        g = torch.autograd.grad(aot(A, x), _leaves(A, x), create_graph=True)
+        torch.autograd.grad(sum(t.sum() for t in g), _leaves(A, x))
 
 
 def test_structure_changes_trace_anew():
@@ -264,6 +293,10 @@ def test_data_dependent_branches_refuse():
                              fill_value=torch.tensor([[1.0], [math.inf], [0.5], [2.0]]).double())
     with pytest.raises(RuntimeError, match="cannot be traced as one graph"):
         sf.compile(lambda P: P.sum(), backend="eager")(P)
+    # A result whose nse the trace cannot keep (RFC.md 12.1).
+    B = _sparse(6, 1.5, "coo", 1)
+    with pytest.raises(RuntimeError, match="cannot be traced as one graph"):
+        sf.compile(lambda A, B: torch.where(A > 0.5, A, B), backend="eager")(A, B)
 
 
 def test_decorator_and_arguments():
