@@ -299,6 +299,22 @@ def test_data_dependent_branches_refuse():
         sf.compile(lambda A, B: torch.where(A > 0.5, A, B), backend="eager")(A, B)
 
 
+def test_tensors_outside_the_arguments_refuse():
+    """A tensor the function reaches other than through its arguments (a
+    closure's parameter, a module's weights) would enter the graph as a
+    detached constant: refused, never a lost gradient."""
+    W = torch.nn.Parameter(torch.randn(_M, 3, dtype=torch.float64))
+    A = _sparse(6, 0.5, "coo", 0)
+    with pytest.raises(TypeError, match="pass every tensor as an argument"):
+        sf.compile(lambda A: A @ W, backend="eager")(A)
+    linear = torch.nn.Linear(_M, 2).double()
+    with pytest.raises(TypeError, match="pass every tensor as an argument"):
+        sf.compile(lambda A: linear(A.to_dense()), backend="eager")(A)
+    f = sf.compile(lambda A, W: A @ W, backend="eager")  # as an argument: its gradient
+    torch.testing.assert_close(torch.autograd.grad(f(A, W).sum(), W)[0],
+                               torch.autograd.grad((A @ W).sum(), W)[0])
+
+
 def test_decorator_and_arguments():
     @sf.compile(backend="eager")
     def f(A, x, scale=2.0):

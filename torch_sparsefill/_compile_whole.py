@@ -34,6 +34,7 @@ import threading
 
 import sympy
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils import _pytree as pytree
 
 from . import _export
@@ -104,6 +105,30 @@ def _dynamic_shapes(tensors, nse_dims):
     return (tuple(shapes),)
 
 
+class _OutsideGradient(RuntimeError):
+    """Raised while tracing (not a TypeError: torch turns one raised inside an
+    operator such as ``@`` into NotImplemented); re-raised as TypeError."""
+
+
+class _NoOutsideGradient(torch.overrides.TorchFunctionMode):
+    """While tracing: refuses a real tensor that requires grad in a call of
+    the function (a closure's or a module's parameter, a global): export
+    would lift it as a detached constant, its gradient silently lost.
+    The traced arguments are fakes; tensors made while tracing need none."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        for t in pytree.tree_leaves((args, kwargs or {})):
+            if isinstance(t, torch.Tensor) and not isinstance(t, (FakeTensor, SparseFillTensor)) \
+                    and t.requires_grad:
+                name = torch.overrides.resolve_name(func) or func
+                raise _OutsideGradient(
+                    f"torch_sparsefill.compile: {name} gets a tensor requiring grad that is not "
+                    f"an argument of the function (a closure's, a global, a module's "
+                    f"parameter): its gradient would be lost in the graph; pass every tensor "
+                    f"as an argument")
+        return func(*args, **(kwargs or {}))
+
+
 class _Flat(torch.nn.Module):
     """The traced module: the flat tensor leaves in, `fn`'s tensor outputs
     flat out. The other input leaves are constants of the trace; the output
@@ -119,7 +144,8 @@ class _Flat(torch.nn.Module):
         it = iter(tensors)
         leaves = [next(it) if leaf is _TENSOR else leaf for leaf in self._leaves]
         args, kwargs = pytree.tree_unflatten(leaves, self._spec)
-        result = self._fn[0](*args, **kwargs)
+        with _NoOutsideGradient():
+            result = self._fn[0](*args, **kwargs)
         out, out_spec = pytree.tree_flatten(result)
         for leaf in out:
             if isinstance(leaf, (torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -174,7 +200,9 @@ class _Trace:
         # Per input tensor, per dim: an int (static) or the size's sympy expression.
         self.sizes = [[d.node.expr if isinstance(d, torch.SymInt) else int(d) for d in v.shape]
                       for v in vals]
-        # Lifted constants (tensors the routing made): inputs of the graph too.
+        # Lifted constants (tensors made while tracing, or a real tensor the
+        # function reached outside its arguments, refused if it needs a
+        # gradient: _NoOutsideGradient): inputs of the graph too, as traced.
         self.constants = []
         for spec in sig.input_specs:
             if spec.kind == spec.kind.USER_INPUT:
@@ -183,7 +211,7 @@ class _Trace:
                 self.constants.append(program.constants[spec.target])
             else:
                 raise TypeError(f"torch_sparsefill.compile: the function uses {spec.kind.name} "
-                                f"{spec.target!r} of a module; pass module tensors as arguments")
+                                f"{spec.target!r}; pass every tensor as an argument")
 
     def accepts(self, tensors) -> bool:
         """Whether this trace holds for these tensor leaves: every static size
@@ -215,8 +243,7 @@ class _Trace:
 
     def __call__(self, tensors):
         it = iter(tensors)
-        flat = [next(it) if c is None else c for c in self.constants]
-        outs = iter(self.compiled(*flat))
+        outs = iter(self.compiled(*[next(it) if c is None else c for c in self.constants]))
         leaves = [next(outs) if leaf is _TENSOR else leaf for leaf in self.out_leaves]
         return leaves
 
@@ -256,6 +283,8 @@ class CompiledFunction:
         try:
             program = torch.export.export(module, tuple(tensors), strict=False,
                                           dynamic_shapes=dims)
+        except _OutsideGradient as e:
+            raise TypeError(str(e)) from None
         except Exception as e:
             raise RuntimeError(
                 f"torch_sparsefill.compile: {getattr(self._fn, '__qualname__', self._fn)} cannot "
@@ -264,8 +293,9 @@ class CompiledFunction:
                 f"it eagerly or under torch.compile (graph breaks, eager's values)") from e
         compiled = torch.compile(_for_dynamo(program.graph_module), fullgraph=True,
                                  **self._compile)
+        trace = _Trace(program, compiled, out)
         self.traces += 1
-        return _Trace(program, compiled, out)
+        return trace
 
 
 def compile(fn=None, *, backend="inductor", mode=None, options=None, dynamic=True):
@@ -287,7 +317,8 @@ def compile(fn=None, *, backend="inductor", mode=None, options=None, dynamic=Tru
         ... def f(A, x):
         ...     return torch.softmax(A * 2, -1) @ x
         >>> A = sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 2), fill_value=0.5)
-        >>> torch.allclose(f(A, torch.ones(2, 1)), torch.softmax(A.to_dense() * 2, -1) @ torch.ones(2, 1))
+        >>> x = torch.ones(2, 1)
+        >>> torch.allclose(f(A, x), torch.softmax(A.to_dense() * 2, -1) @ x)
         True
     """
     if fn is None:
