@@ -29,7 +29,6 @@ is not traced by Dynamo. Per call:
 from __future__ import annotations
 
 import functools
-import math
 import threading
 
 import sympy
@@ -58,10 +57,11 @@ def _leaf_key(leaf):
         if leaf.layout != torch.strided:
             raise TypeError(f"torch_sparsefill.compile: an argument is a torch tensor of layout "
                             f"{leaf.layout}; pass dense tensors and SparseFillTensors")
-        return ("tensor", leaf.dtype, leaf.device, leaf.dim(), leaf.requires_grad,
+        return (type(leaf), leaf.dtype, leaf.device, leaf.dim(), leaf.requires_grad,
                 leaf.is_contiguous())
-    if isinstance(leaf, float) and math.isnan(leaf):
-        return (float, "nan")  # NaN != NaN: a key that could never be found again
+    if isinstance(leaf, float):
+        # By repr: NaN != NaN (a key never found again), -0.0 == 0.0 (another trace).
+        return (float, repr(leaf))
     try:
         hash(leaf)
     except TypeError:
