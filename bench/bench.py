@@ -60,6 +60,7 @@ GOALS = [
     # issue 15's compile rows
     ("compile 6-op chain, 1,000,000 stored (components)", "the chain, eager", 0.5),
     ("compile 6-op chain, 3 elements (components", "the chain on dense, eager", 1.0),
+    ("compile 6-op chain, 1,000,000 stored (sf.compile)", "the chain, eager", 0.5),
 ]
 
 
@@ -829,6 +830,12 @@ def _chain_components(values, fill):
     return v, f
 
 
+def _attention_block(S, V):
+    """The attention block of the sf.compile row: scores on S's CSR pattern
+    (fill -inf masks the rest), row softmax, then the values."""
+    return torch.softmax(S * 0.125, -1) @ V
+
+
 class _ChainOnComponents(torch.nn.Module):
     """The components' chain as a module, for torch.export and AOTInductor."""
 
@@ -864,6 +871,26 @@ def compile_rows(quick: bool):
            "the chain, eager", lambda: _chain(A))
     yield (f"compile 6-op chain, {n:,} stored (components)", lambda: compiled_parts(values, fill),
            "the chain, eager", lambda: _chain(A))
+    # sf.compile: the public API's chain as ONE graph (traced without Dynamo,
+    # compiled by Inductor), on the SparseFillTensor itself.
+    whole = sf.compile(_own_code(_chain))
+    yield (f"compile 6-op chain, {n:,} stored (sf.compile)", lambda: whole(A),
+           "the chain, eager", lambda: _chain(A))
+    # The CSR attention block (fill -inf), forward and backward of values,
+    # fill and V, compiled whole against eager.
+    m = 1000 if quick else 4000
+    P, _ = random_coo((m, m), 0.01, 0.0, seed=5)
+    P = P.to_sparse_csr()
+    S = sf.sparse_csr_tensor(P.crow_indices(), P.col_indices(), P.values() * 0.01, (m, m),
+                             fill_value=float("-inf")).requires_grad_()
+    V = torch.randn(m, 64, requires_grad=True)
+    leaves = [S._values(), S._fill_value(), V]
+    block = sf.compile(_attention_block)
+
+    def fwd_bwd(fn):
+        return lambda: torch.autograd.grad(fn(S, V).sum(), leaves, allow_unused=True)
+    yield (f"sf.compile attention fwd+bwd {m}x{m} 1% CSR", fwd_bwd(block),
+           "the block, eager", fwd_bwd(_attention_block))
     tiny, _ = random_coo((3,), 1.0, 5.0, seed=3)
     tv, tf = tiny.values(), tiny.fill_value()
     dense = tiny.to_dense()

@@ -26,6 +26,7 @@ from ._factories import (eliminate_fill, empty, fill_value, full, ones, sparse_b
 from ._attention import sampled_matmul, sparse_mask
 from ._graph import gat_conv, gcn_conv
 from ._export import exportable
+from ._compile_whole import compile  # noqa: A004 -- sf.compile, as torch.compile
 from ._vmap import vmap, vmappable
 from ._interop import from_pydata, from_scipy
 from ._library import get_include, get_library
@@ -59,7 +60,7 @@ torch.utils.data._utils.collate.default_collate_fn_map[SparseFillTensor] = _data
 _compile.hide_from_dynamo([m for name, m in sys.modules.items()
                            if name == __name__ or name.startswith(__name__ + ".")], __name__)
 
-__all__ = ["SparseFillTensor", "collate", "exportable", "get_include", "get_library",
+__all__ = ["SparseFillTensor", "collate", "compile", "exportable", "get_include", "get_library",
            "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor",
            "sparse_bsc_tensor",
            "sparse_compressed_tensor", "to_sparse", "full",

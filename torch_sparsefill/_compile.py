@@ -27,7 +27,8 @@ sparse-layout tensor as a plain torch sparse tensor (the subclass and its
 fill lost). Faking starts by asking `_is_view`; `ROUTES` refuses it with that
 reason, so torch.export of a module taking a SparseFillTensor fails clearly
 instead of tracing torch's fill-0 semantics. What compiles fullgraph and
-exports is a function of the components (test/test_compile.py).
+exports is a function of the components (test/test_compile.py), or a
+function of SparseFillTensors through `sf.compile` (_compile_whole.py).
 """
 from __future__ import annotations
 

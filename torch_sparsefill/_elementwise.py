@@ -85,6 +85,11 @@ def same_pattern(a: SparseFillTensor, b: SparseFillTensor) -> bool:
         pairs = ((a._sf_crow, b._sf_crow), (a._sf_col, b._sf_col))
     else:
         pairs = ((a._sf_indices, b._sf_indices),)
+    if torch.compiler.is_compiling():
+        # A tracer reads no data and compares no traced nse (a guard, or an
+        # error on a data-dependent one): the union path gives one pattern's
+        # result too.
+        return all(x is y for x, y in pairs)
     return all(x is y or (x.shape == y.shape and torch.equal(x, y)) for x, y in pairs)
 
 
@@ -309,8 +314,12 @@ def _union(layout, size, values, fill, indices, refill=None) -> SparseFillTensor
     if fill.requires_grad:
         sparse_dim = indices.shape[0]
         if not _fill.is_per_slice(fill, values.dim() - 1):
-            if _fill.unspecified_per_dense_part_element(fill, size, sparse_dim,
-                                                        values.shape[0]) == 0:
+            count = _fill.unspecified_per_dense_part_element(fill, size, sparse_dim,
+                                                             values.shape[0])
+            if isinstance(count, torch.SymInt):  # traced: the test as data, no guard
+                covered = torch.full((), count, dtype=torch.int64, device=fill.device) > 0
+                fill = torch.where(covered, fill, fill.detach())
+            elif count == 0:
                 fill = fill.detach()
         elif refill is not None and not torch.compiler.is_compiling():
             covered = _fill.unspecified_per_element(fill, size, indices).to(fill.device) > 0

@@ -117,8 +117,12 @@ def _check_shapes(a, b, func):
 
 
 def _zero_fill(A: SparseFillTensor) -> bool:
-    """Is A's fill exactly 0 and outside autograd (so a sparse result is exact)?"""
+    """Is A's fill exactly 0 and outside autograd (so a sparse result is exact)?
+    Under a tracer (sf.compile, export) the data cannot be read: no, and the
+    product takes its general path (the same values, any fill)."""
     f = A._sf_fill
+    if torch.compiler.is_compiling():
+        return False
     return not f.requires_grad and not bool((f != 0).any())
 
 

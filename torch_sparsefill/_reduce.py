@@ -340,7 +340,11 @@ def _reduce_by_slots(A: SparseFillTensor, R: list, keepdim: bool, core):
             # under vmap the counts would come out batched (functorch's
             # fallback batches every output), and which slots hold
             # something must not be
-            or torch._C._are_functorch_transforms_active()):
+            or torch._C._are_functorch_transforms_active()
+            # a tracer (sf.compile, export): its slot count test and the
+            # kept-slot comparison would guard on nse; the segment path
+            # gives the same values without
+            or torch.compiler.is_compiling()):
         return None
     kept_sizes = [size[d] for d in kept]
     nslots = math.prod(kept_sizes)

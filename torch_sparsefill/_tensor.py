@@ -793,6 +793,9 @@ def coo_indices_of_csr(crow: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
         tensor([[0, 2, 2],
                 [2, 0, 1]])
     """
+    if torch.compiler.is_compiling():
+        # ATen's fake kernel reads numel(), which a traced nse (symbolic) refuses.
+        return torch.stack([torch.ops.sparsefill.rows_from_crow(crow), col])
     return torch._convert_indices_from_csr_to_coo(crow, col)
 
 

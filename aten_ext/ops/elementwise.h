@@ -76,7 +76,9 @@ inline Tensor on_union(const Tensor& values, const Tensor& fill, const Tensor& s
   if (!is_per_slice_fill(fill, values.dim() - 1)) return rows_or_fill(values, f, src);
   // Rows 0..nse-1 are the stored rows, row nse + k union position k's fill.
   Tensor rows = at::cat({values, fill_rows_at(f, indices, dense)});
-  Tensor own = at::arange(values.size(0), values.size(0) + src.size(0), src.options());
+  // Sizes as SymInts: a traced nse stays symbolic (size(0) would read every size as an int).
+  Tensor own = at::arange(c10::Scalar(values.sym_size(0)),
+                          c10::Scalar(values.sym_size(0) + src.sym_size(0)), src.options());
   return rows.index_select(0, at::where(src >= 0, src, own));
 }
 
@@ -109,10 +111,11 @@ inline Aligned align_binary(const Tensor& indices_a, const Tensor& values_a, con
                             at::IntArrayRef size) {
   check_unary_args(values_a, fill_a);
   check_unary_args(values_b, fill_b);
-  TORCH_CHECK(indices_a.dim() == 2 && indices_b.dim() == 2 && indices_a.size(0) == indices_b.size(0),
+  TORCH_CHECK(indices_a.dim() == 2 && indices_b.dim() == 2 &&
+                  indices_a.sym_size(0) == indices_b.sym_size(0),
               "sparsefill: operands must have the same number of sparse dimensions, got indices of shape ",
               indices_a.sizes(), " and ", indices_b.sizes());
-  const int64_t sparse_dim = indices_a.size(0);
+  const int64_t sparse_dim = indices_a.sym_size(0).guard_int(__FILE__, __LINE__);
   TORCH_CHECK(sparse_dim <= (int64_t)size.size(), "sparsefill: size ", size,
               " has fewer dimensions than the operands' ", sparse_dim, " sparse dimensions");
   TORCH_CHECK(broadcasts_to(size.slice(sparse_dim), values_a.sym_sizes().slice(1)) &&
@@ -135,11 +138,11 @@ inline Aligned align_binary(const Tensor& indices_a, const Tensor& values_a, con
 inline std::tuple<Tensor, Tensor, Tensor, Tensor> align_ternary(const Tensor& ia, const Tensor& ib,
                                                                 const Tensor& ic,
                                                                 at::IntArrayRef size) {
-  TORCH_CHECK(ia.dim() == 2 && ib.dim() == 2 && ic.dim() == 2 && ia.size(0) == ib.size(0) &&
-                  ia.size(0) == ic.size(0),
+  TORCH_CHECK(ia.dim() == 2 && ib.dim() == 2 && ic.dim() == 2 &&
+                  ia.sym_size(0) == ib.sym_size(0) && ia.sym_size(0) == ic.sym_size(0),
               "sparsefill: operands must have the same number of sparse dimensions, got indices "
               "of shape ", ia.sizes(), ", ", ib.sizes(), " and ", ic.sizes());
-  auto sparse_size = size.slice(0, ia.size(0));
+  auto sparse_size = size.slice(0, ia.sym_size(0).guard_int(__FILE__, __LINE__));
   auto [iab, sa, sb] = call::union_plan(ia, ib, sparse_size);
   auto [indices, sab, sc] = call::union_plan(iab, ic, sparse_size);
   // Compose: union position -> position in (a u b) -> position in a (or b).

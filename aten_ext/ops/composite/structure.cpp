@@ -18,6 +18,7 @@
 #include <ATen/ops/zeros.h>
 
 #include "ops/common/fill.h"
+#include "ops/common/tracking.h"
 #include "ops/structure.h"
 
 namespace sparsefill {
@@ -72,6 +73,11 @@ Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor& fill,
   int64_t rows = 1;
   for (auto s : sparse_size) rows *= s;
   Tensor background = fill.to(values.scalar_type()).expand(size);
+  // Traced (torch.compile, sf.compile): the background materialised first.
+  // Inductor lowers index_copy of a stride-0 expand into a write into the
+  // fill's own one-element buffer, every stored value landing on it (the
+  // whole result then the last one written); eager copies once either way.
+  if (reads_no_data(background)) background = background.contiguous();
   // Also with nothing stored: the values stay in the graph (an empty result
   // requires grad as the dense one does).
   return background.reshape(cat_sizes({rows}, dense_shape))
