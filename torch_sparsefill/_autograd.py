@@ -1,6 +1,6 @@
 """The autograd of the ops with a derivative of their own: spmm, sddmm,
-spgemm, seg_reduce, seg_max, seg_softmax, slot_reduce, from_dense (every other op is
-composite and differentiated through ATen).
+spgemm, seg_reduce, seg_max, seg_softmax, slot_reduce, slot_softmax, from_dense
+(every other op is composite and differentiated through ATen).
 
 Each op's Autograd kernel (aten_ext/ops/autograd/) calls the op below
 autograd when no gradient is tracked (C++ only, no Python on that path);
@@ -513,6 +513,73 @@ class _SlotReduce(_SingleLevelFunction):
         return _ops.slot_reduce(t_values, slot, t_fill, ctx.nslots, ctx.n, "sum")[0], None
 
 
+def _slot_unspecified(slot, nslots, n, dtype):
+    """Per slot: how many of its n elements the fill stands for, [nslots, 1]
+    (the stored rows counted by index_add: sized by nslots, traceable)."""
+    count = torch.zeros(nslots, dtype=dtype, device=slot.device).index_add(
+        0, slot, torch.ones(slot.shape[0], dtype=dtype, device=slot.device))
+    return (n - count).unsqueeze(1)
+
+
+def _slot_softmax_backward(out, out_fill, g, g_fill, slot, n, log):
+    """slot_softmax's backward in differentiable ops: _softmax_backward's
+    formula with the slice sums taken by index_add over the slots and read
+    back by index_select (no segment order)."""
+    u = _slot_unspecified(slot, out_fill.shape[0], n, g.dtype)
+    has = u > 0
+    elem = g if log else g * out
+    fill_elem = torch.where(has, g_fill if log else g_fill * out_fill, 0)
+    acc = torch.zeros_like(out_fill).index_add(0, slot, elem) + fill_elem
+    acc_rows = acc.index_select(0, slot)
+    gv = g - torch.exp(out) * acc_rows if log else out * (g - acc_rows)
+    gf = g_fill - u * torch.exp(out_fill) * acc if log else out_fill * (g_fill - u * acc)
+    return gv, torch.where(has, gf, 0)
+
+
+class _SlotSoftmax(_SingleLevelFunction):
+    """The backward runs in the C core (slot_softmax_backward); when a graph
+    of it is recorded (double backward) the same formula in differentiable ops."""
+
+    @staticmethod
+    def forward(values, slot, fill, nslots, n, log):
+        return _below(_ops.slot_softmax, values, slot, fill, nslots, n, log)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        values, slot, fill, nslots, n, log = inputs
+        out, out_fill = output
+        ctx.save_for_backward(fill, slot, out, out_fill)
+        ctx.save_for_forward(fill, slot, out, out_fill)
+        ctx.n, ctx.log = n, log
+
+    @staticmethod
+    def backward(ctx, g, g_fill):
+        fill, slot, out, out_fill = ctx.saved_tensors
+        if _differentiated():
+            gv, gf = _slot_softmax_backward(out, out_fill, g, g_fill, slot, ctx.n, ctx.log)
+        else:
+            gv, gf = _ops.slot_softmax_backward(out, out_fill, g, g_fill, slot, ctx.n, ctx.log)
+        return gv, None, _to_fill_rows(gf, fill), None, None, None
+
+    @staticmethod
+    def jvp(ctx, t_values, _t_slot, t_fill, *_):
+        # _SegSoftmax.jvp's formula, the slice sums by index_add over the slots
+        fill, slot, out, out_fill = ctx.saved_tensors
+        t_values = _zero_or(t_values, out)
+        t_fill = _zero_or(t_fill, fill).expand_as(out_fill)
+        u = _slot_unspecified(slot, out_fill.shape[0], ctx.n, out.dtype)
+        has = u > 0
+        w, w_fill = (torch.exp(out), torch.exp(out_fill)) if ctx.log else (out, out_fill)
+        acc = torch.zeros_like(out_fill).index_add(0, slot, w * t_values) + \
+            torch.where(has, u * w_fill * t_fill, 0)
+        acc_rows = acc.index_select(0, slot)
+        if ctx.log:
+            tv, tf = t_values - acc_rows, t_fill - acc
+        else:
+            tv, tf = out * (t_values - acc_rows), out_fill * (t_fill - acc)
+        return tv, torch.where(has, tf, 0)
+
+
 # ---- from_dense -----------------------------------------------------------------------
 
 def _from_dense_projection(self_shape, sparse_dim, indices, fill_shape, per_slice, dtype, device):
@@ -594,5 +661,6 @@ class _FromDense(_SingleLevelFunction):
 for _name, _function in [("spmm", _Spmm), ("sddmm", _Sddmm), ("spgemm", _Spgemm),
                          ("seg_reduce", _SegReduce), ("seg_max", _SegMax),
                          ("seg_softmax", _SegSoftmax), ("slot_reduce", _SlotReduce),
+                         ("slot_softmax", _SlotSoftmax),
                          ("from_dense", _FromDense)]:
     _register(_name, _function)
