@@ -461,6 +461,14 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
         ACC run;                                                                                 \
         SF_SUM_RUN4(ACC, values, slot, s, k, e, k_end, run);                                     \
         a[0] += run;                                                                             \
+      } else if (w == 1 && op != SF_SLOT_PROD && (e == k_end || slot[e] != s)) {                 \
+        /* a lone element of max/min (scattered slots, softmax's maxima):    \
+         * folded directly, a select rather than the run loop (NaN wins) */  \
+        const ACC y = (ACC)values[k], x = a[0];                                                  \
+        a[0] = (ISNAN(y) || (op == SF_SLOT_MAX ? y > x : y < x)) ? y : x;                        \
+        a[1] += 1;                                                                               \
+        k = e;                                                                                   \
+        continue;                                                                                \
       } else {                                                                                   \
         while (e < k_end && slot[e] == s) ++e;                                                   \
         for (int64_t c = 0; c < w; ++c) {                                                        \
