@@ -528,6 +528,9 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
  * it, whatever its ends, so any cut of [0, nse) gives the same bits. The
  * fill enters as in sf_slot_finish_*: once, after the stored rows, only
  * where u > 0. */
+/* Columns of a dense part folded at once by sf_slot_runs_* (registers on the stack). */
+#define SF_RUN_COLS 32
+
 #define SF_DEFINE_SLOT_RUNS(T, ACC, SUFFIX, ISNAN, LOWEST, HIGHEST, NANV, HAS_PROD, POW)         \
   sf_status sf_slot_runs_##SUFFIX(T *out, int64_t *total, const T *values, const int64_t *slot, \
                                   const T *fill, int64_t nse, int64_t k_begin, int64_t k_end,   \
@@ -597,14 +600,44 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
         k = e;                                                                                   \
         continue;                                                                                \
       }                                                                                          \
-      for (int64_t c = 0; c < w; ++c) {                                                          \
-        ACC a = ident;                                                                           \
-        if (op == SF_SLOT_SUM && w == 1) {                                                       \
-          a = run_sum;                                                                           \
-        } else {                                                                                 \
-          SF_FOLD_RUN(ACC, ISNAN, op, a, values, k, e, w, c);                                    \
+      if (op == SF_SLOT_SUM && w == 1) {                                                         \
+        out[s] = (T)slot_fills_##SUFFIX(run_sum, (ACC)fill[0], u, op);                           \
+        k = e;                                                                                   \
+        continue;                                                                                \
+      }                                                                                          \
+      /* a dense part (w > 1): the run's rows read in order, SF_RUN_COLS      \
+       * columns at a time into registers, each column folded over the rows  \
+       * in row order (the same sums as a column at a time), max/min by a    \
+       * select: no branch on the data, a loop the compiler vectorizes */     \
+      for (int64_t c0 = 0; c0 < w; c0 += SF_RUN_COLS) {                                          \
+        const int64_t cw = w - c0 < SF_RUN_COLS ? w - c0 : SF_RUN_COLS;                          \
+        ACC a[SF_RUN_COLS];                                                                      \
+        for (int64_t c = 0; c < cw; ++c) a[c] = ident;                                           \
+        for (int64_t j = k; j < e; ++j) {                                                        \
+          const T *row = values + j * w + c0;                                                    \
+          switch (op) {                                                                          \
+            case SF_SLOT_SUM:                                                                    \
+              for (int64_t c = 0; c < cw; ++c) a[c] += (ACC)row[c];                              \
+              break;                                                                             \
+            case SF_SLOT_PROD:                                                                   \
+              for (int64_t c = 0; c < cw; ++c) a[c] *= (ACC)row[c];                              \
+              break;                                                                             \
+            case SF_SLOT_MAX:                                                                    \
+              for (int64_t c = 0; c < cw; ++c) {                                                 \
+                const ACC y = (ACC)row[c];                                                       \
+                a[c] = (y > a[c] || ISNAN(y)) ? y : a[c];                                        \
+              }                                                                                  \
+              break;                                                                             \
+            default:                                                                             \
+              for (int64_t c = 0; c < cw; ++c) {                                                 \
+                const ACC y = (ACC)row[c];                                                       \
+                a[c] = (y < a[c] || ISNAN(y)) ? y : a[c];                                        \
+              }                                                                                  \
+          }                                                                                      \
         }                                                                                        \
-        out[s * w + c] = (T)slot_fills_##SUFFIX(a, (ACC)fill[c], u, op);                         \
+        for (int64_t c = 0; c < cw; ++c) {                                                       \
+          out[s * w + c0 + c] = (T)slot_fills_##SUFFIX(a[c], (ACC)fill[c0 + c], u, op);          \
+        }                                                                                        \
       }                                                                                          \
       k = e;                                                                                     \
     }                                                                                            \

@@ -575,6 +575,42 @@ TEST(SlotRuns, RefusesWhatTheTwoPhasesMustTake) {
 }
 
 
+TEST(SlotRuns, WideDensePartMatchesThePartials) {
+  // 40 columns (two column blocks), runs of 1 .. 5 rows, NaN and infinities
+  // stored, a NaN fill in some columns: the sorted pass gives the bits of the
+  // two-phase partials (each column folded over the rows in row order)
+  const int64_t w = 40, nslots = 7, n = 6;
+  const std::vector<int64_t> slot = {0, 2, 2, 3, 3, 3, 5, 5, 5, 5, 6, 6, 6, 6, 6};
+  const int64_t nse = (int64_t)slot.size();
+  std::vector<double> v(nse * w), fill(w);
+  for (int64_t i = 0; i < nse * w; ++i) v[i] = std::sin(0.7 * (double)i) * 3;
+  v[3 * w + 5] = kNaN;
+  v[4 * w + 33] = kInf;
+  v[11 * w + 39] = -kInf;
+  for (int64_t c = 0; c < w; ++c) fill[c] = c % 9 == 4 ? kNaN : 0.1 * (double)c - 1;
+  for (int op : {SF_SLOT_SUM, SF_SLOT_PROD, SF_SLOT_MAX, SF_SLOT_MIN}) {
+    SCOPED_TRACE(op);
+    std::vector<double> runs(nslots * w), parts(nslots * w), acc(nslots * (w + 1));
+    std::vector<int64_t> t1(nslots), t2(nslots);
+    ASSERT_EQ(sf_slot_runs_f64(runs.data(), t1.data(), v.data(), slot.data(), fill.data(), nse, 0,
+                               nse, nslots, w, n, op),
+              SF_OK);
+    ASSERT_EQ(sf_slot_partial_f64(acc.data(), v.data(), slot.data(), 0, nse, nslots, w, op),
+              SF_OK);
+    ASSERT_EQ(sf_slot_finish_f64(parts.data(), t2.data(), acc.data(), 1, fill.data(), 0, nslots,
+                                 nslots, w, n, op),
+              SF_OK);
+    EXPECT_EQ(t1, t2);
+    for (int64_t i = 0; i < nslots * w; ++i) {
+      if (std::isnan(parts[i])) {
+        EXPECT_TRUE(std::isnan(runs[i])) << i;
+      } else {
+        EXPECT_EQ(runs[i], parts[i]) << i;
+      }
+    }
+  }
+}
+
 // ---- softmax by slot (sf_slot_softmax_*), against the segment kernels ----------------
 
 // The phases of sf_slot_softmax_* with the rows cut into nparts parts.
