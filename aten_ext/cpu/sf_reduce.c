@@ -92,6 +92,22 @@ static inline float exp_nonpositive_f32(float x) {
 /* ---- per-type kernels, instantiated for float and double below ------------ */
 
 #define SF_DEFINE_FLOAT_KERNELS(T, SUFFIX, EXP, LOG, POW)                                       \
+  /* Softmax's backward, one home for the segment and the slot kernels.      \
+   * dot: the slice's sum of g y (softmax) or of g (log_softmax); the u      \
+   * unspecified outputs y_f have the summed gradient g_fill. Their term of  \
+   * the dot, a stored element's gradient, and the fill's (0 where u == 0). */ \
+  static inline T softmax_fill_dot_##SUFFIX(T y_f, T g_fill, int64_t u, int log_softmax) {      \
+    return u > 0 ? (log_softmax ? g_fill : g_fill * y_f) : (T)0;                                \
+  }                                                                                             \
+  static inline T softmax_grad_##SUFFIX(T y, T g, T dot, int log_softmax) {                     \
+    return log_softmax ? g - EXP(y) * dot : y * (g - dot);                                      \
+  }                                                                                             \
+  static inline T softmax_fill_grad_##SUFFIX(T y_f, T g_fill, T dot, int64_t u,                 \
+                                             int log_softmax) {                                 \
+    if (u == 0) return 0;                                                                       \
+    return log_softmax ? g_fill - (T)u * EXP(y_f) * dot : y_f * (g_fill - (T)u * dot);          \
+  }                                                                                             \
+                                                                                                \
   /* Softmax of one value per stored element (w == 1), the common case: unit \
    * strides, the max in four independent branch-free lanes (NaN noted on   \
    * the side: it wins, as in torch), then one pass of exp and sum, one of  \
@@ -212,19 +228,12 @@ static inline float exp_nonpositive_f32(float x) {
           const T g = g_values[k * w + c];                                                      \
           acc += log_softmax ? g : g * out_values[k * w + c];                                   \
         }                                                                                       \
-        /* g_fill is the summed gradient of the u unspecified outputs */                       \
-        if (u > 0) acc += log_softmax ? g_fill[sc] : g_fill[sc] * out_fill[sc];                 \
+        acc += softmax_fill_dot_##SUFFIX(out_fill[sc], g_fill[sc], u, log_softmax);             \
         for (int64_t k = lo; k < hi; ++k) {                                                     \
-          const T y = out_values[k * w + c], g = g_values[k * w + c];                           \
-          grad_values[k * w + c] = log_softmax ? g - EXP(y) * acc : y * (g - acc);              \
+          grad_values[k * w + c] = softmax_grad_##SUFFIX(out_values[k * w + c],                 \
+                                                         g_values[k * w + c], acc, log_softmax); \
         }                                                                                       \
-        if (u > 0) {                                                                            \
-          const T y = out_fill[sc];                                                             \
-          grad_fill[sc] = log_softmax ? g_fill[sc] - (T)u * EXP(y) * acc                        \
-                                      : y * (g_fill[sc] - (T)u * acc);                          \
-        } else {                                                                                \
-          grad_fill[sc] = 0;                                                                    \
-        }                                                                                       \
+        grad_fill[sc] = softmax_fill_grad_##SUFFIX(out_fill[sc], g_fill[sc], acc, u, log_softmax); \
       }                                                                                         \
     }                                                                                           \
     return SF_OK;                                                                               \
@@ -867,17 +876,9 @@ static sf_status check_slot_range(int64_t s_begin, int64_t s_end, int64_t nslots
         const int64_t sc = s * w + c;                                                            \
         double ad = 0;                                                                           \
         for (int64_t p = 0; p < nparts; ++p) ad += acc[p * part + s * row + c];                  \
-        T a = (T)ad;                                                                             \
-        /* g_fill is the summed gradient of the u unspecified outputs */                        \
-        if (u > 0) a += log_softmax ? g_fill[sc] : g_fill[sc] * out_fill[sc];                    \
+        const T a = (T)ad + softmax_fill_dot_##SUFFIX(out_fill[sc], g_fill[sc], u, log_softmax);  \
         dot[sc] = a;                                                                             \
-        if (u > 0) {                                                                             \
-          const T y = out_fill[sc];                                                              \
-          grad_fill[sc] = log_softmax ? g_fill[sc] - (T)u * EXP(y) * a                           \
-                                      : y * (g_fill[sc] - (T)u * a);                             \
-        } else {                                                                                 \
-          grad_fill[sc] = 0;                                                                     \
-        }                                                                                        \
+        grad_fill[sc] = softmax_fill_grad_##SUFFIX(out_fill[sc], g_fill[sc], a, u, log_softmax);  \
       }                                                                                          \
     }                                                                                            \
     return SF_OK;                                                                                \
@@ -896,8 +897,8 @@ static sf_status check_slot_range(int64_t s_begin, int64_t s_end, int64_t nslots
       const int64_t s = slot[k];                                                                 \
       for (int64_t c = 0; c < w; ++c) {                                                          \
         const int64_t i = k * w + c;                                                             \
-        const T y = out_values[i], g = g_values[i], a = dot[s * w + c];                          \
-        grad_values[i] = log_softmax ? g - EXP(y) * a : y * (g - a);                             \
+        grad_values[i] = softmax_grad_##SUFFIX(out_values[i], g_values[i], dot[s * w + c],       \
+                                               log_softmax);                                     \
       }                                                                                          \
     }                                                                                            \
     return SF_OK;                                                                                \
