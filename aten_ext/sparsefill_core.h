@@ -638,6 +638,93 @@ sf_status sf_slot_runs_i64(int64_t *out, int64_t *total, const int64_t *values,
                            const int64_t *slot, const int64_t *fill, int64_t nse, int64_t k_begin,
                            int64_t k_end, int64_t nslots, int64_t w, int64_t n, int op);
 
+/* Softmax (log_softmax = 0) or log_softmax along slices that the stored
+ * order does not group (softmax along COO dim 0; RFC.md 6.2, 9.3), in stored
+ * order: no sort, no gather, no scatter. Stored row k belongs to slot slot[k]
+ * in [0, nslots); slot s is a slice of n elements, the u = n - count[s]
+ * unspecified ones equal to fill[s * fill_stride .. + w) (fill_stride 0: one
+ * fill row for all, w: one per slot). The same formulas as sf_seg_softmax_*.
+ * A caller cuts the stored rows into parts (a function of the sizes only,
+ * never of the thread count: the result is the same on any number of
+ * threads) and runs, each phase threaded over parts, slot ranges or row
+ * ranges:
+ *  1. sf_slot_partial_*(SF_SLOT_MAX) per part: acc [nparts x nslots x (w + 1)];
+ *  2. sf_slot_softmax_max_*: slots [s_begin, s_end): m [nslots x w] = the
+ *     parts' maximum, then the fill where u > 0 (NaN wins); count [nslots];
+ *  3. sf_slot_softmax_exp_*: the part's rows [k_begin, k_end): zsum
+ *     [nslots x w] (its own, overwritten) = the sums of exp(x - m), and
+ *     out_values = those exponentials (for log_softmax too: its scratch);
+ *  4. sf_slot_softmax_norm_*: slots: z = the nparts zsum (part p at zsum + p
+ *     nslots w) folded in part order + u exp(f - m) where u > 0; out_fill
+ *     [nslots x w] as sf_seg_softmax_* writes it (0 where u == 0); scale
+ *     [nslots x w] = 1 / z (softmax) or log z (log_softmax);
+ *  5. sf_slot_softmax_write_*: rows [k_begin, k_end): out_values = exp(x - m)
+ *     / z, or x - m - log z (values read for log_softmax only).
+ * Backward, from the outputs (out_values, out_fill) and their gradients
+ * (g_values; g_fill [nslots x w], the summed gradient of the u unspecified
+ * outputs), as sf_seg_softmax_backward_*:
+ *  6. sf_slot_softmax_backward_partial_*: per part acc [nslots x (w + 1)]:
+ *     the sums of g y (softmax) or g (log_softmax), then the stored row count;
+ *  7. sf_slot_softmax_backward_norm_*: slots: dot [nslots x w] = the parts
+ *     folded in part order + the fill's term where u > 0; grad_fill
+ *     [nslots x w] (0 where u == 0);
+ *  8. sf_slot_softmax_backward_write_*: rows: grad_values.
+ * Errors: SF_ERR_NULL_POINTER, SF_ERR_NEGATIVE_SIZE, SF_ERR_INDEX_OUT_OF_RANGE
+ * (a slot outside [0, nslots)), SF_ERR_NOT_COALESCED (a slot holds more than
+ * n rows), SF_ERR_INVALID_ARGUMENT (s_end > nslots, fill_stride not 0 or w). */
+sf_status sf_slot_softmax_max_f64(double *m, int64_t *count, const double *acc, int64_t nparts,
+                                  const double *fill, int64_t fill_stride, int64_t s_begin,
+                                  int64_t s_end, int64_t nslots, int64_t w, int64_t n);
+sf_status sf_slot_softmax_exp_f64(double *out_values, double *zsum, const double *values,
+                                  const int64_t *slot, const double *m, int64_t k_begin,
+                                  int64_t k_end, int64_t nslots, int64_t w, int log_softmax);
+sf_status sf_slot_softmax_norm_f64(double *out_fill, double *scale, const double *zsum,
+                                   int64_t nparts, const int64_t *count, const double *m,
+                                   const double *fill, int64_t fill_stride, int64_t s_begin,
+                                   int64_t s_end, int64_t nslots, int64_t w, int64_t n,
+                                   int log_softmax);
+sf_status sf_slot_softmax_write_f64(double *out_values, const double *values, const int64_t *slot,
+                                    const double *m, const double *scale, int64_t k_begin,
+                                    int64_t k_end, int64_t nslots, int64_t w, int log_softmax);
+sf_status sf_slot_softmax_backward_partial_f64(double *acc, const double *out_values,
+                                               const double *g_values, const int64_t *slot,
+                                               int64_t k_begin, int64_t k_end, int64_t nslots,
+                                               int64_t w, int log_softmax);
+sf_status sf_slot_softmax_backward_norm_f64(double *grad_fill, double *dot, const double *acc,
+                                            int64_t nparts, const double *out_fill,
+                                            const double *g_fill, int64_t s_begin, int64_t s_end,
+                                            int64_t nslots, int64_t w, int64_t n, int log_softmax);
+sf_status sf_slot_softmax_backward_write_f64(double *grad_values, const double *out_values,
+                                             const double *g_values, const int64_t *slot,
+                                             const double *dot, int64_t k_begin, int64_t k_end,
+                                             int64_t nslots, int64_t w, int log_softmax);
+sf_status sf_slot_softmax_max_f32(float *m, int64_t *count, const double *acc, int64_t nparts,
+                                  const float *fill, int64_t fill_stride, int64_t s_begin,
+                                  int64_t s_end, int64_t nslots, int64_t w, int64_t n);
+sf_status sf_slot_softmax_exp_f32(float *out_values, double *zsum, const float *values,
+                                  const int64_t *slot, const float *m, int64_t k_begin,
+                                  int64_t k_end, int64_t nslots, int64_t w, int log_softmax);
+sf_status sf_slot_softmax_norm_f32(float *out_fill, float *scale, const double *zsum,
+                                   int64_t nparts, const int64_t *count, const float *m,
+                                   const float *fill, int64_t fill_stride, int64_t s_begin,
+                                   int64_t s_end, int64_t nslots, int64_t w, int64_t n,
+                                   int log_softmax);
+sf_status sf_slot_softmax_write_f32(float *out_values, const float *values, const int64_t *slot,
+                                    const float *m, const float *scale, int64_t k_begin,
+                                    int64_t k_end, int64_t nslots, int64_t w, int log_softmax);
+sf_status sf_slot_softmax_backward_partial_f32(double *acc, const float *out_values,
+                                               const float *g_values, const int64_t *slot,
+                                               int64_t k_begin, int64_t k_end, int64_t nslots,
+                                               int64_t w, int log_softmax);
+sf_status sf_slot_softmax_backward_norm_f32(float *grad_fill, float *dot, const double *acc,
+                                            int64_t nparts, const float *out_fill,
+                                            const float *g_fill, int64_t s_begin, int64_t s_end,
+                                            int64_t nslots, int64_t w, int64_t n, int log_softmax);
+sf_status sf_slot_softmax_backward_write_f32(float *grad_values, const float *out_values,
+                                             const float *g_values, const int64_t *slot,
+                                             const float *dot, int64_t k_begin, int64_t k_end,
+                                             int64_t nslots, int64_t w, int log_softmax);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -275,6 +275,49 @@ def test_whole_calls_leave_the_rest_to_the_python_path():
     assert out._sf_values.requires_grad
 
 
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=["coo", "csr"])
+@pytest.mark.parametrize("fill", FILLS, ids=str)
+def test_whole_calls_with_a_number_equal_the_python_path(fill, layout):
+    """`A * 2`, `2 - A`, ...: the binary whole call takes a Python number on
+    either side and gives what the Python fast path gives (on_pattern of the
+    op's scalar kernel), bit for bit; pow's number form is left to Python."""
+    from torch_sparsefill._tensor import on_pattern
+    A = _plain(fill, layout)
+    I = _plain(2, layout, dtype=torch.int64)
+    for name, extra in (("add", (2,)), ("sub", (1,)), ("mul", ()), ("floor_divide", ()),
+                        ("remainder", ()), ("fmod", ())):
+        op = getattr(_ops, name + "_scalar")
+        _, whole = sf._C.hot_on(name)
+        for X in (A, I):
+            for number in (3, -2.5, 0.0):
+                for reverse in (False, True):
+                    args = (number, X) if reverse else (X, number)
+                    try:
+                        values, fill_out = op(X._sf_values, X._sf_fill, number, reverse, *extra)
+                    except RuntimeError:
+                        assert whole(*args, *extra) is None  # the route raises it
+                        continue
+                    got, want = whole(*args, *extra), on_pattern(X, values, fill_out)
+                    assert got is not None, (name, number, reverse)
+                    for key in ("_sf_values", "_sf_fill"):
+                        assert got.__dict__[key].dtype == want.__dict__[key].dtype
+                        torch.testing.assert_close(got.__dict__[key], want.__dict__[key],
+                                                   equal_nan=True, rtol=0, atol=0)
+                    assert got.__dict__.keys() == want.__dict__.keys()
+    _, pow_whole = sf._C.hot_on("pow")
+    assert pow_whole(A, 2) is None and pow_whole(2, A) is None
+    _, mul = sf._C.hot_on("mul")
+    grad = A._with(A._sf_values.clone().requires_grad_(), A._sf_fill)
+    assert mul(grad, 2) is None and mul(2, grad) is None and mul(2, 3) is None
+    assert mul(A, True) is None  # a bool is not a number here (torch promotes it otherwise)
+    # through the routed callables: A * 2 and 2 * A as torch computes them densely
+    for func, args in ((torch.Tensor.__mul__, (A, 2)), (torch.Tensor.__rmul__, (A, 2)),
+                       (torch.Tensor.__rsub__, (A, 1.5)), (torch.mul, (2, A))):
+        out = _routing.FAST[func](args)
+        T.assert_dense_equal(out.to_dense(), func(*[a.to_dense() if a is A else a
+                                                    for a in args]))
+
+
 def test_fast_handlers_in_c_swap_reflected_operands():
     A = _plain(0.5)
     B = A._with(A._sf_values * -3, A._sf_fill + 1)

@@ -1,6 +1,6 @@
 """The autograd of the ops with a derivative of their own: spmm, sddmm,
-spgemm, seg_reduce, seg_max, seg_softmax, slot_reduce, from_dense (every other op is
-composite and differentiated through ATen).
+spgemm, seg_reduce, seg_max, seg_softmax, slot_reduce, slot_softmax, from_dense
+(every other op is composite and differentiated through ATen).
 
 Each op's Autograd kernel (aten_ext/ops/autograd/) calls the op below
 autograd when no gradient is tracked (C++ only, no Python on that path);
@@ -94,6 +94,14 @@ def _rows_of_segments(seg_ptr, nse):
 def _unspecified(seg_ptr, n, dtype):
     """Per segment: how many of its n elements the fill stands for, [nseg, 1]."""
     return (n - (seg_ptr[1:] - seg_ptr[:-1])).unsqueeze(1).to(dtype)
+
+
+def _slot_unspecified(slot, nslots, n, dtype):
+    """Per slot: how many of its n elements the fill stands for, [nslots, 1]
+    (the stored rows counted by index_add: sized by nslots, traceable)."""
+    count = torch.zeros(nslots, dtype=dtype, device=slot.device).index_add(
+        0, slot, torch.ones(slot.shape[0], dtype=dtype, device=slot.device))
+    return (n - count).unsqueeze(1)
 
 
 def _to_fill_rows(g, fill):
@@ -413,22 +421,57 @@ class _SegMax(_SingleLevelFunction):
         return t, None, None
 
 
-def _softmax_backward(out, out_fill, g, g_fill, seg_ptr, n, log):
-    """Softmax's backward in differentiable ops (segment sums and gathers).
+class _Slices:
+    """How a softmax's slices are summed (the fill not included) and read back
+    per stored row, with u, each slice's unspecified count ([nslices, 1]):
+    by segments (seg_softmax) or by slots (slot_softmax)."""
+
+    def __init__(self, total, read, u):
+        self.total, self.read, self.u = total, read, u
+
+    @staticmethod
+    def segments(seg_ptr, n, nse, dtype):
+        rows = _rows_of_segments(seg_ptr, nse)
+        return _Slices(lambda x: _ops.seg_reduce(x, x.new_zeros((1, x.shape[1])), seg_ptr, n,
+                                                 "sum"),
+                       lambda a: a.index_select(0, rows), _unspecified(seg_ptr, n, dtype))
+
+    @staticmethod
+    def slots(slot, nslots, n, dtype):
+        def total(x):
+            return x.new_zeros((nslots, x.shape[1])).index_add(0, slot, x)
+        return _Slices(total, lambda a: a.index_select(0, slot),
+                       _slot_unspecified(slot, nslots, n, dtype))
+
+
+def _softmax_backward(out, out_fill, g, g_fill, S, log):
+    """Softmax's backward in differentiable ops, over the slices S (_Slices).
     softmax: dot = the slice's sum of g y; g_x = y (g - dot), and the fill
     (standing for u elements, g_fill their summed gradient) y_f (g_fill - u dot).
     log_softmax: S = the sum of g; g_x = g - exp(y) S, fill g_fill - u exp(y_f) S."""
-    rows = _rows_of_segments(seg_ptr, out.shape[0])
-    u = _unspecified(seg_ptr, n, g.dtype)
-    has = u > 0
-    per = torch.where(has, u, 1)  # the fill row stands for u elements
+    has = S.u > 0
     elem = g if log else g * out
-    fill_elem = torch.where(has, (g_fill if log else g_fill * out_fill) / per, 0)
-    acc = _ops.seg_reduce(elem, fill_elem, seg_ptr, n, "sum")
-    acc_rows = acc.index_select(0, rows)
+    acc = S.total(elem) + torch.where(has, g_fill if log else g_fill * out_fill, 0)
+    acc_rows = S.read(acc)
     gv = g - torch.exp(out) * acc_rows if log else out * (g - acc_rows)
-    gf = g_fill - u * torch.exp(out_fill) * acc if log else out_fill * (g_fill - u * acc)
+    gf = g_fill - S.u * torch.exp(out_fill) * acc if log else out_fill * (g_fill - S.u * acc)
     return gv, torch.where(has, gf, 0)
+
+
+def _softmax_jvp(out, out_fill, fill, t_values, t_fill, S, log):
+    """softmax: t_y = y (t - sum(y t)); log_softmax: t_y = t - sum(exp(y) t),
+    the sums over each slice of S (_Slices), the fill counted u times."""
+    t_values = _zero_or(t_values, out)
+    t_fill = _zero_or(t_fill, fill).expand_as(out_fill)
+    has = S.u > 0
+    w, w_fill = (torch.exp(out), torch.exp(out_fill)) if log else (out, out_fill)
+    acc = S.total(w * t_values) + torch.where(has, S.u * w_fill * t_fill, 0)
+    acc_rows = S.read(acc)
+    if log:
+        tv, tf = t_values - acc_rows, t_fill - acc
+    else:
+        tv, tf = out * (t_values - acc_rows), out_fill * (t_fill - acc)
+    return tv, torch.where(has, tf, 0)
 
 
 class _SegSoftmax(_SingleLevelFunction):
@@ -451,29 +494,17 @@ class _SegSoftmax(_SingleLevelFunction):
     def backward(ctx, g, g_fill):
         fill, seg_ptr, out, out_fill = ctx.saved_tensors
         if _differentiated():
-            gv, gf = _softmax_backward(out, out_fill, g, g_fill, seg_ptr, ctx.n, ctx.log)
+            S = _Slices.segments(seg_ptr, ctx.n, out.shape[0], g.dtype)
+            gv, gf = _softmax_backward(out, out_fill, g, g_fill, S, ctx.log)
         else:
             gv, gf = _ops.seg_softmax_backward(out, out_fill, g, g_fill, seg_ptr, ctx.n, ctx.log)
         return gv, _to_fill_rows(gf, fill), None, None, None
 
     @staticmethod
     def jvp(ctx, t_values, t_fill, *_):
-        # softmax: t_y = y (t - sum(y t)); log_softmax: t_y = t - sum(exp(y) t),
-        # the sums over each slice, the fill counted u times.
         fill, seg_ptr, out, out_fill = ctx.saved_tensors
-        t_values = _zero_or(t_values, out)
-        t_fill = _zero_or(t_fill, fill).expand_as(out_fill)
-        u = _unspecified(seg_ptr, ctx.n, out.dtype)
-        has = u > 0
-        rows = _rows_of_segments(seg_ptr, out.shape[0])
-        w, w_fill = (torch.exp(out), torch.exp(out_fill)) if ctx.log else (out, out_fill)
-        acc = _ops.seg_reduce(w * t_values, torch.where(has, w_fill * t_fill, 0), seg_ptr,
-                              ctx.n, "sum")
-        if ctx.log:
-            tv, tf = t_values - acc.index_select(0, rows), t_fill - acc
-        else:
-            tv, tf = out * (t_values - acc.index_select(0, rows)), out_fill * (t_fill - acc)
-        return tv, torch.where(has, tf, 0)
+        S = _Slices.segments(seg_ptr, ctx.n, out.shape[0], out.dtype)
+        return _softmax_jvp(out, out_fill, fill, t_values, t_fill, S, ctx.log)
 
 
 class _SlotReduce(_SingleLevelFunction):
@@ -511,6 +542,40 @@ class _SlotReduce(_SingleLevelFunction):
         values, slot, fill = ctx.saved_tensors
         t_values, t_fill = _zero_or(t_values, values), _zero_or(t_fill, fill)
         return _ops.slot_reduce(t_values, slot, t_fill, ctx.nslots, ctx.n, "sum")[0], None
+
+
+class _SlotSoftmax(_SingleLevelFunction):
+    """The backward runs in the C core (slot_softmax_backward); when a graph
+    of it is recorded (double backward) the same formula in differentiable ops,
+    the slice sums by index_add over the slots (no segment order)."""
+
+    @staticmethod
+    def forward(values, slot, fill, nslots, n, log):
+        return _below(_ops.slot_softmax, values, slot, fill, nslots, n, log)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        values, slot, fill, nslots, n, log = inputs
+        out, out_fill = output
+        ctx.save_for_backward(fill, slot, out, out_fill)
+        ctx.save_for_forward(fill, slot, out, out_fill)
+        ctx.n, ctx.log = n, log
+
+    @staticmethod
+    def backward(ctx, g, g_fill):
+        fill, slot, out, out_fill = ctx.saved_tensors
+        if _differentiated():
+            S = _Slices.slots(slot, out_fill.shape[0], ctx.n, g.dtype)
+            gv, gf = _softmax_backward(out, out_fill, g, g_fill, S, ctx.log)
+        else:
+            gv, gf = _ops.slot_softmax_backward(out, out_fill, g, g_fill, slot, ctx.n, ctx.log)
+        return gv, None, _to_fill_rows(gf, fill), None, None, None
+
+    @staticmethod
+    def jvp(ctx, t_values, _t_slot, t_fill, *_):
+        fill, slot, out, out_fill = ctx.saved_tensors
+        S = _Slices.slots(slot, out_fill.shape[0], ctx.n, out.dtype)
+        return _softmax_jvp(out, out_fill, fill, t_values, t_fill, S, ctx.log)
 
 
 # ---- from_dense -----------------------------------------------------------------------
@@ -594,5 +659,6 @@ class _FromDense(_SingleLevelFunction):
 for _name, _function in [("spmm", _Spmm), ("sddmm", _Sddmm), ("spgemm", _Spgemm),
                          ("seg_reduce", _SegReduce), ("seg_max", _SegMax),
                          ("seg_softmax", _SegSoftmax), ("slot_reduce", _SlotReduce),
+                         ("slot_softmax", _SlotSoftmax),
                          ("from_dense", _FromDense)]:
     _register(_name, _function)

@@ -188,6 +188,16 @@ def _seg_softmax_backward_fake(out, out_fill, grad, grad_fill, seg_ptr, n, log):
     return out.new_empty(out.shape), out.new_empty(out_fill.shape)
 
 
+@torch.library.register_fake("sparsefill::slot_softmax")
+def _slot_softmax_fake(values, slot, fill, nslots, n, log):
+    return values.new_empty(values.shape), values.new_empty((nslots, values.shape[1]))
+
+
+@torch.library.register_fake("sparsefill::slot_softmax_backward")
+def _slot_softmax_backward_fake(out, out_fill, grad, grad_fill, slot, n, log):
+    return out.new_empty(out.shape), out.new_empty(out_fill.shape)
+
+
 @torch.library.register_fake("sparsefill::slot_reduce")
 def _slot_reduce_fake(values, slot, fill, nslots, n, reduce):
     keep = values.dtype.is_floating_point  # integers reduce in int64

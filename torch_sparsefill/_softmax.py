@@ -41,16 +41,56 @@ def _softmax(log, input, dim=None, dtype=None, what="softmax"):
             f = fn(fill.expand(dense_shape), d - sd)
         return A._with(fn(A._sf_values, d - sd + 1), f)
     fill_k = fill_over_kept(A, [d], dense_shape, what)
-    S = Slices(A, [d], False)
-    v = S.rows(A._sf_values)
-    frows = fill_rows(S, fill_k)
-    out, out_fill = _ops.seg_softmax(v, frows, S.seg_ptr, S.n, log)
-    values = S.unrows(out, dense_shape)
+    by_slots = _by_slots(A, d, fill_k, dense_shape, log)
+    if by_slots is not None:
+        values, out_fill = by_slots
+    else:
+        S = Slices(A, [d], False)
+        v = S.rows(A._sf_values)
+        frows = fill_rows(S, fill_k)
+        out, out_fill = _ops.seg_softmax(v, frows, S.seg_ptr, S.n, log)
+        values = S.unrows(out, dense_shape)
     # One fill per slice: the kept sparse dims, size 1 along d (RFC.md
     # section 1.5); `build` stores it in the dense-part form when d was the
     # only sparse dim of size above 1.
     fshape = tuple(1 if e == d else A.shape[e] for e in range(sd)) + dense_shape
     return A._with(values, out_fill.reshape(fshape))
+
+
+def _by_slots(A, d, fill_k, dense_shape, log):
+    """Softmax along sparse dim `d` when the kept dims do not lead (COO dim 0,
+    CSR dim 0: the stored order does not group the slices), in stored order
+    by ``torch.ops.sparsefill.slot_softmax`` (RFC.md 9.3): each stored element
+    goes to its slice's slot, no sort, no gather into slice order, no scatter
+    back. Returns (values in stored order, fill [nslots, w]), or None where
+    the segment path serves: the kept dims lead (the slices lie in stored
+    order already), another device than the CPU, a torch.func transform
+    (functorch's fallback would batch the slots), a batched or blocked layout."""
+    sd = A.sparse_dim()
+    values = A._sf_values
+    if (d == sd - 1 or values.device.type != "cpu"
+            or A.layout not in (torch.sparse_coo, torch.sparse_csr) or A._batch_dim()
+            or torch._C._are_functorch_transforms_active()):
+        return None
+    size = A._sf_size
+    kept = [e for e in range(sd) if e != d]
+    kept_sizes = [size[e] for e in kept]
+    if A.layout == torch.sparse_csr:  # d == 0: the slots are the columns
+        slot = A._sf_col
+    else:
+        indices = A._coo_indices()
+        slot = indices[kept[0]] if len(kept) == 1 else \
+            _ops.coo_linearize(indices[kept], kept_sizes)
+    nslots = math.prod(kept_sizes)
+    w = math.prod(dense_shape)
+    k = len(kept)
+    if all(s == 1 for s in fill_k.shape[:k]):  # one fill row for every slice
+        frows = fill_k.reshape(1, w)
+    else:
+        frows = fill_k.expand(tuple(kept_sizes) + tuple(fill_k.shape[k:])).reshape(nslots, w)
+    out, out_fill = _ops.slot_softmax(values.reshape(values.shape[0], w), slot, frows, nslots,
+                                      size[d], log)
+    return out.reshape(values.shape), out_fill
 
 
 def softmax_(input, dim=None, dtype=None, *, _stacklevel=3):

@@ -92,6 +92,22 @@ static inline float exp_nonpositive_f32(float x) {
 /* ---- per-type kernels, instantiated for float and double below ------------ */
 
 #define SF_DEFINE_FLOAT_KERNELS(T, SUFFIX, EXP, LOG, POW)                                       \
+  /* Softmax's backward, one home for the segment and the slot kernels.      \
+   * dot: the slice's sum of g y (softmax) or of g (log_softmax); the u      \
+   * unspecified outputs y_f have the summed gradient g_fill. Their term of  \
+   * the dot, a stored element's gradient, and the fill's (0 where u == 0). */ \
+  static inline T softmax_fill_dot_##SUFFIX(T y_f, T g_fill, int64_t u, int log_softmax) {      \
+    return u > 0 ? (log_softmax ? g_fill : g_fill * y_f) : (T)0;                                \
+  }                                                                                             \
+  static inline T softmax_grad_##SUFFIX(T y, T g, T dot, int log_softmax) {                     \
+    return log_softmax ? g - EXP(y) * dot : y * (g - dot);                                      \
+  }                                                                                             \
+  static inline T softmax_fill_grad_##SUFFIX(T y_f, T g_fill, T dot, int64_t u,                 \
+                                             int log_softmax) {                                 \
+    if (u == 0) return 0;                                                                       \
+    return log_softmax ? g_fill - (T)u * EXP(y_f) * dot : y_f * (g_fill - (T)u * dot);          \
+  }                                                                                             \
+                                                                                                \
   /* Softmax of one value per stored element (w == 1), the common case: unit \
    * strides, the max in four independent branch-free lanes (NaN noted on   \
    * the side: it wins, as in torch), then one pass of exp and sum, one of  \
@@ -212,19 +228,12 @@ static inline float exp_nonpositive_f32(float x) {
           const T g = g_values[k * w + c];                                                      \
           acc += log_softmax ? g : g * out_values[k * w + c];                                   \
         }                                                                                       \
-        /* g_fill is the summed gradient of the u unspecified outputs */                       \
-        if (u > 0) acc += log_softmax ? g_fill[sc] : g_fill[sc] * out_fill[sc];                 \
+        acc += softmax_fill_dot_##SUFFIX(out_fill[sc], g_fill[sc], u, log_softmax);             \
         for (int64_t k = lo; k < hi; ++k) {                                                     \
-          const T y = out_values[k * w + c], g = g_values[k * w + c];                           \
-          grad_values[k * w + c] = log_softmax ? g - EXP(y) * acc : y * (g - acc);              \
+          grad_values[k * w + c] = softmax_grad_##SUFFIX(out_values[k * w + c],                 \
+                                                         g_values[k * w + c], acc, log_softmax); \
         }                                                                                       \
-        if (u > 0) {                                                                            \
-          const T y = out_fill[sc];                                                             \
-          grad_fill[sc] = log_softmax ? g_fill[sc] - (T)u * EXP(y) * acc                        \
-                                      : y * (g_fill[sc] - (T)u * acc);                          \
-        } else {                                                                                \
-          grad_fill[sc] = 0;                                                                    \
-        }                                                                                       \
+        grad_fill[sc] = softmax_fill_grad_##SUFFIX(out_fill[sc], g_fill[sc], acc, u, log_softmax); \
       }                                                                                         \
     }                                                                                           \
     return SF_OK;                                                                               \
@@ -461,6 +470,14 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
         ACC run;                                                                                 \
         SF_SUM_RUN4(ACC, values, slot, s, k, e, k_end, run);                                     \
         a[0] += run;                                                                             \
+      } else if (w == 1 && op != SF_SLOT_PROD && (e == k_end || slot[e] != s)) {                 \
+        /* a lone element of max/min (scattered slots, softmax's maxima):    \
+         * folded directly, a select rather than the run loop (NaN wins) */  \
+        const ACC y = (ACC)values[k], x = a[0];                                                  \
+        a[0] = (ISNAN(y) || (op == SF_SLOT_MAX ? y > x : y < x)) ? y : x;                        \
+        a[1] += 1;                                                                               \
+        k = e;                                                                                   \
+        continue;                                                                                \
       } else {                                                                                   \
         while (e < k_end && slot[e] == s) ++e;                                                   \
         for (int64_t c = 0; c < w; ++c) {                                                        \
@@ -520,6 +537,9 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
  * it, whatever its ends, so any cut of [0, nse) gives the same bits. The
  * fill enters as in sf_slot_finish_*: once, after the stored rows, only
  * where u > 0. */
+/* Columns of a dense part folded at once by sf_slot_runs_* (registers on the stack). */
+#define SF_RUN_COLS 32
+
 #define SF_DEFINE_SLOT_RUNS(T, ACC, SUFFIX, ISNAN, LOWEST, HIGHEST, NANV, HAS_PROD, POW)         \
   sf_status sf_slot_runs_##SUFFIX(T *out, int64_t *total, const T *values, const int64_t *slot, \
                                   const T *fill, int64_t nse, int64_t k_begin, int64_t k_end,   \
@@ -589,14 +609,44 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
         k = e;                                                                                   \
         continue;                                                                                \
       }                                                                                          \
-      for (int64_t c = 0; c < w; ++c) {                                                          \
-        ACC a = ident;                                                                           \
-        if (op == SF_SLOT_SUM && w == 1) {                                                       \
-          a = run_sum;                                                                           \
-        } else {                                                                                 \
-          SF_FOLD_RUN(ACC, ISNAN, op, a, values, k, e, w, c);                                    \
+      if (op == SF_SLOT_SUM && w == 1) {                                                         \
+        out[s] = (T)slot_fills_##SUFFIX(run_sum, (ACC)fill[0], u, op);                           \
+        k = e;                                                                                   \
+        continue;                                                                                \
+      }                                                                                          \
+      /* a dense part (w > 1): the run's rows read in order, SF_RUN_COLS      \
+       * columns at a time into registers, each column folded over the rows  \
+       * in row order (the same sums as a column at a time), max/min by a    \
+       * select: no branch on the data, a loop the compiler vectorizes */     \
+      for (int64_t c0 = 0; c0 < w; c0 += SF_RUN_COLS) {                                          \
+        const int64_t cw = w - c0 < SF_RUN_COLS ? w - c0 : SF_RUN_COLS;                          \
+        ACC a[SF_RUN_COLS];                                                                      \
+        for (int64_t c = 0; c < cw; ++c) a[c] = ident;                                           \
+        for (int64_t j = k; j < e; ++j) {                                                        \
+          const T *row = values + j * w + c0;                                                    \
+          switch (op) {                                                                          \
+            case SF_SLOT_SUM:                                                                    \
+              for (int64_t c = 0; c < cw; ++c) a[c] += (ACC)row[c];                              \
+              break;                                                                             \
+            case SF_SLOT_PROD:                                                                   \
+              for (int64_t c = 0; c < cw; ++c) a[c] *= (ACC)row[c];                              \
+              break;                                                                             \
+            case SF_SLOT_MAX:                                                                    \
+              for (int64_t c = 0; c < cw; ++c) {                                                 \
+                const ACC y = (ACC)row[c];                                                       \
+                a[c] = (y > a[c] || ISNAN(y)) ? y : a[c];                                        \
+              }                                                                                  \
+              break;                                                                             \
+            default:                                                                             \
+              for (int64_t c = 0; c < cw; ++c) {                                                 \
+                const ACC y = (ACC)row[c];                                                       \
+                a[c] = (y < a[c] || ISNAN(y)) ? y : a[c];                                        \
+              }                                                                                  \
+          }                                                                                      \
         }                                                                                        \
-        out[s * w + c] = (T)slot_fills_##SUFFIX(a, (ACC)fill[c], u, op);                         \
+        for (int64_t c = 0; c < cw; ++c) {                                                       \
+          out[s * w + c0 + c] = (T)slot_fills_##SUFFIX(a[c], (ACC)fill[c0 + c], u, op);          \
+        }                                                                                        \
       }                                                                                          \
       k = e;                                                                                     \
     }                                                                                            \
@@ -624,3 +674,235 @@ SF_DEFINE_SLOT_KERNELS(int64_t, int64_t, i64, SF_ISNAN_INT, INT64_MIN, INT64_MAX
 SF_DEFINE_SLOT_RUNS(double, double, f64, SF_ISNAN_FLOAT, -INFINITY, INFINITY, NAN, 1, SF_POW_DOUBLE)
 SF_DEFINE_SLOT_RUNS(float, double, f32, SF_ISNAN_FLOAT, -INFINITY, INFINITY, NAN, 1, SF_POW_DOUBLE)
 SF_DEFINE_SLOT_RUNS(int64_t, int64_t, i64, SF_ISNAN_INT, INT64_MIN, INT64_MAX, 0, 0, SF_POW_NONE)
+
+/* ---- softmax by output slot (slices the stored order does not group) ------------ */
+
+/* Phases of sf_slot_softmax_* (contracts in sparsefill_core.h): the maximum of
+ * each slot comes from sf_slot_partial_*(SF_SLOT_MAX) and is finished here with
+ * the fill; each part then sums the exponentials of its rows into its own
+ * accumulators (double), the parts are folded in part order with the fill, and
+ * one pass over the rows writes the outputs. Same formulas as sf_seg_softmax_*:
+ * m = max(values, fill if u > 0) (NaN wins), z = sum exp(x - m) + u exp(f - m),
+ * the fill only where u > 0. */
+static sf_status check_slot_rows(const int64_t *slot, int64_t k_begin, int64_t k_end,
+                                 int64_t nslots, int64_t w) {
+  if (k_begin < 0 || k_end < k_begin || nslots < 0 || w < 0) return SF_ERR_NEGATIVE_SIZE;
+  if (k_end > k_begin && slot == NULL) return SF_ERR_NULL_POINTER;
+  for (int64_t k = k_begin; k < k_end; ++k) {
+    if ((uint64_t)slot[k] >= (uint64_t)nslots) return SF_ERR_INDEX_OUT_OF_RANGE;
+  }
+  return SF_OK;
+}
+
+static sf_status check_slot_range(int64_t s_begin, int64_t s_end, int64_t nslots, int64_t w,
+                                  int64_t nparts, int64_t n, int64_t fill_stride) {
+  if (s_begin < 0 || s_end < s_begin || nslots < 0 || w < 0 || nparts < 0 || n < 0) {
+    return SF_ERR_NEGATIVE_SIZE;
+  }
+  if (s_end > nslots || (fill_stride != 0 && fill_stride != w)) return SF_ERR_INVALID_ARGUMENT;
+  return SF_OK;
+}
+
+#define SF_DEFINE_SLOT_SOFTMAX(T, SUFFIX, EXP, LOG)                                               \
+  sf_status sf_slot_softmax_max_##SUFFIX(T *m, int64_t *count, const double *acc,               \
+                                         int64_t nparts, const T *fill, int64_t fill_stride,    \
+                                         int64_t s_begin, int64_t s_end, int64_t nslots,        \
+                                         int64_t w, int64_t n) {                                \
+    sf_status st = check_slot_range(s_begin, s_end, nslots, w, nparts, n, fill_stride);         \
+    if (st != SF_OK) return st;                                                                  \
+    if (s_end > s_begin &&                                                                       \
+        (count == NULL || (w > 0 && (m == NULL || fill == NULL)) || (nparts > 0 && acc == NULL))) { \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    const int64_t row = w + 1, part = nslots * row;                                              \
+    for (int64_t s = s_begin; s < s_end; ++s) {                                                  \
+      int64_t t = 0;                                                                             \
+      for (int64_t p = 0; p < nparts; ++p) t += (int64_t)acc[p * part + s * row + w];            \
+      if (t > n) return SF_ERR_NOT_COALESCED;                                                    \
+      count[s] = t;                                                                              \
+      const T *f = fill + s * fill_stride;                                                       \
+      for (int64_t c = 0; c < w; ++c) {                                                          \
+        double a = -INFINITY;                                                                    \
+        for (int64_t p = 0; p < nparts; ++p) {                                                   \
+          const double x = acc[p * part + s * row + c];                                          \
+          if (isnan(x) || x > a) a = x;                                                          \
+        }                                                                                        \
+        if (t < n && !isnan(a) && (isnan((double)f[c]) || (double)f[c] > a)) a = (double)f[c];   \
+        m[s * w + c] = (T)a;                                                                     \
+      }                                                                                          \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }                                                                                              \
+                                                                                                 \
+  sf_status sf_slot_softmax_exp_##SUFFIX(T *out_values, double *zsum, const T *values,          \
+                                         const int64_t *slot, const T *m, int64_t k_begin,      \
+                                         int64_t k_end, int64_t nslots, int64_t w,              \
+                                         int log_softmax) {                                     \
+    sf_status st = check_slot_rows(slot, k_begin, k_end, nslots, w);                             \
+    if (st != SF_OK) return st;                                                                  \
+    (void)log_softmax; /* the exponentials are written either way: the pass's scratch */       \
+    if ((nslots > 0 && w > 0 && (zsum == NULL || m == NULL)) ||                                  \
+        (k_end > k_begin && w > 0 && (values == NULL || out_values == NULL))) {                  \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    for (int64_t i = 0; i < nslots * w; ++i) zsum[i] = 0;                                        \
+    if (w == 1) {                                                                                \
+      /* one value per stored row, in blocks that stay in L1: the gather of  \
+       * x - m, the exponentials in a loop of their own (it vectorizes), the \
+       * sums scattered into the slots */                                    \
+      for (int64_t kb = k_begin; kb < k_end; kb += 512) {                                        \
+        const int64_t ke = kb + 512 < k_end ? kb + 512 : k_end;                                  \
+        T *y = out_values;                                                                       \
+        for (int64_t k = kb; k < ke; ++k) y[k] = values[k] - m[slot[k]];                         \
+        for (int64_t k = kb; k < ke; ++k) y[k] = SF_EXP_ROW_##SUFFIX(y[k]);                      \
+        for (int64_t k = kb; k < ke; ++k) zsum[slot[k]] += (double)y[k];                         \
+      }                                                                                          \
+      return SF_OK;                                                                              \
+    }                                                                                            \
+    for (int64_t k = k_begin; k < k_end; ++k) {                                                  \
+      const int64_t s = slot[k];                                                                 \
+      for (int64_t c = 0; c < w; ++c) {                                                          \
+        const T e = SF_EXP_ROW_##SUFFIX(values[k * w + c] - m[s * w + c]);                       \
+        out_values[k * w + c] = e;                                                               \
+        zsum[s * w + c] += (double)e;                                                            \
+      }                                                                                          \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }                                                                                              \
+                                                                                                 \
+  sf_status sf_slot_softmax_norm_##SUFFIX(T *out_fill, T *scale, const double *zsum,            \
+                                          int64_t nparts, const int64_t *count, const T *m,     \
+                                          const T *fill, int64_t fill_stride, int64_t s_begin,  \
+                                          int64_t s_end, int64_t nslots, int64_t w, int64_t n,  \
+                                          int log_softmax) {                                    \
+    sf_status st = check_slot_range(s_begin, s_end, nslots, w, nparts, n, fill_stride);         \
+    if (st != SF_OK) return st;                                                                  \
+    if (s_end > s_begin && (count == NULL || (w > 0 && (out_fill == NULL || scale == NULL ||     \
+                                                        m == NULL || fill == NULL ||             \
+                                                        (nparts > 0 && zsum == NULL))))) {       \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    const int64_t part = nslots * w;                                                             \
+    for (int64_t s = s_begin; s < s_end; ++s) {                                                  \
+      if (count[s] < 0 || count[s] > n) return SF_ERR_NOT_COALESCED;                             \
+      const int64_t u = n - count[s];                                                            \
+      const T *f = fill + s * fill_stride;                                                       \
+      for (int64_t c = 0; c < w; ++c) {                                                          \
+        const int64_t sc = s * w + c;                                                            \
+        double zd = 0;                                                                           \
+        for (int64_t p = 0; p < nparts; ++p) zd += zsum[p * part + sc];                          \
+        T z = (T)zd;                                                                             \
+        const T ef = u > 0 ? EXP(f[c] - m[sc]) : (T)0;                                           \
+        z += (T)u * ef;                                                                          \
+        if (log_softmax) {                                                                       \
+          const T lz = LOG(z);                                                                   \
+          scale[sc] = lz;                                                                        \
+          out_fill[sc] = u > 0 ? f[c] - m[sc] - lz : (T)0;                                       \
+        } else {                                                                                 \
+          const T inv = (T)1 / z;                                                                \
+          scale[sc] = inv;                                                                       \
+          out_fill[sc] = u > 0 ? ef * inv : (T)0;                                                \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }                                                                                              \
+                                                                                                 \
+  sf_status sf_slot_softmax_write_##SUFFIX(T *out_values, const T *values, const int64_t *slot, \
+                                           const T *m, const T *scale, int64_t k_begin,         \
+                                           int64_t k_end, int64_t nslots, int64_t w,            \
+                                           int log_softmax) {                                   \
+    sf_status st = check_slot_rows(slot, k_begin, k_end, nslots, w);                             \
+    if (st != SF_OK) return st;                                                                  \
+    if (k_end > k_begin && w > 0 &&                                                              \
+        (out_values == NULL || scale == NULL || (log_softmax && (values == NULL || m == NULL)))) { \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    for (int64_t k = k_begin; k < k_end; ++k) {                                                  \
+      const int64_t s = slot[k];                                                                 \
+      for (int64_t c = 0; c < w; ++c) {                                                          \
+        const int64_t i = k * w + c, sc = s * w + c;                                             \
+        if (log_softmax) {                                                                       \
+          out_values[i] = values[i] - m[sc] - scale[sc];                                         \
+        } else {                                                                                 \
+          out_values[i] *= scale[sc];                                                            \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }                                                                                              \
+                                                                                                 \
+  sf_status sf_slot_softmax_backward_partial_##SUFFIX(                                          \
+      double *acc, const T *out_values, const T *g_values, const int64_t *slot, int64_t k_begin, \
+      int64_t k_end, int64_t nslots, int64_t w, int log_softmax) {                               \
+    sf_status st = check_slot_rows(slot, k_begin, k_end, nslots, w);                             \
+    if (st != SF_OK) return st;                                                                  \
+    if ((nslots > 0 && acc == NULL) ||                                                           \
+        (k_end > k_begin && w > 0 &&                                                             \
+         (g_values == NULL || (!log_softmax && out_values == NULL)))) {                          \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    const int64_t row = w + 1;                                                                   \
+    for (int64_t i = 0; i < nslots * row; ++i) acc[i] = 0;                                       \
+    for (int64_t k = k_begin; k < k_end; ++k) {                                                  \
+      double *a = acc + slot[k] * row;                                                           \
+      for (int64_t c = 0; c < w; ++c) {                                                          \
+        const T g = g_values[k * w + c];                                                         \
+        a[c] += (double)(log_softmax ? g : g * out_values[k * w + c]);                           \
+      }                                                                                          \
+      a[w] += 1;                                                                                 \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }                                                                                              \
+                                                                                                 \
+  sf_status sf_slot_softmax_backward_norm_##SUFFIX(                                             \
+      T *grad_fill, T *dot, const double *acc, int64_t nparts, const T *out_fill,               \
+      const T *g_fill, int64_t s_begin, int64_t s_end, int64_t nslots, int64_t w, int64_t n,    \
+      int log_softmax) {                                                                         \
+    sf_status st = check_slot_range(s_begin, s_end, nslots, w, nparts, n, 0);                    \
+    if (st != SF_OK) return st;                                                                  \
+    if (s_end > s_begin && w > 0 &&                                                              \
+        (grad_fill == NULL || dot == NULL || out_fill == NULL || g_fill == NULL ||               \
+         (nparts > 0 && acc == NULL))) {                                                         \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    const int64_t row = w + 1, part = nslots * row;                                              \
+    for (int64_t s = s_begin; s < s_end; ++s) {                                                  \
+      int64_t t = 0;                                                                             \
+      for (int64_t p = 0; p < nparts; ++p) t += (int64_t)acc[p * part + s * row + w];            \
+      if (t > n) return SF_ERR_NOT_COALESCED;                                                    \
+      const int64_t u = n - t;                                                                   \
+      for (int64_t c = 0; c < w; ++c) {                                                          \
+        const int64_t sc = s * w + c;                                                            \
+        double ad = 0;                                                                           \
+        for (int64_t p = 0; p < nparts; ++p) ad += acc[p * part + s * row + c];                  \
+        const T a = (T)ad + softmax_fill_dot_##SUFFIX(out_fill[sc], g_fill[sc], u, log_softmax);  \
+        dot[sc] = a;                                                                             \
+        grad_fill[sc] = softmax_fill_grad_##SUFFIX(out_fill[sc], g_fill[sc], a, u, log_softmax);  \
+      }                                                                                          \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }                                                                                              \
+                                                                                                 \
+  sf_status sf_slot_softmax_backward_write_##SUFFIX(                                            \
+      T *grad_values, const T *out_values, const T *g_values, const int64_t *slot, const T *dot, \
+      int64_t k_begin, int64_t k_end, int64_t nslots, int64_t w, int log_softmax) {              \
+    sf_status st = check_slot_rows(slot, k_begin, k_end, nslots, w);                             \
+    if (st != SF_OK) return st;                                                                  \
+    if (k_end > k_begin && w > 0 &&                                                              \
+        (grad_values == NULL || out_values == NULL || g_values == NULL || dot == NULL)) {        \
+      return SF_ERR_NULL_POINTER;                                                                \
+    }                                                                                            \
+    for (int64_t k = k_begin; k < k_end; ++k) {                                                  \
+      const int64_t s = slot[k];                                                                 \
+      for (int64_t c = 0; c < w; ++c) {                                                          \
+        const int64_t i = k * w + c;                                                             \
+        grad_values[i] = softmax_grad_##SUFFIX(out_values[i], g_values[i], dot[s * w + c],       \
+                                               log_softmax);                                     \
+      }                                                                                          \
+    }                                                                                            \
+    return SF_OK;                                                                                \
+  }
+
+SF_DEFINE_SLOT_SOFTMAX(double, f64, exp, log)
+SF_DEFINE_SLOT_SOFTMAX(float, f32, expf, logf)

@@ -26,6 +26,7 @@
 #include <array>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
@@ -351,12 +352,28 @@ template <class Op, class... A> struct Hot<Op, Pack<A...>> {
     });
   }
 
-  // (a, b, *extra) with plain SparseFillTensors of one pattern: the result
-  static PyObject* same_on(PyObject* const* args, Py_ssize_t n) {
+  // (a, b, *extra): plain SparseFillTensors of one pattern, or a plain one
+  // and a Python int or float on either side (`A * 2`, `2 - A`: ops with a
+  // number form, but pow, as _elementwise's fast handler serves them, with
+  // the same kernel): the result on the tensor operand's pattern
+  static PyObject* binary_on(PyObject* const* args, Py_ssize_t n) {
     std::array<at::Scalar, kExtra> x;
     Operand a, b;
-    if (n != 2 + (Py_ssize_t)kExtra || !ordinary_thread() || !plain_operand(args[0], a) ||
-        !plain_operand(args[1], b) || !same_pattern(a, b) || !to_scalars(args + 2, x))
+    if (n != 2 + (Py_ssize_t)kExtra || !ordinary_thread() || !to_scalars(args + 2, x))
+      Py_RETURN_NONE;
+    if constexpr (Op::number && std::string_view(Op::name) != "pow") {
+      at::Scalar number;
+      const bool reverse = to_scalar(args[0], number);  // `number op A`
+      if (reverse || to_scalar(args[1], number)) {
+        if (!plain_operand(args[reverse ? 1 : 0], a)) Py_RETURN_NONE;
+        return run_on(a, [&] {
+          return std::apply([&](const auto&... s) {
+            return Binary<Op>::scalar_kernel(a.values(), a.fill(), number, reverse, s...);
+          }, x);
+        });
+      }
+    }
+    if (!plain_operand(args[0], a) || !plain_operand(args[1], b) || !same_pattern(a, b))
       Py_RETURN_NONE;
     return run_on(a, [&] {
       return std::apply([&](const auto&... s) {
@@ -393,7 +410,7 @@ PyMethodDef kEnter = {"hot", (PyCFunction)(void (*)())enter, METH_FASTCALL,
                       "where the op must be called through torch.ops"};
 
 struct Entries {
-  Entry unary = nullptr, same = nullptr, scalar = nullptr, unary_on = nullptr, same_on = nullptr;
+  Entry unary = nullptr, same = nullptr, scalar = nullptr, unary_on = nullptr, binary_on = nullptr;
 };
 
 // name -> the entries of the op's kinds served here.
@@ -413,7 +430,7 @@ const std::unordered_map<std::string, Entries>& entries() {
       using H = Hot<Op, typename Extra<Op, 2>::type>;
       if constexpr (H::kServed) {
         t[Op::name].same = &H::same;
-        t[Op::name].same_on = &H::same_on;
+        t[Op::name].binary_on = &H::binary_on;
         if constexpr (Op::number) t[Op::name].scalar = &H::scalar;
       }
     });
@@ -463,11 +480,12 @@ PyObject* hot(PyObject*, PyObject* name) {
   return entries_named(name, e) ? functions({e.unary, e.same, e.scalar}) : nullptr;
 }
 
-// _C.hot_on(name) -> (unary, same): the op's whole-call functions on plain
-// SparseFillTensors (the result tensor, or None), None for a kind it lacks.
+// _C.hot_on(name) -> (unary, binary): the op's whole-call functions on plain
+// SparseFillTensors (and numbers, binary_on), the result tensor or None;
+// None for a kind it lacks.
 PyObject* hot_on(PyObject*, PyObject* name) {
   Entries e;
-  return entries_named(name, e) ? functions({e.unary_on, e.same_on}) : nullptr;
+  return entries_named(name, e) ? functions({e.unary_on, e.binary_on}) : nullptr;
 }
 
 // _C.hot_fast(whole, extra, fallback, reflected) -> a fast handler (RFC.md
@@ -483,8 +501,11 @@ PyObject* fast_enter(PyObject* self, PyObject* args) {
   const bool reflected = PyTuple_GET_ITEM(self, 3) == Py_True;
   const Py_ssize_t operands = PyLong_AsSsize_t(PyTuple_GET_ITEM(self, 4));
   const Py_ssize_t n_extra = PyTuple_GET_SIZE(extra);
+  // (a cheap first look: a SparseFillTensor among the operands; `A * 2` has it first)
+  const auto* cls = reinterpret_cast<PyTypeObject*>(bound().cls);
   if (PyTuple_CheckExact(args) && PyTuple_GET_SIZE(args) == operands && n_extra <= 6 &&
-      Py_TYPE(PyTuple_GET_ITEM(args, operands - 1)) == reinterpret_cast<PyTypeObject*>(bound().cls)) {
+      (Py_TYPE(PyTuple_GET_ITEM(args, 0)) == cls ||
+       Py_TYPE(PyTuple_GET_ITEM(args, operands - 1)) == cls)) {
     PyObject* stack[8];
     for (Py_ssize_t i = 0; i < operands; ++i) {
       stack[i] = PyTuple_GET_ITEM(args, reflected ? operands - 1 - i : i);
@@ -510,12 +531,12 @@ PyObject* hot_fast(PyObject*, PyObject* const* args, Py_ssize_t n) {
                     "hot_fast(whole, extra: tuple, fallback, reflected: bool), whole from hot_on");
     return nullptr;
   }
-  // unary entries take one operand, same-pattern entries two
+  // unary entries take one operand, binary entries two
   auto entry = reinterpret_cast<Entry>(PyCapsule_GetPointer(PyCFunction_GET_SELF(args[0]), nullptr));
   Py_ssize_t operands = 0;
   for (const auto& kv : entries()) {
     if (kv.second.unary_on == entry) operands = 1;
-    if (kv.second.same_on == entry) operands = 2;
+    if (kv.second.binary_on == entry) operands = 2;
   }
   if (operands == 0) {
     PyErr_SetString(PyExc_TypeError, "hot_fast: whole must be a function of hot_on");
@@ -614,7 +635,7 @@ PyMethodDef kHotMethods[] = {
     {"hot_row", (PyCFunction)(void (*)())hot_row, METH_FASTCALL,
      "hot_row(crow, col, values, fill, i) -> (indices, values, fill) of row i, or None"},
     {"hot_on", (PyCFunction)hot_on, METH_O,
-     "hot_on(name) -> (unary, same): an element-wise op's whole call on plain SparseFillTensors"},
+     "hot_on(name) -> (unary, binary): an element-wise op's whole call on plain SparseFillTensors"},
     {"hot_fast", (PyCFunction)(void (*)())hot_fast, METH_FASTCALL,
      "hot_fast(whole, extra, fallback, reflected) -> a fast handler: whole's C call, else fallback"},
     {"hot_bind", (PyCFunction)(void (*)())hot_bind, METH_FASTCALL,

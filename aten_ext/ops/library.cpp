@@ -73,6 +73,8 @@ TORCH_LIBRARY(sparsefill, m) {
   m.def("seg_softmax(Tensor values, Tensor fill, Tensor seg_ptr, int n, bool log) -> (Tensor values, Tensor fill)");
   m.def("seg_softmax_backward(Tensor out, Tensor out_fill, Tensor grad, Tensor grad_fill, Tensor seg_ptr, int n, bool log) -> (Tensor grad_values, Tensor grad_fill)");
   m.def("slot_reduce(Tensor values, Tensor slot, Tensor fill, int nslots, int n, str reduce) -> (Tensor out, Tensor count)");
+  m.def("slot_softmax(Tensor values, Tensor slot, Tensor fill, int nslots, int n, bool log) -> (Tensor values, Tensor fill)");
+  m.def("slot_softmax_backward(Tensor out, Tensor out_fill, Tensor grad, Tensor grad_fill, Tensor slot, int n, bool log) -> (Tensor grad_values, Tensor grad_fill)");
 
   // ---- the ops with a backward formula, recording it (ops/autograd/) ----
   // What an op's Autograd kernel calls when a gradient is tracked: the same
@@ -93,6 +95,8 @@ TORCH_LIBRARY(sparsefill, m) {
         "-> (Tensor values, Tensor fill)");
   m.def("slot_reduce_autograd(Tensor values, Tensor slot, Tensor fill, int nslots, int n, "
         "str reduce) -> (Tensor out, Tensor count)");
+  m.def("slot_softmax_autograd(Tensor values, Tensor slot, Tensor fill, int nslots, int n, "
+        "bool log) -> (Tensor values, Tensor fill)");
   m.def("from_dense_autograd(Tensor self, Tensor fill, int sparse_dim) -> (Tensor indices, "
         "Tensor values, Tensor fill)");
 

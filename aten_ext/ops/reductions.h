@@ -17,6 +17,12 @@
 //       reduce: sum, prod, amax, amin; stored row k goes to slot slot[k], in
 //       stored order (no slice plan, no reordering); fill [1, w] for every slot;
 //       sorted slots (kept dims leading) in one pass of whole runs
+//   slot_softmax(values, slot, fill, nslots, n, log) -> (values, fill [nslots, w])
+//       softmax or log_softmax of the slices the stored order does not group
+//       (COO dim 0), in stored order: slot[k] as for slot_reduce, fill
+//       [nslots, w] (one row per slot) or [1, w]; the results of seg_softmax
+//   slot_softmax_backward(out, out_fill, grad, grad_fill, slot, n, log)
+//       -> (grad_values, grad_fill [nslots, w]), nslots = out_fill's rows
 // `values` is [nse, w], `fill` [nseg, w] or [1, w] (one row for every slice).
 #pragma once
 
@@ -160,6 +166,28 @@ inline void check_slot_args(const Tensor& values, const Tensor& slot, const Tens
               "non-negative, got ", nslots, " and ", n);
 }
 
+// slot_softmax's rules that read no data (op: the op's name): values [nse, w],
+// slot [nse] (int64, on values' device), fill [nslots or 1, w], nslots >= 0,
+// n >= 0, CPU tensors (the only kernel).
+inline void check_slot_softmax_args(const Tensor& values, const Tensor& slot, const Tensor& fill,
+                                    int64_t nslots, int64_t n, const char* op) {
+  TORCH_CHECK(values.dim() == 2, "sparsefill: ", op, ": values must be 2-D [nse, w], got shape ",
+              values.sizes());
+  TORCH_CHECK(slot.dim() == 1 && slot.numel() == values.size(0), "sparsefill: ", op,
+              ": slot must be 1-D with one entry per stored row (", values.size(0),
+              "), got shape ", slot.sizes());
+  TORCH_CHECK(nslots >= 0 && n >= 0, "sparsefill: ", op, ": nslots and n must be "
+              "non-negative, got ", nslots, " and ", n);
+  TORCH_CHECK(fill.dim() == 2 && fill.size(1) == values.size(1) &&
+                  (fill.size(0) == nslots || fill.size(0) == 1),
+              "sparsefill: ", op, ": fill must be [", nslots, " or 1, ", values.size(1),
+              "] (one row per slot, or one for all), got shape ", fill.sizes());
+  TORCH_CHECK(values.device().type() == c10::DeviceType::CPU, "sparsefill: ", op,
+              ": the CPU kernel needs CPU tensors (CUDA takes seg_softmax)");
+  same_device(values, "values", slot, "slot");
+  same_device(values, "values", fill, "fill");
+}
+
 // ---- the ops, through the dispatcher (any device, traceable) ----------------
 
 namespace call {
@@ -197,6 +225,13 @@ inline std::tuple<Tensor, Tensor> slot_reduce(const Tensor& values, const Tensor
                                               c10::string_view reduce) {
   static auto op = op_handle<decltype(slot_reduce)>("sparsefill::slot_reduce");
   return op.call(values, slot, fill, nslots, n, reduce);
+}
+
+inline std::tuple<Tensor, Tensor> slot_softmax(const Tensor& values, const Tensor& slot,
+                                               const Tensor& fill, int64_t nslots, int64_t n,
+                                               bool log) {
+  static auto op = op_handle<decltype(slot_softmax)>("sparsefill::slot_softmax");
+  return op.call(values, slot, fill, nslots, n, log);
 }
 
 }  // namespace call

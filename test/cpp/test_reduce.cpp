@@ -3,6 +3,7 @@
 // followed by u copies of the fill; order does not matter for these ops).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -571,6 +572,281 @@ TEST(SlotRuns, RefusesWhatTheTwoPhasesMustTake) {
   total[0] = -7;
   EXPECT_EQ(runs({1, 1, 1, 1}, 1, 3, 4), SF_OK);
   EXPECT_EQ(total[0], -7);
+}
+
+
+TEST(SlotRuns, WideDensePartMatchesThePartials) {
+  // 40 columns (two column blocks), runs of 1 .. 5 rows, NaN and infinities
+  // stored, a NaN fill in some columns: the sorted pass gives the bits of the
+  // two-phase partials (each column folded over the rows in row order)
+  const int64_t w = 40, nslots = 7, n = 6;
+  const std::vector<int64_t> slot = {0, 2, 2, 3, 3, 3, 5, 5, 5, 5, 6, 6, 6, 6, 6};
+  const int64_t nse = (int64_t)slot.size();
+  std::vector<double> v(nse * w), fill(w);
+  for (int64_t i = 0; i < nse * w; ++i) v[i] = std::sin(0.7 * (double)i) * 3;
+  v[3 * w + 5] = kNaN;
+  v[4 * w + 33] = kInf;
+  v[11 * w + 39] = -kInf;
+  for (int64_t c = 0; c < w; ++c) fill[c] = c % 9 == 4 ? kNaN : 0.1 * (double)c - 1;
+  for (int op : {SF_SLOT_SUM, SF_SLOT_PROD, SF_SLOT_MAX, SF_SLOT_MIN}) {
+    SCOPED_TRACE(op);
+    std::vector<double> runs(nslots * w), parts(nslots * w), acc(nslots * (w + 1));
+    std::vector<int64_t> t1(nslots), t2(nslots);
+    ASSERT_EQ(sf_slot_runs_f64(runs.data(), t1.data(), v.data(), slot.data(), fill.data(), nse, 0,
+                               nse, nslots, w, n, op),
+              SF_OK);
+    ASSERT_EQ(sf_slot_partial_f64(acc.data(), v.data(), slot.data(), 0, nse, nslots, w, op),
+              SF_OK);
+    ASSERT_EQ(sf_slot_finish_f64(parts.data(), t2.data(), acc.data(), 1, fill.data(), 0, nslots,
+                                 nslots, w, n, op),
+              SF_OK);
+    EXPECT_EQ(t1, t2);
+    for (int64_t i = 0; i < nslots * w; ++i) {
+      if (std::isnan(parts[i])) {
+        EXPECT_TRUE(std::isnan(runs[i])) << i;
+      } else {
+        EXPECT_EQ(runs[i], parts[i]) << i;
+      }
+    }
+  }
+}
+
+// ---- softmax by slot (sf_slot_softmax_*), against the segment kernels ----------------
+
+// The phases of sf_slot_softmax_* with the rows cut into nparts parts.
+struct SlotSoftmax {
+  std::vector<double> out, out_fill;
+  std::vector<int64_t> count;
+};
+
+SlotSoftmax run_slot_softmax(const std::vector<double>& v, const std::vector<int64_t>& slot,
+                             const std::vector<double>& fill, int64_t nslots, int64_t w,
+                             int64_t n, int log, int64_t nparts) {
+  const int64_t nse = (int64_t)slot.size(), fs = (int64_t)fill.size() == w ? 0 : w;
+  std::vector<double> acc(nparts * nslots * (w + 1)), zsum(nparts * nslots * w);
+  std::vector<double> m(nslots * w), scale(nslots * w);
+  SlotSoftmax r{std::vector<double>(nse * w), std::vector<double>(nslots * w),
+                std::vector<int64_t>(nslots)};
+  for (int64_t p = 0; p < nparts; ++p) {
+    EXPECT_EQ(sf_slot_partial_f64(acc.data() + p * nslots * (w + 1), v.data(), slot.data(),
+                                  nse * p / nparts, nse * (p + 1) / nparts, nslots, w,
+                                  SF_SLOT_MAX),
+              SF_OK);
+  }
+  // slot phases in two ranges, row phases in three: any cut gives the same
+  EXPECT_EQ(sf_slot_softmax_max_f64(m.data(), r.count.data(), acc.data(), nparts, fill.data(), fs,
+                                    0, nslots / 2, nslots, w, n),
+            SF_OK);
+  EXPECT_EQ(sf_slot_softmax_max_f64(m.data(), r.count.data(), acc.data(), nparts, fill.data(), fs,
+                                    nslots / 2, nslots, nslots, w, n),
+            SF_OK);
+  for (int64_t p = 0; p < nparts; ++p) {
+    EXPECT_EQ(sf_slot_softmax_exp_f64(r.out.data(), zsum.data() + p * nslots * w, v.data(),
+                                      slot.data(), m.data(), nse * p / nparts,
+                                      nse * (p + 1) / nparts, nslots, w, log),
+              SF_OK);
+  }
+  EXPECT_EQ(sf_slot_softmax_norm_f64(r.out_fill.data(), scale.data(), zsum.data(), nparts,
+                                     r.count.data(), m.data(), fill.data(), fs, 0, nslots, nslots,
+                                     w, n, log),
+            SF_OK);
+  for (int64_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(sf_slot_softmax_write_f64(r.out.data(), v.data(), slot.data(), m.data(),
+                                        scale.data(), nse * c / 3, nse * (c + 1) / 3, nslots, w,
+                                        log),
+              SF_OK);
+  }
+  return r;
+}
+
+// Stored rows of 5 slots (scattered, as the columns of a matrix along dim 0):
+// slot 0 full, slot 1 empty, NaN in slot 2, inf in slot 3, a -inf in slot 4.
+struct ScatteredSlots {
+  std::vector<double> v;
+  std::vector<int64_t> slot;
+  int64_t nslots = 5, n = 4, w;
+  explicit ScatteredSlots(int64_t w_) : w(w_) {
+    const std::vector<int64_t> s = {0, 2, 3, 0, 4, 2, 0, 3, 4, 0};
+    const std::vector<double> x = {1, kNaN, 2, -1, 0.5, 3, 4, kInf, -kInf, 0.25};
+    for (size_t k = 0; k < s.size(); ++k) {
+      slot.push_back(s[k]);
+      for (int64_t c = 0; c < w; ++c) v.push_back(c == 0 ? x[k] : x[k] * 0.5 - (double)c);
+    }
+  }
+};
+
+// The segment kernels' result for the same rows: sorted by slot, run, put back.
+SlotSoftmax by_segments(const ScatteredSlots& t, const std::vector<double>& fill, int log) {
+  const int64_t nse = (int64_t)t.slot.size(), w = t.w;
+  std::vector<int64_t> perm(nse), ptr(t.nslots + 1);
+  EXPECT_EQ(sf_segment_sort(perm.data(), ptr.data(), t.slot.data(), nse, t.nslots), SF_OK);
+  std::vector<double> sorted(nse * w), out(nse * w);
+  for (int64_t k = 0; k < nse; ++k) {
+    for (int64_t c = 0; c < w; ++c) sorted[k * w + c] = t.v[perm[k] * w + c];
+  }
+  SlotSoftmax r{std::vector<double>(nse * w), std::vector<double>(t.nslots * w), {}};
+  EXPECT_EQ(sf_seg_softmax_f64(out.data(), r.out_fill.data(), sorted.data(), fill.data(),
+                               (int64_t)fill.size() == w ? 0 : w, ptr.data(), 0, t.nslots, w,
+                               t.n, log),
+            SF_OK);
+  for (int64_t k = 0; k < nse; ++k) {
+    for (int64_t c = 0; c < w; ++c) r.out[perm[k] * w + c] = out[k * w + c];
+  }
+  return r;
+}
+
+class SlotSoftmaxFills : public ::testing::TestWithParam<double> {};
+
+TEST_P(SlotSoftmaxFills, MatchesTheSegmentKernels) {
+  for (int64_t w : {1, 2}) {
+    ScatteredSlots t(w);
+    // one fill row for all, then one per slot (the given fill in slot 1 and 3)
+    std::vector<double> one(w, GetParam()), per(t.nslots * w);
+    for (int64_t i = 0; i < t.nslots * w; ++i) per[i] = (i / w) % 2 ? GetParam() : -0.5 * i;
+    for (const auto* fill : {&one, &per}) {
+      for (int log : {0, 1}) {
+        const SlotSoftmax want = by_segments(t, *fill, log);
+        for (int64_t nparts : {1, 2, 3}) {
+          SCOPED_TRACE(testing::Message() << "w " << w << " log " << log << " parts " << nparts);
+          const SlotSoftmax got = run_slot_softmax(t.v, t.slot, *fill, t.nslots, w, t.n, log,
+                                                   nparts);
+          for (size_t i = 0; i < want.out.size(); ++i) expect_same(got.out[i], want.out[i]);
+          for (size_t i = 0; i < want.out_fill.size(); ++i) {
+            expect_same(got.out_fill[i], want.out_fill[i]);
+          }
+          EXPECT_EQ(got.count, (std::vector<int64_t>{4, 0, 2, 2, 2}));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SlotSoftmaxFills, BackwardMatchesTheSegmentKernel) {
+  ScatteredSlots t(2);
+  for (auto& x : t.v) x = std::isfinite(x) ? x : 1.5;  // finite outputs to differentiate
+  const std::vector<double> fill(2, std::isfinite(GetParam()) ? GetParam() : -2.0);
+  const int64_t nse = (int64_t)t.slot.size(), w = t.w, nslots = t.nslots;
+  std::vector<double> g(nse * w), g_fill(nslots * w);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = 0.1 * (double)i - 0.7;
+  for (size_t i = 0; i < g_fill.size(); ++i) g_fill[i] = 0.3 - 0.2 * (double)i;
+  for (int log : {0, 1}) {
+    const SlotSoftmax y = run_slot_softmax(t.v, t.slot, fill, nslots, w, t.n, log, 1);
+    // the reference: the segment backward in slot order
+    std::vector<int64_t> perm(nse), ptr(nslots + 1);
+    ASSERT_EQ(sf_segment_sort(perm.data(), ptr.data(), t.slot.data(), nse, nslots), SF_OK);
+    std::vector<double> ys(nse * w), gs(nse * w), gv_seg(nse * w), gf_seg(nslots * w);
+    for (int64_t k = 0; k < nse; ++k) {
+      for (int64_t c = 0; c < w; ++c) {
+        ys[k * w + c] = y.out[perm[k] * w + c];
+        gs[k * w + c] = g[perm[k] * w + c];
+      }
+    }
+    ASSERT_EQ(sf_seg_softmax_backward_f64(gv_seg.data(), gf_seg.data(), ys.data(),
+                                          y.out_fill.data(), gs.data(), g_fill.data(), ptr.data(),
+                                          0, nslots, w, t.n, log),
+              SF_OK);
+    for (int64_t nparts : {1, 2}) {
+      std::vector<double> acc(nparts * nslots * (w + 1)), dot(nslots * w), gv(nse * w),
+          gf(nslots * w);
+      for (int64_t p = 0; p < nparts; ++p) {
+        ASSERT_EQ(sf_slot_softmax_backward_partial_f64(acc.data() + p * nslots * (w + 1),
+                                                       y.out.data(), g.data(), t.slot.data(),
+                                                       nse * p / nparts, nse * (p + 1) / nparts,
+                                                       nslots, w, log),
+                  SF_OK);
+      }
+      ASSERT_EQ(sf_slot_softmax_backward_norm_f64(gf.data(), dot.data(), acc.data(), nparts,
+                                                  y.out_fill.data(), g_fill.data(), 0, nslots,
+                                                  nslots, w, t.n, log),
+                SF_OK);
+      ASSERT_EQ(sf_slot_softmax_backward_write_f64(gv.data(), y.out.data(), g.data(),
+                                                   t.slot.data(), dot.data(), 0, nse, nslots, w,
+                                                   log),
+                SF_OK);
+      for (int64_t k = 0; k < nse; ++k) {
+        for (int64_t c = 0; c < w; ++c) expect_same(gv[perm[k] * w + c], gv_seg[k * w + c]);
+      }
+      for (int64_t i = 0; i < nslots * w; ++i) expect_same(gf[i], gf_seg[i]);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fills, SlotSoftmaxFills,
+                         ::testing::Values(0.0, 0.5, kInf, -kInf, kNaN));
+
+TEST(SlotSoftmax, Float32RowsMatchTheSegmentKernel) {
+  // one value per row: the blocked exp pass over more than one block
+  const int64_t nslots = 7, n = 200, nse = 1100;
+  std::vector<float> v(nse), fill = {0.25f}, out(nse), m(nslots), scale(nslots), of(nslots);
+  std::vector<int64_t> slot(nse), count(nslots);
+  for (int64_t k = 0; k < nse; ++k) {
+    slot[k] = (k * 3) % nslots;
+    v[k] = (float)std::sin(0.37 * (double)k) * 20;
+  }
+  std::vector<double> acc(nslots * 2), zsum(nslots);
+  ASSERT_EQ(sf_slot_partial_f32(acc.data(), v.data(), slot.data(), 0, nse, nslots, 1, SF_SLOT_MAX),
+            SF_OK);
+  ASSERT_EQ(sf_slot_softmax_max_f32(m.data(), count.data(), acc.data(), 1, fill.data(), 0, 0,
+                                    nslots, nslots, 1, n),
+            SF_OK);
+  ASSERT_EQ(sf_slot_softmax_exp_f32(out.data(), zsum.data(), v.data(), slot.data(), m.data(), 0,
+                                    nse, nslots, 1, 0),
+            SF_OK);
+  ASSERT_EQ(sf_slot_softmax_norm_f32(of.data(), scale.data(), zsum.data(), 1, count.data(),
+                                     m.data(), fill.data(), 0, 0, nslots, nslots, 1, n, 0),
+            SF_OK);
+  ASSERT_EQ(sf_slot_softmax_write_f32(out.data(), v.data(), slot.data(), m.data(), scale.data(),
+                                      0, nse, nslots, 1, 0),
+            SF_OK);
+  for (int64_t s = 0; s < nslots; ++s) {
+    double mx = 0.25, z = 0;
+    for (int64_t k = 0; k < nse; ++k) {
+      if (slot[k] == s) mx = std::max(mx, (double)v[k]);
+    }
+    for (int64_t k = 0; k < nse; ++k) {
+      if (slot[k] == s) z += std::exp((double)v[k] - mx);
+    }
+    z += (double)(n - count[s]) * std::exp(0.25 - mx);
+    for (int64_t k = 0; k < nse; ++k) {
+      if (slot[k] == s) EXPECT_NEAR(out[k], std::exp((double)v[k] - mx) / z, 1e-6);
+    }
+    EXPECT_NEAR(of[s], std::exp(0.25 - mx) / z, 1e-6);
+  }
+}
+
+TEST(SlotSoftmax, Errors) {
+  const std::vector<double> v = {1, 2, 3}, fill = {0};
+  const std::vector<int64_t> slot = {0, 2, 0}, bad = {0, 5, 0};
+  double m[3], out[3], zsum[3], scale[3], of[3], acc[9] = {0};
+  int64_t count[3] = {2, 1, 0};
+  EXPECT_EQ(sf_slot_softmax_exp_f64(out, zsum, v.data(), bad.data(), m, 0, 3, 3, 1, 0),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(sf_slot_softmax_write_f64(out, v.data(), bad.data(), m, scale, 0, 3, 3, 1, 0),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(sf_slot_softmax_exp_f64(out, zsum, v.data(), slot.data(), m, 2, 1, 3, 1, 0),
+            SF_ERR_NEGATIVE_SIZE);
+  EXPECT_EQ(sf_slot_softmax_exp_f64(nullptr, zsum, v.data(), slot.data(), m, 0, 3, 3, 1, 0),
+            SF_ERR_NULL_POINTER);
+  // a slot with more rows than its slice holds: duplicates
+  acc[1] = 3;  // slot 0's row count (w = 1: its maximum, then its count)
+  EXPECT_EQ(sf_slot_softmax_max_f64(m, count, acc, 1, fill.data(), 0, 0, 3, 3, 1, 2),
+            SF_ERR_NOT_COALESCED);
+  EXPECT_EQ(sf_slot_softmax_max_f64(m, count, acc, 1, fill.data(), 0, 0, 4, 3, 1, 5),
+            SF_ERR_INVALID_ARGUMENT);  // slots past nslots
+  EXPECT_EQ(sf_slot_softmax_max_f64(m, count, acc, 1, fill.data(), 2, 0, 3, 3, 1, 5),
+            SF_ERR_INVALID_ARGUMENT);  // fill_stride neither 0 nor w
+  count[0] = 7;
+  EXPECT_EQ(sf_slot_softmax_norm_f64(of, scale, zsum, 1, count, m, fill.data(), 0, 0, 3, 3, 1, 5,
+                                     0),
+            SF_ERR_NOT_COALESCED);
+  EXPECT_EQ(sf_slot_softmax_backward_partial_f64(acc, v.data(), v.data(), bad.data(), 0, 3, 3, 1,
+                                                 0),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(sf_slot_softmax_backward_norm_f64(of, m, acc, 1, v.data(), v.data(), 0, 3, 3, 1, 2, 0),
+            SF_ERR_NOT_COALESCED);
+  EXPECT_EQ(sf_slot_softmax_backward_write_f64(out, v.data(), v.data(), bad.data(), m, 0, 3, 3, 1,
+                                               0),
+            SF_ERR_INDEX_OUT_OF_RANGE);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // ops/autograd/reductions.cpp -- the Autograd kernels of the segment ops
-// seg_reduce, seg_max, seg_softmax and slot_reduce (ops/reductions.h). Without a
-// gradient to track they call the op below autograd; with one they call its
-// `<op>_autograd` twin, whose kernel is the autograd registered from Python
-// (torch_sparsefill/_autograd.py).
+// seg_reduce, seg_max, seg_softmax, slot_reduce and slot_softmax
+// (ops/reductions.h). Without a gradient to track they call the op below
+// autograd; with one they call its `<op>_autograd` twin, whose kernel is the
+// autograd registered from Python (torch_sparsefill/_autograd.py).
 #include <torch/library.h>
 
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -59,6 +59,18 @@ std::tuple<Tensor, Tensor> slot_reduce_autograd(const Tensor& values, const Tens
   return call::slot_reduce(values, slot, fill, nslots, n, reduce);
 }
 
+std::tuple<Tensor, Tensor> slot_softmax_autograd(const Tensor& values, const Tensor& slot,
+                                                 const Tensor& fill, int64_t nslots, int64_t n,
+                                                 bool log) {
+  if (tracks_gradient({values, fill})) {
+    static auto op =
+        op_handle<decltype(slot_softmax_autograd)>("sparsefill::slot_softmax_autograd");
+    return op.call(values, slot, fill, nslots, n, log);
+  }
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return call::slot_softmax(values, slot, fill, nslots, n, log);
+}
+
 }  // namespace
 }  // namespace sparsefill
 
@@ -67,4 +79,5 @@ TORCH_LIBRARY_IMPL(sparsefill, Autograd, m) {
   m.impl("seg_max", &sparsefill::seg_max_autograd);
   m.impl("seg_softmax", &sparsefill::seg_softmax_autograd);
   m.impl("slot_reduce", &sparsefill::slot_reduce_autograd);
+  m.impl("slot_softmax", &sparsefill::slot_softmax_autograd);
 }

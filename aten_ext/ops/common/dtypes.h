@@ -65,6 +65,13 @@ template <> struct Core<float> {
   static constexpr auto slot_partial = sf_slot_partial_f32;
   static constexpr auto slot_runs = sf_slot_runs_f32;
   static constexpr auto slot_finish = sf_slot_finish_f32;
+  static constexpr auto slot_softmax_max = sf_slot_softmax_max_f32;
+  static constexpr auto slot_softmax_exp = sf_slot_softmax_exp_f32;
+  static constexpr auto slot_softmax_norm = sf_slot_softmax_norm_f32;
+  static constexpr auto slot_softmax_write = sf_slot_softmax_write_f32;
+  static constexpr auto slot_softmax_backward_partial = sf_slot_softmax_backward_partial_f32;
+  static constexpr auto slot_softmax_backward_norm = sf_slot_softmax_backward_norm_f32;
+  static constexpr auto slot_softmax_backward_write = sf_slot_softmax_backward_write_f32;
 };
 
 template <> struct Core<double> {
@@ -86,6 +93,13 @@ template <> struct Core<double> {
   static constexpr auto slot_partial = sf_slot_partial_f64;
   static constexpr auto slot_runs = sf_slot_runs_f64;
   static constexpr auto slot_finish = sf_slot_finish_f64;
+  static constexpr auto slot_softmax_max = sf_slot_softmax_max_f64;
+  static constexpr auto slot_softmax_exp = sf_slot_softmax_exp_f64;
+  static constexpr auto slot_softmax_norm = sf_slot_softmax_norm_f64;
+  static constexpr auto slot_softmax_write = sf_slot_softmax_write_f64;
+  static constexpr auto slot_softmax_backward_partial = sf_slot_softmax_backward_partial_f64;
+  static constexpr auto slot_softmax_backward_norm = sf_slot_softmax_backward_norm_f64;
+  static constexpr auto slot_softmax_backward_write = sf_slot_softmax_backward_write_f64;
 };
 
 template <> struct Core<int64_t> {
