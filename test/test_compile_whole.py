@@ -150,7 +150,7 @@ def _matrix():
                                marks=() if fast else pytest.mark.slow)
 
 
-@pytest.mark.parametrize("name,layout,backend", _matrix())
+@pytest.mark.parametrize("name,layout,backend", list(_matrix()))
 def test_one_graph_equals_eager(name, layout, backend):
     """Values and gradients equal eager's on every call; one trace serves
     every nse and fill; the sparse ops are in the graph (no graph break:
@@ -277,6 +277,31 @@ def test_guards_on_nse_are_kept():
         A, B = _sparse(n, 0.5, "coo", n), _sparse(m, 0.5, "coo", m + 7)
         torch.testing.assert_close(compiled(A, B).to_dense(), fn(A, B).to_dense())
     assert compiled.traces == 2
+
+
+@pytest.mark.parametrize("fill", FILLS)
+def test_constructor_inside_then_whole_sum(fill):
+    """Indices built into a tensor inside the function, coalescing unknown:
+    the trace's nse is a data-dependent (unbacked) size, and the whole sum
+    leaves out the fill's term exactly when it covers nothing (a full
+    pattern with fill inf or nan), as eager does."""
+    def f(idx, v, fill):
+        A = sf.sparse_coo_tensor(idx, v, (2, 2), fill_value=fill)
+        return torch.exp(A).sum() + A.sum(1).to_dense().sum()
+
+    compiled = sf.compile(f, backend="eager")
+    for idx in ([[0, 1], [1, 0]], [[0, 0, 1, 1], [0, 1, 0, 1]], [[1, 0, 1], [1, 0, 1]]):
+        idx = torch.tensor(idx)
+        v = torch.arange(1., idx.shape[1] + 1, dtype=torch.float64, requires_grad=True)
+        fv = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
+        want = f(idx, v, fv)
+        want_grads = torch.autograd.grad(want, (v, fv), allow_unused=True)
+        got = compiled(idx, v, fv)
+        got_grads = torch.autograd.grad(got, (v, fv), allow_unused=True)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        for g, w in zip(got_grads, want_grads):
+            torch.testing.assert_close(g, w, equal_nan=True)
+    assert compiled.traces == 1
 
 
 def test_data_dependent_branches_refuse():

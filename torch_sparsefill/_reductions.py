@@ -77,7 +77,13 @@ def _sum_all(A, keepdim: bool) -> torch.Tensor:
     total = A._sf_values.sum()
     count = _fill.unspecified_per_dense_part_element(A._sf_fill, A._sf_size, A.sparse_dim(),
                                                      A._sf_values.shape[0])
-    if count > 0:
+    if isinstance(count, torch.SymInt):
+        # A traced nse (sf.compile): comparing it would guard on data (an
+        # unbacked nse cannot be), so the term is masked instead.
+        term = A._sf_fill.sum() * count
+        covered = torch.full((), count, dtype=torch.int64, device=term.device) > 0
+        total = total + torch.where(covered, term, torch.zeros_like(term))
+    elif count > 0:
         total = total + A._sf_fill.sum() * count
     return total.reshape((1,) * len(A._sf_size)) if keepdim else total
 
