@@ -41,9 +41,10 @@ int64_t csr_operand_rows(const Tensor& crow, const Tensor& col, const Tensor& va
 
 // ---- spmm ----------------------------------------------------------------------
 
-// C = A @ B for A = (crow, col, values, fill) of ncols columns, B strided.
-Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& values_in,
-                const Tensor& fill_in, const Tensor& b_in, int64_t ncols) {
+}  // namespace
+
+Tensor spmm_or_spmv_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& values_in,
+                        const Tensor& fill_in, const Tensor& b_in, int64_t ncols) {
   Tensor crow = index_arg(crow_in, "crow_indices", 1);
   Tensor col = index_arg(col_in, "col_indices", 1);
   check_float(values_in, "values");
@@ -51,16 +52,22 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
   check_float(b_in, "the dense operand");
   check_spmm_dtypes(values_in, fill_in, b_in);
   const int64_t m = csr_operand_rows(crow, col, values_in, "spmm: the sparse operand's");
-  check_spmm_dense(b_in, ncols);
+  const bool vector = b_in.dim() == 1;
+  if (vector) {
+    TORCH_CHECK(b_in.size(0) == ncols, "sparsefill: spmv: the vector must have ", ncols,
+                " elements (the sparse operand's columns), got ", b_in.size(0));
+  } else {
+    check_spmm_dense(b_in, ncols);
+  }
   const FillKind kind = fill_kind(fill_in, m, ncols);
   const auto out_type = values_in.scalar_type();
   const auto ct = compute_type(out_type, "spmm", false);
   Tensor values = values_in.to(ct).contiguous();
   Tensor fill = fill_in.to(ct).contiguous();
   Tensor b = b_in.to(ct);
-  const int64_t n = b.size(1);
+  const int64_t n = vector ? 1 : b.size(1);
   if (n > 1 && (b.stride(1) != 1 || dense_row_stride(b) < n)) b = b.contiguous();
-  Tensor c = at::empty({m, n}, values.options());
+  Tensor c = vector ? at::empty({m}, values.options()) : at::empty({m, n}, values.options());
   if (m == 0 || n == 0) return c.to(out_type);
   // The correction vectors: 1^T B for a scalar or per-row fill (one column:
   // read with max|B| below), c^T B for a per-column fill (a GEMV over B, O(k n)).
@@ -123,8 +130,20 @@ Tensor spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& value
     exact = fast_path_bound_ok<T>(b_max, ncols, v_nan ? std::numeric_limits<T>::quiet_NaN() : v_max,
                                   f_max);
   });
-  if (!exact) return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
+  if (!exact) {
+    if (vector) return spmm_nonfinite(crow, col, values, fill, b.unsqueeze(1), ncols).squeeze(1).to(out_type);
+    return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
+  }
   return c.to(out_type);
+}
+
+namespace {
+
+// C = A @ B for A = (crow, col, values, fill) of ncols columns, B strided 2-D.
+Tensor spmm_cpu(const Tensor& crow, const Tensor& col, const Tensor& values, const Tensor& fill,
+                const Tensor& b, int64_t ncols) {
+  check_spmm_dense(b, ncols);
+  return spmm_or_spmv_cpu(crow, col, values, fill, b, ncols);
 }
 
 // ---- sddmm, csr_transpose -------------------------------------------------------
