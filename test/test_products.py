@@ -619,6 +619,32 @@ def test_range_test_over_row_ranges_is_exact_with_1_and_2_threads(case):
 
 
 @pytest.mark.cpu_only("CPU thread counts")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_spgemm_with_far_more_products_than_elements_grows_its_buffers(dtype):
+    """Rows whose products collide much (about 30 products per element of
+    the result): the one-pass SpGEMM's first buffers are too small and
+    grow; the result is dense's, with 1 and 2 threads the same bits."""
+    A = _random(300, 200, 0.0, torch.sparse_csr, density=0.4, seed=21, dtype=dtype)
+    B = _random(200, 250, 0.0, torch.sparse_csr, density=0.4, seed=22, dtype=dtype)
+    products = int(B.crow_indices().diff()[A.col_indices()].sum())
+    assert products > 4 * (A._nnz() + B._nnz()) * 2  # beyond the first buffers' size
+    with_threads = torch.get_num_threads()
+    outs = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            outs.append(A @ B)
+    finally:
+        torch.set_num_threads(with_threads)
+    one, two = outs
+    assert one.layout == torch.sparse_csr and one._nnz() < products
+    for part in ("crow_indices", "col_indices", "values"):
+        assert torch.equal(getattr(one, part)(), getattr(two, part)()), part
+    _close(one.to_dense().double(), A.to_dense().double() @ B.to_dense().double(),
+           **({} if dtype == torch.float64 else dict(atol=1e-4, rtol=1e-4)))
+
+
+@pytest.mark.cpu_only("CPU thread counts")
 @pytest.mark.parametrize("layout", T.LAYOUTS, ids=["coo", "csr"])
 def test_spgemm_rows_split_over_threads_are_bit_identical(layout):
     """The fill-0 SpGEMM at a size its row ranges run on two threads (rows of
