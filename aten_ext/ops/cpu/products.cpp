@@ -310,9 +310,8 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_cpu(const Tensor& crow_a_in, const Ten
   // are several. Rows are computed whole, so 1 and 2 threads give the same bits.
   Tensor row_bound = at::empty({m}, crow_a.options());
   int64_t* rb = row_bound.data_ptr<int64_t>();
-  for_row_ranges(ca, m, 1, "spgemm operands", [&](int64_t r0, int64_t r1) {
-    return sf_csr_spgemm_bounds(rb, ca, cla, m, k, nse_a, cb, nse_b, r0, r1);
-  });
+  // (one thread: O(nse_a) reads, less than a parallel region's start on a busy machine)
+  check_status(sf_csr_spgemm_bounds(rb, ca, cla, m, k, nse_a, cb, nse_b, 0, m), "spgemm operands");
   std::vector<int64_t> work(m + 1, 0);
   for (int64_t i = 0; i < m; ++i) {
     TORCH_CHECK(!__builtin_add_overflow(work[i], rb[i], &work[i + 1]),
