@@ -330,30 +330,37 @@ sf_status sf_csr_sddmm_f64(double *out, const int64_t *crow, const int64_t *col,
                            const double *y, int64_t ldy, int64_t n, int64_t row_begin,
                            int64_t row_end);
 
-/* SpGEMM of two fill-0 CSR operands, A (m x k) and B (k x n), in two passes.
- * Symbolic: row_nse[i] = stored elements of row i of A @ B (the pattern's
- * size; numerically cancelling entries are kept). bits: (n + 63) / 64 words
- * of scratch per calling thread (a bitmap of the row's columns). */
-sf_status sf_csr_spgemm_count(int64_t *row_nse, const int64_t *crow_a, const int64_t *col_a,
-                              int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
-                              const int64_t *col_b, int64_t n, int64_t nse_b, uint64_t *bits,
-                              int64_t row_begin, int64_t row_end);
-/* Numeric: crow_c is the prefix sum of row_nse; writes col_c (sorted within
- * each row) and val_c. acc (n values) and bits ((n + 63) / 64 words) are
- * per-thread scratch. A row whose size disagrees
- * with crow_c gives SF_ERR_INVALID_ARGUMENT. */
-sf_status sf_csr_spgemm_f32(int64_t *col_c, float *val_c, const int64_t *crow_c,
-                            const int64_t *crow_a, const int64_t *col_a, const float *val_a,
-                            int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
-                            const int64_t *col_b, const float *val_b, int64_t n, int64_t nse_b,
-                            float *acc, uint64_t *bits, int64_t row_begin,
-                            int64_t row_end);
-sf_status sf_csr_spgemm_f64(int64_t *col_c, double *val_c, const int64_t *crow_c,
-                            const int64_t *crow_a, const int64_t *col_a, const double *val_a,
-                            int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
-                            const int64_t *col_b, const double *val_b, int64_t n, int64_t nse_b,
-                            double *acc, uint64_t *bits, int64_t row_begin,
-                            int64_t row_end);
+/* SpGEMM of two fill-0 CSR operands, A (m x k) and B (k x n), in one pass
+ * over the products. Bounds: row_bound[i] = the number of products of row
+ * i (the lengths of B's rows that A's row i names), at least the stored
+ * elements of row i of A @ B; checks A's rows and columns and B's row
+ * pointers. */
+sf_status sf_csr_spgemm_bounds(int64_t *row_bound, const int64_t *crow_a, const int64_t *col_a,
+                               int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
+                               int64_t nse_b, int64_t row_begin, int64_t row_end);
+/* Rows: appends rows row_begin, row_begin + 1, ... of A @ B (the pattern's
+ * elements, numerically cancelling ones kept; columns sorted within each
+ * row) to col_out / val_out (capacity elements) from *used on, sets
+ * row_nse[i] and advances *used, while a row's bound fits in what is left;
+ * stops before the first row that does not (*next_row = it; row_end when
+ * all are done: the caller grows the buffer and goes on from there). A row
+ * with more elements than its bound gives SF_ERR_INVALID_ARGUMENT (never a
+ * write past the buffer). acc (n values) and bits ((n + 63) / 64 words) are
+ * per-thread scratch. */
+sf_status sf_csr_spgemm_rows_f32(int64_t *col_out, float *val_out, int64_t capacity,
+                                 int64_t *used, int64_t *row_nse, int64_t *next_row,
+                                 const int64_t *row_bound, const int64_t *crow_a,
+                                 const int64_t *col_a, const float *val_a, int64_t m, int64_t k,
+                                 int64_t nse_a, const int64_t *crow_b, const int64_t *col_b,
+                                 const float *val_b, int64_t n, int64_t nse_b, float *acc,
+                                 uint64_t *bits, int64_t row_begin, int64_t row_end);
+sf_status sf_csr_spgemm_rows_f64(int64_t *col_out, double *val_out, int64_t capacity,
+                                 int64_t *used, int64_t *row_nse, int64_t *next_row,
+                                 const int64_t *row_bound, const int64_t *crow_a,
+                                 const int64_t *col_a, const double *val_a, int64_t m, int64_t k,
+                                 int64_t nse_a, const int64_t *crow_b, const int64_t *col_b,
+                                 const double *val_b, int64_t n, int64_t nse_b, double *acc,
+                                 uint64_t *bits, int64_t row_begin, int64_t row_end);
 
 /* SDDMM with two sparse factors, for the SpGEMM backward: for the stored
  * element p at (i, j) of pattern P (nrows x ncols),

@@ -497,6 +497,77 @@ def test_hot_path_product_is_the_routes(fill, layout):
         torch.mv(A, x[:5])
 
 
+def _fell_back(args):
+    return "fell back"
+
+
+@pytest.mark.cpu_only("the C handler serves CPU operands")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fill", HOT_FILLS)
+def test_hot_product_in_c_is_the_op(fill, dtype):
+    """The C fast handler (_C.hot_product) serves a plain CSR matrix times a
+    vector or a matrix itself (its fallback is never called) with the bits
+    of the op the route calls, equal to dense, inf/-inf/nan fills included;
+    a vector's result is 1-D without a reshape around the op."""
+    from torch_sparsefill import _C, _products
+    A = _with_fill(_random(9, 6, 0.0, torch.sparse_csr, seed=5, dtype=dtype), fill)
+    D = _dense_of(A)
+    x, B = _randn(6, seed=2, dtype=dtype), _randn(6, 3, seed=3, dtype=dtype)
+    x[1] = 0.0  # inf * 0 in the dense sum
+    crow, col, values = _products._csr(A)
+    ops = torch.ops.sparsefill
+    for vector, matrix in ((True, True), (True, False), (False, True)):
+        handler = _C.hot_product(_fell_back, vector, matrix)
+        for b in ((x,) if vector else ()) + ((B,) if matrix else ()):
+            got = handler((A, b))
+            assert isinstance(got, torch.Tensor) and got.dtype == dtype, (vector, matrix, b.dim())
+            op = ops.spmm(crow, col, values, A._sf_fill, b if b.dim() == 2 else b.unsqueeze(1), 6)
+            op = op if b.dim() == 2 else op.squeeze(1)
+            assert got.shape == op.shape
+            assert torch.equal(got.isnan(), op.isnan()) and torch.equal(got.nan_to_num(), op.nan_to_num())
+            torch.testing.assert_close(got.double(), (D.double() @ b.double()).to(dtype).double(),
+                                       equal_nan=True, **({} if dtype != torch.bfloat16 else
+                                                          dict(atol=0.1, rtol=0.05)))
+
+
+@pytest.mark.cpu_only("the C handler serves CPU operands")
+def test_hot_product_in_c_leaves_the_rest_to_its_fallback():
+    """What the C handler does not serve goes to its fallback (the Python
+    handler, then the route): COO, gradients on any component or on b, a
+    tensor carrying a cache, a subclass, wrong shapes or dtypes, a fully
+    stored matrix, a dispatch mode, keywords-free calls of other arity."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch_sparsefill import _C
+    handler = _C.hot_product(_fell_back, True, True)
+    A = _with_fill(_random(9, 6, 0.0, torch.sparse_csr, seed=5), 0.5)
+    x, B = _randn(6, seed=2), _randn(6, 3, seed=3)
+    assert isinstance(handler((A, x)), torch.Tensor)
+    coo = _with_fill(_random(9, 6, 0.0, seed=5), 0.5)
+    grad_values = _with_fill(A, 0.5)
+    grad_values._sf_values = grad_values._sf_values.clone().requires_grad_()
+    grad_fill = _with_fill(A, torch.tensor(0.5, dtype=torch.float64, requires_grad=True))
+    cached = _with_fill(A, 0.5)
+    cached.note = 1
+    full = sf.to_sparse(torch.full((3, 2), 7.0, dtype=torch.float64), fill_value=0.5)
+    full = full.to_sparse(layout=torch.sparse_csr)
+    for args in ((coo, x), (grad_values, x), (grad_fill, x), (cached, x),
+                 (A, x.clone().requires_grad_()), (A, torch.nn.Parameter(x)), (A, x[:5]),
+                 (A, x.float()), (A, torch.randn(6, 3, 2, dtype=torch.float64)),
+                 (A, x.to_sparse()), (full, x[:2]), (A,), (A, x, x), (x, A)):
+        assert handler(args) == "fell back", args
+    assert _C.hot_product(_fell_back, False, True)((A, x)) == "fell back"
+    assert _C.hot_product(_fell_back, True, False)((A, B)) == "fell back"
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Mode():
+        assert handler((A, x)) == "fell back"
+    with pytest.raises(TypeError, match="hot_product"):
+        _C.hot_product(_fell_back, 1, True)
+
+
 @pytest.mark.cpu_only("CPU thread counts")
 @pytest.mark.parametrize("case", ["finite", "huge value in the last rows", "nan value",
                                   "inf fill"])
@@ -545,6 +616,32 @@ def test_range_test_over_row_ranges_is_exact_with_1_and_2_threads(case):
             torch.testing.assert_close(got / scale, want / scale)
         else:
             torch.testing.assert_close(got, want, equal_nan=True)
+
+
+@pytest.mark.cpu_only("CPU thread counts")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_spgemm_with_far_more_products_than_elements_grows_its_buffers(dtype):
+    """Rows whose products collide much (about 30 products per element of
+    the result): the one-pass SpGEMM's first buffers are too small and
+    grow; the result is dense's, with 1 and 2 threads the same bits."""
+    A = _random(300, 200, 0.0, torch.sparse_csr, density=0.4, seed=21, dtype=dtype)
+    B = _random(200, 250, 0.0, torch.sparse_csr, density=0.4, seed=22, dtype=dtype)
+    products = int(B.crow_indices().diff()[A.col_indices()].sum())
+    assert products > 4 * (A._nnz() + B._nnz()) * 2  # beyond the first buffers' size
+    with_threads = torch.get_num_threads()
+    outs = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            outs.append(A @ B)
+    finally:
+        torch.set_num_threads(with_threads)
+    one, two = outs
+    assert one.layout == torch.sparse_csr and one._nnz() < products
+    for part in ("crow_indices", "col_indices", "values"):
+        assert torch.equal(getattr(one, part)(), getattr(two, part)()), part
+    _close(one.to_dense().double(), A.to_dense().double() @ B.to_dense().double(),
+           **({} if dtype == torch.float64 else dict(atol=1e-4, rtol=1e-4)))
 
 
 @pytest.mark.cpu_only("CPU thread counts")

@@ -24,7 +24,7 @@ import math
 import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from . import _args, _fill
+from . import _C, _args, _fill
 from ._factories import to_sparse
 from ._tensor import SparseFillTensor, build, is_plain
 
@@ -394,6 +394,9 @@ ROUTES = {
 }
 # Callables whose calls without keywords the routing tries here first: a
 # plain sparse matrix times a strided vector or matrix.
-_FAST_MATMUL, _FAST_MV, _FAST_MM = _fast(True, True), _fast(True, False), _fast(False, True)
+# A plain CSR matrix is served by one C call (_C.hot_product), the rest by
+# the Python handler it falls back to.
+_FAST_MATMUL, _FAST_MV, _FAST_MM = (_C.hot_product(_fast(v, m), v, m)
+                                    for v, m in ((True, True), (True, False), (False, True)))
 FAST = {T.__matmul__: _FAST_MATMUL, torch.matmul: _FAST_MATMUL, T.matmul: _FAST_MATMUL,
         torch.mv: _FAST_MV, T.mv: _FAST_MV, torch.mm: _FAST_MM, T.mm: _FAST_MM}

@@ -252,15 +252,22 @@ SF_DEFINE_ABSMAX(double, f64, uint64_t, 0x7fffffffffffffffull)
     return SF_OK;                                                                              \
   }                                                                                            \
                                                                                                \
-  SF_CLONES sf_status sf_csr_spgemm_##SUFFIX(                                                            \
-      int64_t *col_c, T *val_c, const int64_t *crow_c, const int64_t *crow_a,                 \
-      const int64_t *col_a, const T *val_a, int64_t m, int64_t k, int64_t nse_a,              \
-      const int64_t *crow_b, const int64_t *col_b, const T *val_b, int64_t n, int64_t nse_b,  \
-      T *acc, uint64_t *bits, int64_t row_begin, int64_t row_end) {                           \
+  SF_CLONES sf_status sf_csr_spgemm_rows_##SUFFIX(                                             \
+      int64_t *col_out, T *val_out, int64_t capacity, int64_t *used, int64_t *row_nse,          \
+      int64_t *next_row, const int64_t *row_bound, const int64_t *crow_a, const int64_t *col_a, \
+      const T *val_a, int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,               \
+      const int64_t *col_b, const T *val_b, int64_t n, int64_t nse_b, T *acc, uint64_t *bits,   \
+      int64_t row_begin, int64_t row_end) {                                                     \
     SF_CHECK_RANGE(m, row_begin, row_end);                                                     \
-    SF_FAIL_IF(k < 0 || n < 0 || nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);               \
+    SF_FAIL_IF(k < 0 || n < 0 || nse_a < 0 || nse_b < 0 || capacity < 0, SF_ERR_NEGATIVE_SIZE); \
+    SF_FAIL_IF(used == NULL || next_row == NULL, SF_ERR_NULL_POINTER);                         \
+    SF_FAIL_IF(*used < 0 || *used > capacity, SF_ERR_INVALID_ARGUMENT);                        \
+    *next_row = row_begin;                                                                     \
     if (row_end == row_begin) return SF_OK;                                                    \
-    SF_FAIL_IF(crow_c == NULL || crow_a == NULL || crow_b == NULL, SF_ERR_NULL_POINTER);       \
+    SF_FAIL_IF(row_nse == NULL || row_bound == NULL || crow_a == NULL || crow_b == NULL,       \
+               SF_ERR_NULL_POINTER);                                                           \
+    SF_NEED(col_out, capacity);                                                                \
+    SF_NEED(val_out, capacity);                                                                \
     SF_NEED(col_a, nse_a);                                                                     \
     SF_NEED(val_a, nse_a);                                                                     \
     SF_NEED(col_b, nse_b);                                                                     \
@@ -268,12 +275,18 @@ SF_DEFINE_ABSMAX(double, f64, uint64_t, 0x7fffffffffffffffull)
     SF_NEED(acc, n);                                                                           \
     SF_NEED(bits, n);                                                                          \
     for (int64_t w = 0; w < (n + 63) / 64; ++w) bits[w] = 0;                                   \
+    int64_t out0 = *used;                                                                      \
     for (int64_t i = row_begin; i < row_end; ++i) {                                            \
+      const int64_t bound = row_bound[i];                                                      \
+      SF_FAIL_IF(bound < 0, SF_ERR_INVALID_ARGUMENT);                                          \
+      if (bound > capacity - out0) { /* the caller grows the buffer and goes on from row i */  \
+        *used = out0;                                                                          \
+        *next_row = i;                                                                         \
+        return SF_OK;                                                                          \
+      }                                                                                        \
       int64_t lo, hi, cnt = 0, cmin = n, cmax = -1;                                            \
       sf_status st = sf_row_span(&lo, &hi, crow_a, i, nse_a);                                  \
       if (st != SF_OK) return st;                                                              \
-      const int64_t out0 = crow_c[i], out_len = crow_c[i + 1] - crow_c[i];                     \
-      SF_FAIL_IF(out0 < 0 || out_len < 0, SF_ERR_INVALID_ARGUMENT);                            \
       for (int64_t p = lo; p < hi; ++p) {                                                      \
         const int64_t j = col_a[p];                                                            \
         if (j < 0 || j >= k) return SF_ERR_INDEX_OUT_OF_RANGE;                                 \
@@ -286,11 +299,11 @@ SF_DEFINE_ABSMAX(double, f64, uint64_t, 0x7fffffffffffffffull)
           if (t < 0 || t >= n) return SF_ERR_INDEX_OUT_OF_RANGE;                               \
           const uint64_t bit = (uint64_t)1 << (t & 63);                                        \
           if (!(bits[t >> 6] & bit)) { /* the row's bitmap marks columns seen */               \
-            /* a count that disagrees with the symbolic pass is refused */                     \
-            if (cnt == out_len) return SF_ERR_INVALID_ARGUMENT;                                \
+            /* a row beyond its bound is refused, never written past the buffer */             \
+            if (cnt == bound) return SF_ERR_INVALID_ARGUMENT;                                  \
             bits[t >> 6] |= bit;                                                               \
             acc[t] = a * val_b[q];                                                             \
-            col_c[out0 + cnt++] = t;                                                           \
+            col_out[out0 + cnt++] = t;                                                         \
             if (t < cmin) cmin = t;                                                            \
             if (t > cmax) cmax = t;                                                            \
           } else {                                                                             \
@@ -298,10 +311,13 @@ SF_DEFINE_ABSMAX(double, f64, uint64_t, 0x7fffffffffffffffull)
           }                                                                                    \
         }                                                                                      \
       }                                                                                        \
-      if (cnt != out_len) return SF_ERR_INVALID_ARGUMENT;                                      \
-      if (cnt > 0) sf_sorted_columns(col_c + out0, cnt, bits, cmin, cmax);                     \
-      for (int64_t q = 0; q < cnt; ++q) val_c[out0 + q] = acc[col_c[out0 + q]];                \
+      if (cnt > 0) sf_sorted_columns(col_out + out0, cnt, bits, cmin, cmax);                   \
+      for (int64_t q = 0; q < cnt; ++q) val_out[out0 + q] = acc[col_out[out0 + q]];            \
+      row_nse[i] = cnt;                                                                        \
+      out0 += cnt;                                                                             \
     }                                                                                          \
+    *used = out0;                                                                              \
+    *next_row = row_end;                                                                       \
     return SF_OK;                                                                              \
   }                                                                                            \
                                                                                                \
@@ -760,20 +776,16 @@ SF_DEFINE_ATTENTION(double, f64, exp, log)
 
 /* ---- index-only functions ------------------------------------------------------ */
 
-sf_status sf_csr_spgemm_count(int64_t *row_nse, const int64_t *crow_a, const int64_t *col_a,
-                              int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
-                              const int64_t *col_b, int64_t n, int64_t nse_b, uint64_t *bits,
-                              int64_t row_begin, int64_t row_end) {
+sf_status sf_csr_spgemm_bounds(int64_t *row_bound, const int64_t *crow_a, const int64_t *col_a,
+                               int64_t m, int64_t k, int64_t nse_a, const int64_t *crow_b,
+                               int64_t nse_b, int64_t row_begin, int64_t row_end) {
   SF_CHECK_RANGE(m, row_begin, row_end);
-  SF_FAIL_IF(k < 0 || n < 0 || nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);
+  SF_FAIL_IF(k < 0 || nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);
   if (row_end == row_begin) return SF_OK;
-  SF_FAIL_IF(row_nse == NULL || crow_a == NULL || crow_b == NULL, SF_ERR_NULL_POINTER);
+  SF_FAIL_IF(row_bound == NULL || crow_a == NULL || crow_b == NULL, SF_ERR_NULL_POINTER);
   SF_NEED(col_a, nse_a);
-  SF_NEED(col_b, nse_b);
-  SF_NEED(bits, n);
-  for (int64_t w = 0; w < (n + 63) / 64; ++w) bits[w] = 0;
   for (int64_t i = row_begin; i < row_end; ++i) {
-    int64_t lo, hi, cnt = 0, cmin = n, cmax = -1;
+    int64_t lo, hi, bound = 0;
     sf_status st = sf_row_span(&lo, &hi, crow_a, i, nse_a);
     if (st != SF_OK) return st;
     for (int64_t p = lo; p < hi; ++p) {
@@ -782,20 +794,11 @@ sf_status sf_csr_spgemm_count(int64_t *row_nse, const int64_t *crow_a, const int
       int64_t blo, bhi;
       st = sf_row_span(&blo, &bhi, crow_b, j, nse_b);
       if (st != SF_OK) return st;
-      for (int64_t q = blo; q < bhi; ++q) {
-        const int64_t t = col_b[q];
-        if (t < 0 || t >= n) return SF_ERR_INDEX_OUT_OF_RANGE;
-        const uint64_t bit = (uint64_t)1 << (t & 63);
-        if (!(bits[t >> 6] & bit)) {
-          bits[t >> 6] |= bit;
-          ++cnt;
-          if (t < cmin) cmin = t;
-          if (t > cmax) cmax = t;
-        }
-      }
+      /* each term is at most nse_b; the sum is kept below INT64_MAX */
+      SF_FAIL_IF(bound > INT64_MAX - (bhi - blo), SF_ERR_OVERFLOW);
+      bound += bhi - blo;
     }
-    for (int64_t w = cmin >> 6; w <= (cmax >> 6) && cnt > 0; ++w) bits[w] = 0;
-    row_nse[i] = cnt;
+    row_bound[i] = bound;
   }
   return SF_OK;
 }

@@ -37,6 +37,7 @@
 
 #include "ops/elementwise.h"
 #include "ops/generated/elementwise_ops.h"
+#include "ops/products.h"
 
 namespace sparsefill {
 namespace {
@@ -627,6 +628,79 @@ PyObject* hot_row(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return out;
 }
 
+// ---- A @ x, A @ B: a plain CSR matrix and a strided operand ---------------------
+
+// a @ b in one C call (spmm's CPU kernel below autograd, a 1-D b without a
+// reshape), or None: a a plain CSR SparseFillTensor holding __new__'s
+// attributes alone and not fully stored (the route gives a fully stored one
+// a fill of 0), b a strided CPU torch.Tensor (not a subclass) that nothing
+// tracks, 1-D if `vector`, 2-D if `matrix`, with a's columns as its rows;
+// dtypes and the rest are the kernel's checks (an error answers None, and
+// the route raises it).
+PyObject* product_call(PyObject* a_obj, PyObject* b_obj, bool vector, bool matrix) {
+  Operand a;
+  if (Py_TYPE(b_obj) != reinterpret_cast<PyTypeObject*>(THPVariableClass) || !plain(b_obj) ||
+      !plain_operand(a_obj, a) || a.entry[kLayout] != bound().csr || !ordinary_thread())
+    Py_RETURN_NONE;
+  PyObject* size = a.entry[kSize];
+  if (PyTuple_GET_SIZE(size) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(size, 0)) ||
+      !PyLong_CheckExact(PyTuple_GET_ITEM(size, 1)) || !plain(a.entry[kCol]) ||
+      !plain(a.entry[kCrow]))
+    Py_RETURN_NONE;
+  const int64_t m = PyLong_AsLongLong(PyTuple_GET_ITEM(size, 0));
+  const int64_t k = PyLong_AsLongLong(PyTuple_GET_ITEM(size, 1));
+  int64_t numel = 0;
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  const Tensor& b = T(b_obj);
+  const int64_t d = b.dim();
+  if (!((d == 1 && vector) || (d == 2 && matrix)) || b.layout() != at::kStrided ||
+      !b.device().is_cpu() || b.size(0) != k || __builtin_mul_overflow(m, k, &numel) ||
+      a.values().size(0) >= numel)
+    Py_RETURN_NONE;
+  Tensor out;
+  try {
+    at::AutoDispatchBelowADInplaceOrView below;
+    out = spmm_or_spmv_cpu(T(a.entry[kCrow]), T(a.entry[kCol]), a.values(), a.fill(), b, k);
+  } catch (const std::exception&) {
+    Py_RETURN_NONE;
+  }
+  return THPVariable_Wrap(std::move(out));
+}
+
+// The handler's call: self is (fallback, vector, matrix).
+PyObject* product_enter(PyObject* self, PyObject* args) {
+  if (PyTuple_CheckExact(args) && PyTuple_GET_SIZE(args) == 2) {
+    PyObject* out = product_call(PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1),
+                                 PyTuple_GET_ITEM(self, 1) == Py_True,
+                                 PyTuple_GET_ITEM(self, 2) == Py_True);
+    if (out != Py_None) return out;  // the result, or an error
+    Py_DECREF(out);
+  }
+  return PyObject_CallOneArg(PyTuple_GET_ITEM(self, 0), args);
+}
+
+PyMethodDef kProductEnter = {"product_fast", (PyCFunction)product_enter, METH_O,
+                             "a fast handler of a matrix product: A @ b in C, or its fallback"};
+
+// _C.hot_product(fallback, vector, matrix) -> a fast handler (RFC.md 9.1)
+// for torch's matmul, mv and mm callables: called with the call's
+// positional args, it answers product_call's result, else fallback(args)
+// (_products' Python handler, which serves COO operands and the rest).
+PyObject* hot_product(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 3 || !PyCallable_Check(args[0]) || !PyBool_Check(args[1]) || !PyBool_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "hot_product(fallback, vector: bool, matrix: bool)");
+    return nullptr;
+  }
+  PyObject* self = Py_BuildValue("(OOO)", args[0], args[1], args[2]);
+  if (self == nullptr) return nullptr;
+  PyObject* fn = PyCFunction_New(&kProductEnter, self);
+  Py_DECREF(self);
+  return fn;
+}
+
 }  // namespace
 
 PyMethodDef kHotMethods[] = {
@@ -640,6 +714,8 @@ PyMethodDef kHotMethods[] = {
      "hot_fast(whole, extra, fallback, reflected) -> a fast handler: whole's C call, else fallback"},
     {"hot_bind", (PyCFunction)(void (*)())hot_bind, METH_FASTCALL,
      "hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr): set up hot_on's functions"},
+    {"hot_product", (PyCFunction)(void (*)())hot_product, METH_FASTCALL,
+     "hot_product(fallback, vector, matrix) -> a fast handler of A @ b: the C call, else fallback"},
     {"hot", (PyCFunction)hot, METH_O,
      "hot(name) -> (unary, same, scalar): the hot path's functions of an element-wise op"},
     {nullptr, nullptr, 0, nullptr}};

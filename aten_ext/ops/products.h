@@ -253,6 +253,13 @@ Tensor spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& value
 
 // ---- C++ API of the CPU kernels that are not ops ---------------------------
 
+// A @ b for a CSR A (crow, col, values, fill; ncols columns) and a strided b
+// with ncols rows: 2-D (spmm's CPU kernel, which calls this) or 1-D (a
+// vector; the result is 1-D, as mv's). CPU tensors only: the hot path's
+// A @ x and A @ B (hot.cpp), with no reshape around the op.
+Tensor spmm_or_spmv_cpu(const Tensor& crow, const Tensor& col, const Tensor& values,
+                        const Tensor& fill, const Tensor& b, int64_t ncols);
+
 // out[p] = sum_t X[i, t] S[j, t] for the element p at (i, j) of the pattern
 // P (crow_p, col_p; ncols_p columns), with X and S CSR of n columns. CPU
 // tensors only: spgemm's backward on the CPU (cpu/products.cpp).

@@ -177,34 +177,75 @@ TEST_P(Spgemm, MatchesDenseAndIsSorted) {
   const int64_t m = m_, k = k_, n = n_;
   Csr a = random_csr(m, k, da, rng), b = random_csr(k, n, db, rng);
   const int64_t nse_a = (int64_t)a.val.size(), nse_b = (int64_t)b.val.size();
-  Vec row_nse(m);
-  std::vector<uint64_t> bits((n + 63) / 64);
-  ASSERT_EQ(sf_csr_spgemm_count(row_nse.data(), a.crow.data(), a.col.data(), m, k, nse_a,
-                                b.crow.data(), b.col.data(), n, nse_b, bits.data(), 0, m),
-            SF_OK);
-  Vec crow_c(m + 1, 0);
-  for (int64_t i = 0; i < m; ++i) crow_c[i + 1] = crow_c[i] + row_nse[i];
-  Vec col_c(crow_c[m]);
-  std::vector<double> val_c(crow_c[m]), acc(n);
-  for (auto range : {std::pair<int64_t, int64_t>{0, m / 2}, {m / 2, m}}) {
-    ASSERT_EQ(sf_csr_spgemm_f64(col_c.data(), val_c.data(), crow_c.data(), a.crow.data(),
-                                a.col.data(), a.val.data(), m, k, nse_a, b.crow.data(),
-                                b.col.data(), b.val.data(), n, nse_b, acc.data(),
-                                bits.data(), range.first, range.second),
+  Vec bound(m);
+  for (auto range : {std::pair<int64_t, int64_t>{0, m / 3}, {m / 3, m}}) {
+    ASSERT_EQ(sf_csr_spgemm_bounds(bound.data(), a.crow.data(), a.col.data(), m, k, nse_a,
+                                   b.crow.data(), nse_b, range.first, range.second),
               SF_OK);
   }
+  int64_t products = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    int64_t want = 0;
+    for (int64_t p = a.crow[i]; p < a.crow[i + 1]; ++p)
+      want += b.crow[a.col[p] + 1] - b.crow[a.col[p]];
+    ASSERT_EQ(bound[i], want) << i;
+    products += want;
+  }
+  // Two row ranges, each into its own buffer that starts small and grows
+  // when a row's bound does not fit (as the CPU op does).
+  Vec row_nse(m, -1), col_c;
+  std::vector<double> val_c, acc(n);
+  std::vector<uint64_t> bits((n + 63) / 64);
+  for (auto range : {std::pair<int64_t, int64_t>{0, m / 2}, {m / 2, m}}) {
+    int64_t cap = std::min<int64_t>(products, 3), used = 0, grown = 0;
+    Vec col(cap);
+    std::vector<double> val(cap);
+    for (int64_t next = range.first;;) {
+      int64_t stop = -1;
+      ASSERT_EQ(sf_csr_spgemm_rows_f64(col.data(), val.data(), cap, &used, row_nse.data(), &stop,
+                                       bound.data(), a.crow.data(), a.col.data(), a.val.data(), m,
+                                       k, nse_a, b.crow.data(), b.col.data(), b.val.data(), n,
+                                       nse_b, acc.data(), bits.data(), next, range.second),
+                SF_OK);
+      ASSERT_GE(stop, next);
+      if (stop == range.second) break;
+      ASSERT_GT(bound[stop], cap - used);  // it stopped only where the row did not fit
+      cap = std::max(2 * cap, used + bound[stop]);
+      col.resize(cap);
+      val.resize(cap);
+      next = stop;
+      ++grown;
+    }
+    if (range.second - range.first > 2 && products > 3) EXPECT_GT(grown, 0);
+    col_c.insert(col_c.end(), col.begin(), col.begin() + used);
+    val_c.insert(val_c.end(), val.begin(), val.begin() + used);
+  }
+  Vec crow_c(m + 1, 0);
+  for (int64_t i = 0; i < m; ++i) {
+    ASSERT_GE(row_nse[i], 0);
+    ASSERT_LE(row_nse[i], bound[i]);
+    crow_c[i + 1] = crow_c[i] + row_nse[i];
+  }
+  ASSERT_EQ(crow_c[m], (int64_t)col_c.size());
   ASSERT_EQ(sf_csr_check(nullptr, crow_c.data(), col_c.data(), m, n, crow_c[m]), SF_OK);
   auto expected = dense_mm(densify(a, nullptr, 0, nullptr), densify(b, nullptr, 0, nullptr), m, k, n);
   std::vector<double> got(m * n, 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t q = crow_c[i]; q < crow_c[i + 1]; ++q) got[i * n + col_c[q]] = val_c[q];
   for (int64_t e = 0; e < m * n; ++e) ASSERT_NEAR(got[e], expected[e], 1e-12) << e;
-  // A count that disagrees with the numeric pass is refused, not overrun.
-  Vec short_crow = crow_c;
-  for (int64_t i = 1; i <= m; ++i) short_crow[i] = crow_c[i] > 0 ? crow_c[i] - 1 : 0;
-  EXPECT_EQ(sf_csr_spgemm_f64(col_c.data(), val_c.data(), short_crow.data(), a.crow.data(),
-                              a.col.data(), a.val.data(), m, k, nse_a, b.crow.data(), b.col.data(),
-                              b.val.data(), n, nse_b, acc.data(), bits.data(), 0, m),
+  // A bound below a row's size is refused, never written past.
+  int64_t widest = 0;
+  for (int64_t i = 1; i < m; ++i) widest = row_nse[i] > row_nse[widest] ? i : widest;
+  ASSERT_GT(row_nse[widest], 0);
+  Vec short_bound = bound;
+  short_bound[widest] = row_nse[widest] - 1;
+  Vec col(crow_c[m]);
+  std::vector<double> val(crow_c[m]);
+  int64_t used = 0, stop = -1;
+  EXPECT_EQ(sf_csr_spgemm_rows_f64(col.data(), val.data(), crow_c[m], &used, row_nse.data(), &stop,
+                                   short_bound.data(), a.crow.data(), a.col.data(), a.val.data(),
+                                   m, k, nse_a, b.crow.data(), b.col.data(), b.val.data(), n,
+                                   nse_b, acc.data(), bits.data(), 0, m),
             SF_ERR_INVALID_ARGUMENT);
 }
 
@@ -265,12 +306,26 @@ TEST(Products, MalformedIndicesAreRefused) {
   EXPECT_EQ(sf_csr_spmm_f64(c.data(), 2, crow_ok.data(), nullptr, val.data(), 2, 3, 2, b.data(), 2,
                             2, &fill, 0, nullptr, nullptr, nullptr, 0, 2, nullptr),
             SF_ERR_NULL_POINTER);
-  Vec row_nse(2);
-  uint64_t bits1[1];
+  Vec row_bound(2);
   Vec bad_col{0, 7};
-  EXPECT_EQ(sf_csr_spgemm_count(row_nse.data(), crow_ok.data(), bad_col.data(), 2, 3, 2,
-                                crow_ok.data(), col.data(), 3, 2, bits1, 0, 2),
+  EXPECT_EQ(sf_csr_spgemm_bounds(row_bound.data(), crow_ok.data(), bad_col.data(), 2, 3, 2,
+                                 crow_ok.data(), 2, 0, 2),
             SF_ERR_INDEX_OUT_OF_RANGE);
+  Vec bad_crow{0, 3, 2};  // B's row pointers past its nse
+  EXPECT_EQ(sf_csr_spgemm_bounds(row_bound.data(), crow_ok.data(), good_col.data(), 2, 2, 2,
+                                 bad_crow.data(), 2, 0, 2),
+            SF_ERR_CROW_DECREASING);
+  // a used count beyond the capacity is refused
+  int64_t used = 5, stop = 0;
+  uint64_t bits1[1];
+  std::vector<double> acc1(3);
+  Vec out_col(4);
+  std::vector<double> out_val(4);
+  EXPECT_EQ(sf_csr_spgemm_rows_f64(out_col.data(), out_val.data(), 4, &used, row_bound.data(),
+                                   &stop, row_bound.data(), crow_ok.data(), col.data(), val.data(),
+                                   2, 3, 2, crow_ok.data(), col.data(), val.data(), 3, 2,
+                                   acc1.data(), bits1, 0, 2),
+            SF_ERR_INVALID_ARGUMENT);
 }
 
 // The range facts of the fast path: sf_dense_facts over a vector (strided)

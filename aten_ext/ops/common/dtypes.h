@@ -55,7 +55,7 @@ template <> struct Core<float> {
   static constexpr auto attention = sf_csr_attention_f32;
   static constexpr auto attention_backward_rows = sf_csr_attention_backward_rows_f32;
   static constexpr auto attention_backward_cols = sf_csr_attention_backward_cols_f32;
-  static constexpr auto spgemm = sf_csr_spgemm_f32;
+  static constexpr auto spgemm_rows = sf_csr_spgemm_rows_f32;
   static constexpr auto sddmm_sparse = sf_csr_sddmm_sparse_f32;
   static constexpr auto seg_sum = sf_seg_sum_f32;
   static constexpr auto seg_prod = sf_seg_prod_f32;
@@ -83,7 +83,7 @@ template <> struct Core<double> {
   static constexpr auto attention = sf_csr_attention_f64;
   static constexpr auto attention_backward_rows = sf_csr_attention_backward_rows_f64;
   static constexpr auto attention_backward_cols = sf_csr_attention_backward_cols_f64;
-  static constexpr auto spgemm = sf_csr_spgemm_f64;
+  static constexpr auto spgemm_rows = sf_csr_spgemm_rows_f64;
   static constexpr auto sddmm_sparse = sf_csr_sddmm_sparse_f64;
   static constexpr auto seg_sum = sf_seg_sum_f64;
   static constexpr auto seg_prod = sf_seg_prod_f64;

@@ -22,16 +22,11 @@ namespace sparsefill {
 // rows [0, r), non-decreasing for valid data), and raises the first non-OK
 // status. Small inputs run on the calling thread. Results must not depend on
 // the split: each row is written by exactly one range.
-template <class Prefix, class F>
-void for_ranges_by(Prefix prefix, int64_t m, int64_t work_per_row, const char* what, F f) {
+// The bounds (chunks + 1 of them, from 0 to m) of `chunks` row ranges of
+// about equal work, prefix(r) + r, over rows [0, m); prefix as below.
+template <class Prefix>
+std::vector<int64_t> range_bounds(Prefix prefix, int64_t m, int64_t chunks) {
   const int64_t nse = prefix(m);
-  const int64_t total = nse * std::max<int64_t>(work_per_row, 1) + m;
-  const int64_t threads = at::get_num_threads();
-  if (threads <= 1 || total < 32768 || m < 2) {
-    check_status(f(0, m), what);
-    return;
-  }
-  const int64_t chunks = std::min<int64_t>(threads * 4, m);
   std::vector<int64_t> bound(chunks + 1, m);
   bound[0] = 0;
   // prefix(i) + i is non-decreasing for valid data; for invalid data the
@@ -45,6 +40,20 @@ void for_ranges_by(Prefix prefix, int64_t m, int64_t work_per_row, const char* w
     }
     bound[c] = lo;
   }
+  return bound;
+}
+
+template <class Prefix, class F>
+void for_ranges_by(Prefix prefix, int64_t m, int64_t work_per_row, const char* what, F f) {
+  const int64_t nse = prefix(m);
+  const int64_t total = nse * std::max<int64_t>(work_per_row, 1) + m;
+  const int64_t threads = at::get_num_threads();
+  if (threads <= 1 || total < 32768 || m < 2) {
+    check_status(f(0, m), what);
+    return;
+  }
+  const int64_t chunks = std::min<int64_t>(threads * 4, m);
+  const std::vector<int64_t> bound = range_bounds(prefix, m, chunks);
   std::atomic<int> first_error{SF_OK};
   at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
