@@ -876,6 +876,13 @@ def compile_rows(quick: bool):
     whole = sf.compile(_own_code(_chain))
     yield (f"compile 6-op chain, {n:,} stored (sf.compile)", lambda: whole(A),
            "the chain, eager", lambda: _chain(A))
+    # torch's own floor for that goal: the chain on a dense tensor of n
+    # values, compiled vs eager (exp and sigmoid bound the fused loop).
+    dense_n = values.detach().clone()
+    compiled_dense_n = torch.compile(_own_code(_chain), fullgraph=True)
+    yield (f"compile 6-op chain, {n:,} dense values (torch.compile's floor)",
+           lambda: compiled_dense_n(dense_n), "the chain on dense, eager",
+           lambda: _chain(dense_n))
     # The CSR attention block (fill -inf), forward and backward of values,
     # fill and V, compiled whole against eager.
     m = 1000 if quick else 4000

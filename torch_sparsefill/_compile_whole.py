@@ -203,6 +203,7 @@ class _Trace:
         # Lifted constants (tensors made while tracing, or a real tensor the
         # function reached outside its arguments, refused if it needs a
         # gradient: _NoOutsideGradient): inputs of the graph too, as traced.
+        self._answers: dict = {}  # shapes of the tensor leaves -> accepts()
         self.constants = []
         for spec in sig.input_specs:
             if spec.kind == spec.kind.USER_INPUT:
@@ -217,7 +218,20 @@ class _Trace:
         """Whether this trace holds for these tensor leaves: every static size
         equal, every symbolic one in its range (strictly: torch.export's own
         check lets a size of 0 or 1 pass where the trace assumed >= 2, which
-        our routing's paths do not promise), and every guard true."""
+        our routing's paths do not promise), and every guard true.
+
+        The answer depends on the leaves' shapes alone, so it is remembered
+        per shape tuple (sympy's evaluation of the guards cost about 200 us
+        a call; a loop over the same shapes pays it once)."""
+        shapes = tuple(t.shape for t in tensors)
+        answer = self._answers.get(shapes)
+        if answer is None:
+            if len(self._answers) >= 1024:  # nse changing every call: bounded
+                self._answers.clear()
+            answer = self._answers[shapes] = self._check(tensors)
+        return answer
+
+    def _check(self, tensors) -> bool:
         binding = {}
         for t, sizes in zip(tensors, self.sizes):
             if t.dim() != len(sizes):
