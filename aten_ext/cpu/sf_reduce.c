@@ -492,6 +492,15 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
     return SF_OK;                                                                                \
   }                                                                                              \
                                                                                                  \
+  /* The elements slot `at` holds: its count column summed over the parts in                     \
+     part order; -1 when more than n positions (the indices repeat). */                          \
+  static inline int64_t slot_count_##SUFFIX(const ACC *acc, int64_t nparts,                      \
+                                            int64_t part, int64_t at, int64_t n) {               \
+    int64_t t = 0;                                                                               \
+    for (int64_t p = 0; p < nparts; ++p) t += (int64_t)acc[p * part + at];                       \
+    return t > n ? -1 : t;                                                                       \
+  }                                                                                              \
+                                                                                                 \
   sf_status sf_slot_finish_##SUFFIX(T *out, int64_t *total, const ACC *acc, int64_t nparts,     \
                                     const T *fill, int64_t s_begin, int64_t s_end,              \
                                     int64_t nslots, int64_t w, int64_t n, int op) {             \
@@ -508,9 +517,8 @@ static sf_status check_slots(int64_t lo, int64_t hi, int64_t nslots, int64_t w, 
                       : op == SF_SLOT_MAX ? LOWEST : HIGHEST;                                    \
     const int64_t row = w + 1, part = nslots * row;                                              \
     for (int64_t s = s_begin; s < s_end; ++s) {                                                  \
-      int64_t t = 0;                                                                             \
-      for (int64_t p = 0; p < nparts; ++p) t += (int64_t)acc[p * part + s * row + w];            \
-      if (t > n) return SF_ERR_NOT_COALESCED;                                                    \
+      const int64_t t = slot_count_##SUFFIX(acc, nparts, part, s * row + w, n);                  \
+      if (t < 0) return SF_ERR_NOT_COALESCED;                                                    \
       total[s] = t;                                                                              \
       const int64_t u = n - t;                                                                   \
       for (int64_t c = 0; c < w; ++c) {                                                          \
@@ -716,9 +724,8 @@ static sf_status check_slot_range(int64_t s_begin, int64_t s_end, int64_t nslots
     }                                                                                            \
     const int64_t row = w + 1, part = nslots * row;                                              \
     for (int64_t s = s_begin; s < s_end; ++s) {                                                  \
-      int64_t t = 0;                                                                             \
-      for (int64_t p = 0; p < nparts; ++p) t += (int64_t)acc[p * part + s * row + w];            \
-      if (t > n) return SF_ERR_NOT_COALESCED;                                                    \
+      const int64_t t = slot_count_##SUFFIX(acc, nparts, part, s * row + w, n);                  \
+      if (t < 0) return SF_ERR_NOT_COALESCED;                                                    \
       count[s] = t;                                                                              \
       const T *f = fill + s * fill_stride;                                                       \
       for (int64_t c = 0; c < w; ++c) {                                                          \
@@ -868,9 +875,8 @@ static sf_status check_slot_range(int64_t s_begin, int64_t s_end, int64_t nslots
     }                                                                                            \
     const int64_t row = w + 1, part = nslots * row;                                              \
     for (int64_t s = s_begin; s < s_end; ++s) {                                                  \
-      int64_t t = 0;                                                                             \
-      for (int64_t p = 0; p < nparts; ++p) t += (int64_t)acc[p * part + s * row + w];            \
-      if (t > n) return SF_ERR_NOT_COALESCED;                                                    \
+      const int64_t t = slot_count_##SUFFIX(acc, nparts, part, s * row + w, n);                  \
+      if (t < 0) return SF_ERR_NOT_COALESCED;                                                    \
       const int64_t u = n - t;                                                                   \
       for (int64_t c = 0; c < w; ++c) {                                                          \
         const int64_t sc = s * w + c;                                                            \
