@@ -536,20 +536,22 @@ def test_slot_reductions_one_thread_and_two_agree():
     close(results[0][0], A.to_dense().sum(0), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("dim", [0, 1])
 @pytest.mark.parametrize("fill", [0.5, math.inf, -math.inf, math.nan])
-def test_slot_sum_gradients_include_the_fill(fill):
-    """sum and mean by slot: backward in differentiable ops (gradgradcheck),
-    forward-mode too; the fill's gradient counts its unspecified elements,
-    also where the fill is infinite or NaN (as dense autograd)."""
-    A = random_tensor("random", fill, torch.sparse_coo, size=(7, 5), seed=8)
+def test_slot_sum_gradients_include_the_fill(fill, dim):
+    """sum and mean by slot (dim 0: scattered slots; dim 1: sorted slots, the
+    run pass): backward in differentiable ops (gradgradcheck), forward-mode
+    too; the fill's gradient counts its unspecified elements, also where the
+    fill is infinite or NaN (as dense autograd)."""
+    A = random_tensor("random", fill, torch.sparse_coo, size=(7, 5), seed=8 + 2 * dim)
     v = A._values().detach().clone().requires_grad_()
     f = torch.tensor(0.25 if not math.isfinite(fill) else fill, dtype=torch.float64,
                      requires_grad=True)
-    weights = torch.arange(1., 6., dtype=torch.float64)
+    weights = torch.arange(1., A.shape[1 - dim] + 1, dtype=torch.float64)
 
     def reduced(v, f, name):
         X = sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=f)
-        return getattr(X, name)(0).to_dense() * weights
+        return getattr(X, name)(dim).to_dense() * weights
 
     for name in ("sum", "mean"):
         assert torch.autograd.gradcheck(lambda v, f: reduced(v, f, name), (v, f))
@@ -561,18 +563,18 @@ def test_slot_sum_gradients_include_the_fill(fill):
                 fwAD.make_dual(f.detach(), torch.ones_like(f)), name)).tangent
         dense_tangent = torch.func.jvp(
             lambda v, f: getattr(sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=f)
-                                 .to_dense(), name)(0) * weights,
+                                 .to_dense(), name)(dim) * weights,
             (v.detach(), f.detach()), (torch.ones_like(v), torch.ones_like(f)))[1]
         close(tangent, dense_tangent)
-    # A non-finite fill: the gradient equals dense autograd's.
+    # A non-finite fill: the gradients equal dense autograd's.
     fi = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
-    X = sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=fi)
-    (X.sum(0).to_dense() * weights).sum().backward()
+    reduced(v, fi, "sum").sum().backward()
     fd = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
     vd = v.detach().clone().requires_grad_()
-    Dd = sf.sparse_coo_tensor(A._indices(), vd, A.shape, fill_value=fd).to_dense()
-    (Dd.sum(0) * weights).sum().backward()
+    (sf.sparse_coo_tensor(A._indices(), vd, A.shape, fill_value=fd).to_dense().sum(dim)
+     * weights).sum().backward()
     close(fi.grad, fd.grad)
+    close(v.grad, vd.grad)
 
 
 def test_tracked_prod_and_amax_take_the_segment_path():
@@ -713,33 +715,6 @@ def test_slot_reduce_any_slot_order():
         ops.slot_reduce(values, bad, fill, 600, n, "sum")
     with pytest.raises(RuntimeError, match="coalesced"):  # more rows than a slice holds
         ops.slot_reduce(values, slot, fill, 600, 3, "sum")
-
-
-@pytest.mark.parametrize("fill", [0.5, math.inf, -math.inf, math.nan])
-def test_sum_along_dim_1_of_coo_gradients(fill):
-    """sum and mean along COO dim 1 (sorted slots): gradients to values and
-    fill equal dense autograd's, gradgradcheck too."""
-    A = random_tensor("random", fill, torch.sparse_coo, size=(7, 5), seed=10)
-    v = A._values().detach().clone().requires_grad_()
-    f = torch.tensor(0.25 if not math.isfinite(fill) else fill, dtype=torch.float64,
-                     requires_grad=True)
-    weights = torch.arange(1., 8., dtype=torch.float64)
-
-    def reduced(v, f, name):
-        X = sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=f)
-        return getattr(X, name)(1).to_dense() * weights
-
-    for name in ("sum", "mean"):
-        assert torch.autograd.gradcheck(lambda v, f: reduced(v, f, name), (v, f))
-        assert torch.autograd.gradgradcheck(lambda v, f: reduced(v, f, name), (v, f))
-    fi = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
-    (reduced(v, fi, "sum")).sum().backward()
-    fd = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
-    vd = v.detach().clone().requires_grad_()
-    (sf.sparse_coo_tensor(A._indices(), vd, A.shape, fill_value=fd).to_dense().sum(1)
-     * weights).sum().backward()
-    close(fi.grad, fd.grad)
-    close(v.grad, vd.grad)
 
 
 # ---- softmax by slot (kept dims not leading: slot_softmax in stored order) --------
