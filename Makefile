@@ -69,9 +69,12 @@ wheel: $(VENV)/.deps
 	rm -rf $(WHEEL_DIR)
 	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w $(WHEEL_DIR) .
 	$(PY) -m pip install -q --no-deps --target $(WHEEL_DIR)/site $(WHEEL_DIR)/*.whl
-	cd $(WHEEL_DIR) && PYTHONPATH=site $(abspath $(PY)) -P -c "import torch_sparsefill as sf, pathlib; \
-	  assert pathlib.Path(sf.__file__).resolve().is_relative_to(pathlib.Path('site').resolve()), sf.__file__; \
-	  print('wheel:', sf.__file__, (sf.full((2,), 3.) * 2).to_dense().tolist())"
+	cd $(WHEEL_DIR) && PYTHONPATH=site $(abspath $(PY)) -P -c "import torch_sparsefill as sf, pathlib, pkgutil, importlib; \
+	  site = pathlib.Path('site').resolve(); \
+	  mods = [importlib.import_module(m.name) for m in pkgutil.walk_packages(sf.__path__, 'torch_sparsefill.')]; \
+	  bad = [m.__name__ for m in [sf, *mods] if not pathlib.Path(m.__file__).resolve().is_relative_to(site)]; \
+	  assert not bad, bad; assert len([m for m in mods if hasattr(m, '__path__')]) >= 8, mods; \
+	  print('wheel:', sf.__file__, len(mods), 'modules', (sf.full((2,), 3.) * 2).to_dense().tolist())"
 
 docs: build
 	$(PY) tools/gen_op_reference.py

@@ -9,7 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 try:
@@ -148,7 +148,8 @@ setup(
     name="torch_sparsefill",
     version="0.1.0",
     description="Sparse COO/CSR tensors with a fill value for PyTorch",
-    packages=["torch_sparsefill"],
+    # Every subpackage ships (make wheel imports each one from the installed wheel).
+    packages=find_packages(include=["torch_sparsefill", "torch_sparsefill.*"]),
     python_requires=">=3.10",
     install_requires=["torch>=2.11"],
     libraries=[core],

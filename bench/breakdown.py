@@ -16,7 +16,10 @@ import timeit
 import torch
 
 import torch_sparsefill as sf
-from torch_sparsefill import _C, _indexing, _parts, _routing, _tensor
+from torch_sparsefill import _C
+from torch_sparsefill import tensor as _tensor
+from torch_sparsefill.functions import routing as _routing
+from torch_sparsefill.functions.shape import indexing as _indexing, parts as _parts
 
 
 def best(fns: dict, number=5000, rounds=15) -> dict:

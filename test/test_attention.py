@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_sparsefill as sf
-from torch_sparsefill import _attention
+from torch_sparsefill.ops import products as _attention
 from sf_testing import assert_dense_equal, rng
 
 LAYOUTS = [torch.sparse_coo, torch.sparse_csr]

@@ -202,6 +202,6 @@ def test_op_matches_its_definition():
 def test_docstring_example():
     import doctest
 
-    from torch_sparsefill import _bsr
+    from torch_sparsefill.functions.linalg import bsr as _bsr
     result = doctest.testmod(_bsr, extraglobs={"sf": sf, "torch": torch, "_bsr": _bsr})
     assert result.attempted >= 2 and result.failed == 0

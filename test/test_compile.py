@@ -5,7 +5,7 @@ reductions, shape, indexing, concatenation, to_dense, two model blocks) run
 eagerly and under torch.compile with the backends eager, aot_eager and
 inductor; their values and the gradients of every input (values and fills
 of the sparse operands, the dense operand) must be equal. The sparse ops run
-eagerly between the compiled dense pieces (torch_sparsefill/_compile.py); a
+eagerly between the compiled dense pieces (torch_sparsefill/compile/dynamo.py); a
 fullgraph compile of a SparseFillTensor refuses instead of guessing (torch
 2.13's limits, pinned by tests below), and a function of the components
 compiles fullgraph, forward and backward, with nse symbolic (no recompile).
@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import torch_sparsefill as sf
-from torch_sparsefill import _compile
+from torch_sparsefill.compile import dynamo as _compile
 
 pytestmark = pytest.mark.cpu_only(reason="compiles for the CPU")
 
@@ -166,7 +166,7 @@ def test_traceable_subclass_protocol(case):
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
     A = _protocol_cases()[case]
     # Under its own names until torch's tracers accept sparse layouts
-    # (_tensor.py says why): nn.Module conversions keep their usual path.
+    # (tensor/sparse_fill_tensor.py says why): nn.Module conversions keep their usual path.
     assert not is_traceable_wrapper_subclass(A)
     names, context = A._flatten_components()
     assert "_sf_values" in names and "_sf_fill" in names

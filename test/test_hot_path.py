@@ -6,8 +6,10 @@ import torch
 
 import sf_testing as T
 import torch_sparsefill as sf
-from torch_sparsefill import _elementwise, _reductions, _routing
-from torch_sparsefill._tensor import is_plain
+from torch_sparsefill.functions import routing as _routing
+from torch_sparsefill.functions.elementwise import fast as _elementwise_fast, handlers as _elementwise
+from torch_sparsefill.functions.reductions import handlers as _reductions
+from torch_sparsefill.tensor import is_plain
 
 FILLS = [0.5, float("inf"), float("-inf"), float("nan")]
 
@@ -98,7 +100,7 @@ def test_autocast_skips_the_hot_path(monkeypatch):
 
 
 def test_every_fast_callable_is_routed_by_its_family():
-    for func in _elementwise.FAST:
+    for func in _elementwise_fast.FAST:
         assert _routing.TABLE[func] is _elementwise.ROUTES[func]
     for func in _reductions.FAST:
         assert _routing.TABLE[func] is _reductions.ROUTES[func]
@@ -179,7 +181,7 @@ def test_values_that_require_grad_take_the_op_on_the_hot_path():
 
 @pytest.mark.parametrize("fill", FILLS, ids=str)
 def test_one_row_on_the_hot_path_is_the_routes(fill):
-    from torch_sparsefill import _indexing
+    from torch_sparsefill.functions.shape import indexing as _indexing
     A = _plain(fill, torch.sparse_csr)
     fast = _routing.FAST[torch.Tensor.__getitem__]
     for i in range(-4, 4):
@@ -216,7 +218,7 @@ def test_rows_the_hot_path_leaves_to_the_route():
 # ---- whole calls in C (_C.hot_on, _C.hot_fast: aten_ext/ops/hot.cpp) ----------------
 
 def test_new_sets_the_attributes_on_pattern_copies():
-    from torch_sparsefill import _tensor
+    from torch_sparsefill.tensor import plain as _tensor
     for layout in (torch.sparse_coo, torch.sparse_csr):
         assert len(_plain(0.5, layout).__dict__) == _tensor._N_FACTS
 
@@ -226,7 +228,7 @@ def test_new_sets_the_attributes_on_pattern_copies():
 def test_whole_calls_equal_the_python_path(fill, layout):
     """hot_on's result is the one the Python fast path makes (on_pattern of
     the op's kernel): the same attributes, the same bits."""
-    from torch_sparsefill._tensor import on_pattern
+    from torch_sparsefill.tensor import on_pattern
     A = _plain(fill, layout)
     B = A._with(A._sf_values * -3, A._sf_fill + 1)
     exp, _ = sf._C.hot_on("exp")
@@ -281,7 +283,7 @@ def test_whole_calls_with_a_number_equal_the_python_path(fill, layout):
     """`A * 2`, `2 - A`, ...: the binary whole call takes a Python number on
     either side and gives what the Python fast path gives (on_pattern of the
     op's scalar kernel), bit for bit; pow's number form is left to Python."""
-    from torch_sparsefill._tensor import on_pattern
+    from torch_sparsefill.tensor import on_pattern
     A = _plain(fill, layout)
     I = _plain(2, layout, dtype=torch.int64)
     for name, extra in (("add", (2,)), ("sub", (1,)), ("mul", ()), ("floor_divide", ()),

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_sparsefill as sf
-from torch_sparsefill._tensor import build
+from torch_sparsefill.tensor import build
 
 import sf_testing as T
 

@@ -471,7 +471,8 @@ def test_hot_path_product_is_the_routes(fill, layout):
     """The fast handlers of `@`, matmul, mv and mm on a plain matrix call the
     op the route calls: the same bits, equal to dense (inf/-inf/nan fills
     included), and None for what they leave to the route."""
-    from torch_sparsefill import _products, _routing
+    from torch_sparsefill.functions import routing as _routing
+    from torch_sparsefill.functions.linalg import products as _products
     A = _with_fill(_random(9, 6, 0.0, layout, seed=5), fill)
     D = _dense_of(A)
     x, B = _randn(6, seed=2), _randn(6, 3, seed=3)
@@ -509,7 +510,8 @@ def test_hot_product_in_c_is_the_op(fill, dtype):
     vector or a matrix itself (its fallback is never called) with the bits
     of the op the route calls, equal to dense, inf/-inf/nan fills included;
     a vector's result is 1-D without a reshape around the op."""
-    from torch_sparsefill import _C, _products
+    from torch_sparsefill import _C
+    from torch_sparsefill.functions.linalg import products as _products
     A = _with_fill(_random(9, 6, 0.0, torch.sparse_csr, seed=5, dtype=dtype), fill)
     D = _dense_of(A)
     x, B = _randn(6, seed=2, dtype=dtype), _randn(6, 3, seed=3, dtype=dtype)

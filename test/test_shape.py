@@ -369,7 +369,7 @@ def test_unspecified_element_sends_gradient_to_fill():
 def test_docstring_examples():
     import doctest
 
-    from torch_sparsefill import _concat, _indexing, _shape
+    from torch_sparsefill.functions.shape import concat as _concat, indexing as _indexing, reshape as _shape
 
     results = [doctest.testmod(m, extraglobs={"sf": sf, "torch": torch})
                for m in (_shape, _indexing, _concat)]

@@ -3,6 +3,7 @@ autograd of construction/to_dense, and the no-silent-zero rule. The
 reference is always the dense tensor."""
 import copy
 import io
+from pathlib import Path
 import math
 import pickle
 
@@ -207,25 +208,43 @@ def test_save_load_deepcopy_keep_the_fill(layout):
     assert copy.deepcopy(G).requires_grad and G.detach().requires_grad is False
 
 
-def test_load_file_saved_before_the_rebuild_function_moved():
-    """Files written when the rebuild function lived in _tensor.py still load,
-    with torch.load's default weights_only=True."""
+OLD_HOMES = [b"torch_sparsefill._factories", b"torch_sparsefill._tensor"]
+SAVED_BY_FLAT_LAYOUT = Path(__file__).parent / "data" / "saved_by_flat_layout.pt"
+
+
+@pytest.mark.parametrize("weights_only", [True, False])
+@pytest.mark.parametrize("old_home", OLD_HOMES)
+def test_load_file_naming_an_old_home_of_the_rebuild_function(old_home, weights_only):
+    """Files written when the rebuild function lived in an older module still
+    load, with torch.load's default weights_only=True and without it."""
     import zipfile
 
     A = T.random_tensor("random", 0.5, torch.sparse_coo)
     buf = io.BytesIO()
     torch.save(A, buf)
     old, src = io.BytesIO(), zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+    now = b"torch_sparsefill.creation.serialization\n_rebuild_sparsefill"
     with zipfile.ZipFile(old, "w") as dst:
         for name in src.namelist():
             data = src.read(name)
             if name.endswith("data.pkl"):
-                assert b"torch_sparsefill._factories\n_rebuild_sparsefill" in data
-                data = data.replace(b"torch_sparsefill._factories\n_rebuild_sparsefill",
-                                    b"torch_sparsefill._tensor\n_rebuild_sparsefill")
+                assert now in data
+                data = data.replace(now, old_home + b"\n_rebuild_sparsefill")
             dst.writestr(name, data)
     old.seek(0)
-    T.assert_dense_equal(torch.load(old).to_dense(), A.to_dense())
+    T.assert_dense_equal(torch.load(old, weights_only=weights_only).to_dense(), A.to_dense())
+
+
+@pytest.mark.parametrize("weights_only", [True, False])
+def test_load_file_saved_by_the_flat_package(weights_only):
+    """test/data/saved_by_flat_layout.pt was written by torch.save before the
+    package had subpackages (COO, CSR, BSR and a parameter)."""
+    saved = torch.load(SAVED_BY_FLAT_LAYOUT, weights_only=weights_only)
+    assert saved["coo"].to_dense().tolist() == [[5., 5., 3.], [4., 5., 5.]]
+    assert saved["csr"].dtype == torch.float64
+    assert saved["csr"].to_dense().tolist() == [[-1., 2.], [3., -1.]]
+    assert saved["bsr"].layout == torch.sparse_bsr and saved["bsr"].to_dense().eq(2).all()
+    assert saved["param"].to_dense().tolist() == [1., .5, .5]
 
 
 # ---- autograd of construction and to_dense --------------------------------------

@@ -15,7 +15,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 import torch_sparsefill as sf
-from torch_sparsefill import _vmap
+from torch_sparsefill.compile import vmap as _vmap
 
 pytestmark = [pytest.mark.cpu_only(reason="transforms of CPU programs"),
               pytest.mark.filterwarnings("ignore:There is a performance drop")]

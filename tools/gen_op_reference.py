@@ -125,7 +125,7 @@ def render() -> str:
         "and columns, values, fill; RFC.md section 1). Dispatch keys are those of the",
         "CPU build; the CUDA build adds a CUDA kernel for every op with a CPU kernel",
         "(RFC.md section 9). Meta kernels are the fake kernels of",
-        "`torch_sparsefill/_fake.py`. Differentiable: a kernel at the Autograd key",
+        "`torch_sparsefill/ops/<family>.py`. Differentiable: a kernel at the Autograd key",
         "(gradients with respect to the values and fill inputs) or a composite of",
         "differentiable ops. Call them from Python as `torch.ops.sparsefill.<op>` and",
         "from C++ through the dispatcher (README: the op library).",

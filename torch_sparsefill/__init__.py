@@ -15,55 +15,54 @@ import sys
 
 import torch
 
-from . import _C  # noqa: F401  -- registers torch.ops.sparsefill.*
-from . import _fake  # noqa: F401  -- fake kernels of the ops
-from . import _autograd  # noqa: F401  -- the ops' autograd (what torch.func can use)
-from . import _compile, _data, _factories, _interop, _routing
-from ._data import collate
-from ._factories import (eliminate_fill, empty, fill_value, full, ones, sparse_bsc_tensor,
-                         sparse_bsr_tensor, sparse_compressed_tensor, sparse_coo_tensor,
-                         sparse_csc_tensor, sparse_csr_tensor, to_sparse, zeros)
-from ._attention import sampled_matmul, sparse_mask
-from ._graph import gat_conv, gcn_conv
-from ._export import exportable
-from ._compile_whole import compile  # noqa: A004 -- sf.compile, as torch.compile
-from ._vmap import vmap, vmappable
-from ._interop import from_pydata, from_scipy
-from ._library import get_include, get_library
-from . import _tensor
-from ._tensor import SparseFillTensor
+from . import ops  # noqa: F401  -- the extension: every op, its fake kernels and autograd
+from .compile import dynamo as _dynamo
+from .compile.export import exportable
+from .compile.vmap import vmap, vmappable
+from .compile.whole_graph import compile  # noqa: A004 -- sf.compile, as torch.compile
+from .creation import (collate, eliminate_fill, empty, fill_value, from_pydata, from_scipy,
+                       full, ones, sparse_bsc_tensor, sparse_bsr_tensor,
+                       sparse_compressed_tensor, sparse_coo_tensor, sparse_csc_tensor,
+                       sparse_csr_tensor, to_sparse, zeros)
+from .creation import data as _data
+from .creation import interop as _interop
+from .creation import serialization as _serialization
+from .functions import routing as _routing
+from .functions.attention import sampled_matmul, sparse_mask
+from .ops.library import get_include, get_library
+from .pyg import gat_conv, gcn_conv
+from .tensor import SparseFillTensor
 
-# The wiring, top-down: SparseFillTensor (_tensor.py) imports nothing above
-# the fill rules, so the package gives it its routing and the methods whose
+# The wiring, top-down: SparseFillTensor (tensor/) imports nothing above the
+# component rules, so the package gives it its routing and the methods whose
 # homes lie above it.
 SparseFillTensor.__torch_function__ = classmethod(_routing.torch_function)
 SparseFillTensor._route_dispatch = staticmethod(_routing.torch_dispatch)
-SparseFillTensor.__reduce_ex__ = _factories.reduce_ex
-SparseFillTensor.__deepcopy__ = _factories.deepcopy
+SparseFillTensor.__reduce_ex__ = _serialization.reduce_ex
+SparseFillTensor.__deepcopy__ = _serialization.deepcopy
 SparseFillTensor.to_scipy = _interop.to_scipy
 SparseFillTensor.to_pydata = _interop.to_pydata
 
 # torch.load(weights_only=True), the default, may rebuild our tensors: the
-# rebuild function validates its input like the public constructors.
-# Files saved before the package was layered name it under _tensor: an alias
-# (not a second function) keeps them loading, with and without weights_only.
-_tensor._rebuild_sparsefill = _factories._rebuild_sparsefill
-torch.serialization.add_safe_globals([
-    _factories._rebuild_sparsefill,
-    (_factories._rebuild_sparsefill, "torch_sparsefill._tensor._rebuild_sparsefill")])
+# rebuild function validates its input like the public constructors. Files
+# saved by earlier versions name it under older modules: those names resolve
+# to the same function, with and without weights_only.
+sys.modules.update(_serialization.legacy_modules())
+torch.serialization.add_safe_globals(
+    [_serialization._rebuild_sparsefill]
+    + [(_serialization._rebuild_sparsefill, name) for name in _serialization.LEGACY_NAMES])
 
 # torch.utils.data's default_collate looks samples' types up in this map.
 torch.utils.data._utils.collate.default_collate_fn_map[SparseFillTensor] = _data.collate_fn
 
 # torch.compile runs the package eagerly, between graphs of the user's dense
-# work (_compile.py says why): every function of every module loaded by now.
-_compile.hide_from_dynamo([m for name, m in sys.modules.items()
-                           if name == __name__ or name.startswith(__name__ + ".")], __name__)
+# work (compile/dynamo.py says why): every function of every module loaded by now.
+_dynamo.hide_from_dynamo([m for name, m in sys.modules.items()
+                          if name == __name__ or name.startswith(__name__ + ".")], __name__)
 
 __all__ = ["SparseFillTensor", "collate", "compile", "exportable", "get_include", "get_library",
            "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor",
-           "sparse_bsc_tensor",
-           "sparse_compressed_tensor", "to_sparse", "full",
-           "zeros", "ones", "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill",
+           "sparse_bsc_tensor", "sparse_compressed_tensor", "to_sparse", "full", "zeros", "ones",
+           "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill",
            "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv", "vmap", "vmappable"]
 __version__ = "0.1.0"

@@ -4,7 +4,7 @@
 Outputs (committed; never edit them by hand):
   aten_ext/ops/generated/elementwise_ops.h      per op: name, formula (traits)
   aten_ext/ops/generated/elementwise_schemas.h  the schemas (ops/library.cpp defines them)
-  torch_sparsefill/_generated_ops.py       the routing table torch callable -> op
+  torch_sparsefill/ops/elementwise.py      the routing table torch callable -> op
   test/test_elementwise_generated.py       one dense-equivalence/gradcheck/opcheck test per op
   RFC.md                                   the op table between the GENERATED markers
 
@@ -326,7 +326,7 @@ def outputs(ops) -> dict[Path, str]:
     result = {
         ROOT / "aten_ext" / "ops" / "generated" / "elementwise_ops.h": gen_cpp_traits(ops),
         ROOT / "aten_ext" / "ops" / "generated" / "elementwise_schemas.h": gen_cpp_schemas(ops),
-        ROOT / "torch_sparsefill" / "_generated_ops.py": gen_py(ops),
+        ROOT / "torch_sparsefill" / "ops" / "elementwise.py": gen_py(ops),
         ROOT / "test" / "test_elementwise_generated.py": gen_tests(ops),
     }
     rfc = ROOT / "RFC.md"

@@ -1,0 +1,8 @@
+"""The SparseFillTensor class and what lies below it: the fill rules
+(fill.py), the compressed and batched component layouts (compressed.py,
+batched.py), the argument checks (args.py), and build(), the one way to make
+a tensor from its components."""
+from .plain import is_plain, on_pattern
+from .sparse_fill_tensor import SparseFillTensor, build, coo_indices_of_csr
+
+__all__ = ["SparseFillTensor", "build", "coo_indices_of_csr", "is_plain", "on_pattern"]
