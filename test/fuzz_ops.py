@@ -68,8 +68,16 @@ import torch.nn.functional as F
 import yaml
 
 import torch_sparsefill as sf
-from torch_sparsefill import (_args, _attention, _creation, _generated_ops, _inplace, _lowrank,
-                              _nn, _routing, _sparse_results, _tensor_methods)
+from torch_sparsefill.functions import attention as _attention
+from torch_sparsefill.functions import nn as _nn
+from torch_sparsefill.functions import routing as _routing
+from torch_sparsefill.functions.linalg import lowrank as _lowrank
+from torch_sparsefill.functions.linalg import sparse_results as _sparse_results
+from torch_sparsefill.functions.methods import copy as _tensor_methods
+from torch_sparsefill.functions.methods import inplace as _inplace
+from torch_sparsefill.functions.methods import like as _creation
+from torch_sparsefill.ops import elementwise as _generated_ops
+from torch_sparsefill.tensor import args as _args
 
 T = torch.Tensor
 ROOT = Path(__file__).resolve().parent.parent
