@@ -471,91 +471,98 @@ extern "C" sf_status sf_cuda_seg_coord_check(sf_cuda_report* report, const int64
   return launched();
 }
 
-#define SF_CUDA_DEFINE_SUM_MAX(T, ACC, SUFFIX)                                                   \
-  extern "C" sf_status sf_cuda_seg_sum_##SUFFIX(T* out, const T* values, const T* fill,          \
-                                                int64_t fill_stride, const int64_t* seg_ptr,     \
-                                                int64_t nseg, int64_t nse, int64_t w, int64_t n, \
-                                                void* stream) {                                  \
-    Segs a;                                                                                      \
-    SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));                                      \
-    SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER); \
-    SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);                 \
-    return launch_groups(a, [&](auto g, unsigned blocks) {                                       \
-      seg_sum_kernel<decltype(g)::value, T, ACC>                                                 \
-          <<<blocks, kThreads, 0, as_stream(stream)>>>(out, values, fill, fill_stride, a);       \
-    });                                                                                          \
-  }                                                                                              \
-                                                                                                 \
-  extern "C" sf_status sf_cuda_seg_max_##SUFFIX(                                                 \
-      T* out, int64_t* winner, int64_t* index, const T* values, const T* fill,                   \
-      int64_t fill_stride, const int64_t* coord, const int64_t* seg_ptr, int64_t nseg,           \
-      int64_t nse, int64_t w, int64_t n, int is_min, void* stream) {                             \
-    Segs a;                                                                                      \
-    SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));                                      \
-    SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER); \
-    SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);                 \
-    SF_CUDA_FAIL_IF(index != nullptr && coord == nullptr && nse > 0, SF_ERR_NULL_POINTER);       \
-    return launch_groups(a, [&](auto g, unsigned blocks) {                                       \
-      seg_max_kernel<decltype(g)::value, T><<<blocks, kThreads, 0, as_stream(stream)>>>(         \
-          out, winner, index, values, fill, fill_stride, coord, a, is_min != 0);                 \
-    });                                                                                          \
-  }
+// ---- the typed entry points ----------------------------------------------------------
+// One template per entry; generated/sf_cuda_reduce_entries.inc (from
+// tools/codegen/native.yaml) defines the C ABI's _f32 / _f64 / _i64 twins
+// that call them. Floats sum in double, as the CPU kernel does (half and
+// bfloat16 arrive as float): results then agree with the CPU's to the last
+// bit almost always.
 
-#define SF_CUDA_DEFINE_FLOAT(T, SUFFIX)                                                          \
-  extern "C" sf_status sf_cuda_seg_prod_##SUFFIX(T* out, const T* values, const T* fill,         \
-                                                 int64_t fill_stride, const int64_t* seg_ptr,    \
-                                                 int64_t nseg, int64_t nse, int64_t w,           \
-                                                 int64_t n, void* stream) {                      \
-    Segs a;                                                                                      \
-    SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));                                      \
-    SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER); \
-    SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);                 \
-    return launch_groups(a, [&](auto g, unsigned blocks) {                                       \
-      seg_prod_kernel<decltype(g)::value, T>                                                     \
-          <<<blocks, kThreads, 0, as_stream(stream)>>>(out, values, fill, fill_stride, a);       \
-    });                                                                                          \
-  }                                                                                              \
-                                                                                                 \
-  extern "C" sf_status sf_cuda_seg_softmax_##SUFFIX(                                             \
-      T* out_values, T* out_fill, const T* values, const T* fill, int64_t fill_stride,           \
-      const int64_t* seg_ptr, int64_t nseg, int64_t nse, int64_t w, int64_t n, int log_softmax,  \
-      void* stream) {                                                                            \
-    Segs a;                                                                                      \
-    SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));                                      \
-    SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out_fill == nullptr || fill == nullptr),               \
-                    SF_ERR_NULL_POINTER);                                                        \
-    SF_CUDA_FAIL_IF(nse > 0 && w > 0 && (values == nullptr || out_values == nullptr),            \
-                    SF_ERR_NULL_POINTER);                                                        \
-    return launch_groups(a, [&](auto g, unsigned blocks) {                                       \
-      seg_softmax_kernel<decltype(g)::value, T><<<blocks, kThreads, 0, as_stream(stream)>>>(     \
-          out_values, out_fill, values, fill, fill_stride, a, log_softmax != 0);                 \
-    });                                                                                          \
-  }                                                                                              \
-                                                                                                 \
-  extern "C" sf_status sf_cuda_seg_softmax_backward_##SUFFIX(                                    \
-      T* grad_values, T* grad_fill, const T* out_values, const T* out_fill, const T* g_values,   \
-      const T* g_fill, const int64_t* seg_ptr, int64_t nseg, int64_t nse, int64_t w, int64_t n,  \
-      int log_softmax, void* stream) {                                                           \
-    Segs a;                                                                                      \
-    SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));                                      \
-    SF_CUDA_FAIL_IF(nseg > 0 && w > 0 &&                                                         \
-                        (grad_fill == nullptr || out_fill == nullptr || g_fill == nullptr),      \
-                    SF_ERR_NULL_POINTER);                                                        \
-    SF_CUDA_FAIL_IF(nse > 0 && w > 0 &&                                                          \
-                        (grad_values == nullptr || out_values == nullptr || g_values == nullptr), \
-                    SF_ERR_NULL_POINTER);                                                        \
-    return launch_groups(a, [&](auto g, unsigned blocks) {                                       \
-      seg_softmax_backward_kernel<decltype(g)::value, T>                                         \
-          <<<blocks, kThreads, 0, as_stream(stream)>>>(grad_values, grad_fill, out_values,       \
-                                                       out_fill, g_values, g_fill, a,            \
-                                                       log_softmax != 0);                        \
-    });                                                                                          \
-  }
+namespace entry {
 
-// Floats sum in double, as the CPU kernel does (half and bfloat16 arrive as
-// float): results then agree with the CPU's to the last bit almost always.
-SF_CUDA_DEFINE_SUM_MAX(double, double, f64)
-SF_CUDA_DEFINE_SUM_MAX(float, double, f32)
-SF_CUDA_DEFINE_SUM_MAX(int64_t, int64_t, i64)
-SF_CUDA_DEFINE_FLOAT(double, f64)
-SF_CUDA_DEFINE_FLOAT(float, f32)
+template <class T>
+using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+
+template <class T>
+sf_status seg_sum(T* out, const T* values, const T* fill, int64_t fill_stride,
+                  const int64_t* seg_ptr, int64_t nseg, int64_t nse, int64_t w, int64_t n,
+                  void* stream) {
+  Segs a;
+  SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));
+  SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);
+  return launch_groups(a, [&](auto g, unsigned blocks) {
+    seg_sum_kernel<decltype(g)::value, T, Acc<T>>
+        <<<blocks, kThreads, 0, as_stream(stream)>>>(out, values, fill, fill_stride, a);
+  });
+}
+
+template <class T>
+sf_status seg_max(T* out, int64_t* winner, int64_t* index, const T* values, const T* fill,
+                  int64_t fill_stride, const int64_t* coord, const int64_t* seg_ptr, int64_t nseg,
+                  int64_t nse, int64_t w, int64_t n, int is_min, void* stream) {
+  Segs a;
+  SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));
+  SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(index != nullptr && coord == nullptr && nse > 0, SF_ERR_NULL_POINTER);
+  return launch_groups(a, [&](auto g, unsigned blocks) {
+    seg_max_kernel<decltype(g)::value, T><<<blocks, kThreads, 0, as_stream(stream)>>>(
+        out, winner, index, values, fill, fill_stride, coord, a, is_min != 0);
+  });
+}
+
+template <class T>
+sf_status seg_prod(T* out, const T* values, const T* fill, int64_t fill_stride,
+                   const int64_t* seg_ptr, int64_t nseg, int64_t nse, int64_t w, int64_t n,
+                   void* stream) {
+  Segs a;
+  SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));
+  SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);
+  return launch_groups(a, [&](auto g, unsigned blocks) {
+    seg_prod_kernel<decltype(g)::value, T>
+        <<<blocks, kThreads, 0, as_stream(stream)>>>(out, values, fill, fill_stride, a);
+  });
+}
+
+template <class T>
+sf_status seg_softmax(T* out_values, T* out_fill, const T* values, const T* fill,
+                      int64_t fill_stride, const int64_t* seg_ptr, int64_t nseg, int64_t nse,
+                      int64_t w, int64_t n, int log_softmax, void* stream) {
+  Segs a;
+  SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));
+  SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out_fill == nullptr || fill == nullptr),
+                  SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(nse > 0 && w > 0 && (values == nullptr || out_values == nullptr),
+                  SF_ERR_NULL_POINTER);
+  return launch_groups(a, [&](auto g, unsigned blocks) {
+    seg_softmax_kernel<decltype(g)::value, T><<<blocks, kThreads, 0, as_stream(stream)>>>(
+        out_values, out_fill, values, fill, fill_stride, a, log_softmax != 0);
+  });
+}
+
+template <class T>
+sf_status seg_softmax_backward(T* grad_values, T* grad_fill, const T* out_values, const T* out_fill,
+                               const T* g_values, const T* g_fill, const int64_t* seg_ptr,
+                               int64_t nseg, int64_t nse, int64_t w, int64_t n, int log_softmax,
+                               void* stream) {
+  Segs a;
+  SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));
+  SF_CUDA_FAIL_IF(nseg > 0 && w > 0 &&
+                      (grad_fill == nullptr || out_fill == nullptr || g_fill == nullptr),
+                  SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(nse > 0 && w > 0 &&
+                      (grad_values == nullptr || out_values == nullptr || g_values == nullptr),
+                  SF_ERR_NULL_POINTER);
+  return launch_groups(a, [&](auto g, unsigned blocks) {
+    seg_softmax_backward_kernel<decltype(g)::value, T>
+        <<<blocks, kThreads, 0, as_stream(stream)>>>(grad_values, grad_fill, out_values,
+                                                     out_fill, g_values, g_fill, a,
+                                                     log_softmax != 0);
+  });
+}
+
+}  // namespace entry
+
+#include "generated/sf_cuda_reduce_entries.inc"
