@@ -1,14 +1,8 @@
-// ops/bsr.h -- BSR @ dense with a fill (RFC.md section 15.3). Schema in
-// library.cpp; kernels in cpu/bsr.cpp (the C core, sf_bsr.c, over block-row
-// ranges on torch's threads) and cuda/bsr.cpp (sf_cuda_bsr.cu); the exact
-// path for non-finite data in composite/bsr.cpp; the backward in Python
-// (torch_sparsefill/_bsr.py), written in differentiable ops.
-//
-//   bsr_spmm(crow, col, values, fill, other, ncols)   A @ B for A a BSR operand:
-//        block pattern (crow (nbrows + 1), col (nblocks)), values (nblocks, r, c),
-//        a scalar fill (one element) everywhere outside the stored blocks,
-//        ncols = A's columns (a multiple of c); B strided (ncols x n).
-//        Result (nbrows r) x n in the dtype of values.
+// ops/bsr/bsr.h -- BSR @ dense with a fill (RFC.md section 15.3): bsr_spmm
+// (its entry in tools/codegen/native.yaml), whose kernels are bsr.cpp (the C
+// core, sf_bsr.c, over block-row ranges on torch's threads; sf_cuda_bsr.cu on
+// CUDA) with the exact path for non-finite data; the backward in Python
+// (torch_sparsefill/ops/bsr.py), written in differentiable ops.
 //
 // Where the fill and the column sums of B are finite, the kernels compute
 // (A - f) @ B + f 1 (1^T B) with A - f zero outside the stored blocks (5.2's
@@ -29,7 +23,7 @@ struct BsrShape {
 };
 
 // bsr_spmm's rules that read no data (the CPU and CUDA kernels share them,
-// and the fake kernel in _fake.py repeats them): dtypes, the values' block
+// and its fake kernel in torch_sparsefill/ops/bsr.py repeats them): dtypes, the values' block
 // shape, a scalar fill, B's shape against ncols.
 inline BsrShape bsr_spmm_shape(const Tensor& crow, const Tensor& col, const Tensor& values,
                                const Tensor& fill, const Tensor& b, int64_t ncols) {

@@ -1,136 +1,179 @@
-// ops/cuda/reductions.cpp -- the CUDA kernels of the segment ops
-// (ops/reductions.h): unpack and check component tensors as the CPU kernels
-// do, call the CUDA core (cuda/sf_cuda_reduce.cu, sparsefill_cuda.h) on
-// torch's current stream with workspace from torch's caching allocator,
-// check every launch, and read each op's reports once. Error messages are
-// the CPU kernels' own: checks that need the data (seg_ptr's ends, segment
-// counts, coordinates) run on the device and are raised after that one
-// synchronisation, in the CPU's order.
+// ops/reductions/segments.cpp -- the kernels of the segment ops seg_reduce, seg_max,
+// seg_softmax and seg_softmax_backward (the ops: tools/codegen/native.yaml; their
+// shared rules: reductions.h). CPU: check the components, split segments into
+// ranges of equal work over torch's threads and call the C core (sf_reduce.c) per
+// range. CUDA (CUDA build only): the same rules and messages, the CUDA core
+// (sf_cuda_reduce.cu) on torch's current stream, each op's reports read once;
+// the checks that need the data (seg_ptr's ends, coordinates) run on the device
+// and are raised after that one synchronisation, in the CPU's order.
 #include <torch/library.h>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 
 #include <optional>
 #include <tuple>
 #include <type_traits>
 
-#include "ops/common/cuda.h"
 #include "ops/common/dtypes.h"
-#include "ops/reductions.h"
+#include "ops/common/memory.h"
+#include "ops/common/row_ranges.h"
+#include "ops/generated/kernels.h"
+#include "ops/reductions/reductions.h"
 
 namespace sparsefill {
 namespace {
 
-// ---- slice_plan -------------------------------------------------------------
+// ---- the segment ops ------------------------------------------------------------
 
-// The CPU's slice_plan (cpu/reductions.cpp), step by step on the device: linear
-// slice index (checked), the coalescing plan when compact, then segment
-// pointers (sorted slices) or a stable sort (otherwise). One sync at the end:
-// in the compact case the number of segments is not known before it, so the
-// pointer arrays are sized for nse segments and cut after.
-std::tuple<Tensor, Tensor, Tensor> slice_plan_cuda(const Tensor& indices_in,
-                                                   at::IntArrayRef size_in, at::IntArrayRef dims,
-                                                   bool compact) {
-  auto size = sizes_arg(size_in, "size");
-  Tensor indices = index_arg(indices_in, "indices", 2, kCUDA);
-  const int64_t nse = indices.size(1);
-  const KeptDims k = kept_dims(size, indices.size(0), dims);
-  auto opts = indices.options();
-  c10::cuda::CUDAGuard guard(indices.device());
-  if (k.dims.empty()) {
-    return {at::tensor({(int64_t)0, nse}, opts.device(at::kCPU)).to(indices.device()),
-            at::empty({0}, opts), compact ? at::zeros({1}, opts) : at::empty({0}, opts)};
-  }
-  TORCH_CHECK((int64_t)k.dims.size() <= SF_CUDA_MAX_DIMS,
-              "sparsefill: the CUDA kernels take at most ", SF_CUDA_MAX_DIMS,
-              " sparse dimensions, got ", k.dims.size());
-  // Reports: 0 the linear index's range check, 1 the coalescing plan, 2 the
-  // segment pointers; `used` says which a call initialised.
-  Reports reports(3, indices.device());
-  bool used[3] = {false, false, false};
-  Tensor lin = at::empty({0}, opts);
-  if (k.dims.size() == 1) {
-    lin = indices.select(0, k.dims[0]).contiguous();
-    // The CPU's coalescing plan refuses negative keys; the device plan sorts
-    // the bits of keys in [0, nslices) only, so it needs them all in range.
-    if (compact && nse > 0) {
-      check_call(sf_cuda_coo_check(reports.at(0), nullptr, lin.data_ptr<int64_t>(), 1, nse,
-                                   k.sizes.data(), current_stream()),
-                 "indices");
-      used[0] = true;
-    }
-  } else if (nse > 0) {
-    Tensor kept_idx =
-        indices.index_select(0, at::tensor(k.dims, opts.device(at::kCPU)).to(indices.device()))
-            .contiguous();
-    lin = at::empty({nse}, opts);
-    check_call(sf_cuda_coo_check(reports.at(0), lin.data_ptr<int64_t>(),
-                                 kept_idx.data_ptr<int64_t>(), (int64_t)k.dims.size(), nse,
-                                 k.sizes.data(), current_stream()),
-               "indices");
-    used[0] = true;
-  }
-  Tensor seg = lin, unique;
-  int64_t nseg = k.nslices;  // compact: a bound (nse), cut after the sync
-  if (compact) {
-    unique = at::empty({nse}, opts);
-    Tensor segment = at::empty({nse}, opts);
-    const int64_t max_key = std::max<int64_t>(k.nslices - 1, 0);
-    size_t bytes = 0;
-    check_call(sf_cuda_coalesce_plan(nullptr, nullptr, nullptr, nullptr, nse, max_key, nullptr,
-                                     &bytes, current_stream()),
-               "indices");
-    Tensor ws = workspace(bytes, indices);
-    check_call(sf_cuda_coalesce_plan(reports.at(1), unique.data_ptr<int64_t>(),
-                                     segment.data_ptr<int64_t>(), lin.data_ptr<int64_t>(), nse,
-                                     max_key, ws.data_ptr(), &bytes, current_stream()),
-               "indices");
-    used[1] = true;
-    seg = segment;
-    nseg = nse;
-  }
-  Tensor seg_ptr = at::empty({nseg + 1}, opts);
-  Tensor perm = at::empty({0}, opts);
-  if (k.leading) {
-    check_call(sf_cuda_crow_from_rows(reports.at(2), seg_ptr.data_ptr<int64_t>(),
-                                      seg.data_ptr<int64_t>(), nse, nseg, current_stream()),
-               "indices (a reduction needs coalesced indices)");
-  } else {
-    perm = at::empty({nse}, opts);
-    size_t bytes = 0;
-    check_call(sf_cuda_segment_sort(nullptr, nullptr, nullptr, nullptr, nse, nseg, nullptr,
-                                    &bytes, current_stream()),
-               "indices");
-    Tensor ws = workspace(bytes, indices);
-    check_call(sf_cuda_segment_sort(reports.at(2), perm.data_ptr<int64_t>(),
-                                    seg_ptr.data_ptr<int64_t>(), seg.data_ptr<int64_t>(), nse,
-                                    nseg, ws.data_ptr(), &bytes, current_stream()),
-               "indices");
-  }
-  used[2] = true;
-  const auto r = reports.read();
-  if (used[0]) check_status((sf_status)r[0].status, "indices");
-  if (used[1]) check_status((sf_status)r[1].status, "indices");
-  check_status((sf_status)r[2].status,
-               k.leading ? "indices (a reduction needs coalesced indices)" : "indices");
-  Tensor kept = at::empty({0}, opts);
-  if (compact) {
-    const int64_t nu = r[1].result;
-    kept = unique.narrow(0, 0, nu).clone();
-    seg_ptr = seg_ptr.narrow(0, 0, nu + 1).clone();
-  }
-  return {seg_ptr, perm, kept};
+// The shared rules, then seg_ptr's ends, read here on the host.
+Segs seg_args(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr_in, int64_t n,
+              const char* op) {
+  Segs a = seg_shape_args(values, fill, seg_ptr_in, n, op, c10::DeviceType::CPU);
+  const int64_t* p = a.seg_ptr.data_ptr<int64_t>();
+  check_seg_ends(p[0], p[a.nseg], a, op);
+  return a;
 }
+
+// Runs f(seg_begin, seg_end) over the segments on torch's threads;
+// `work_per_row`: the work per stored row, in units of one element.
+template <class F>
+void for_segments(const Segs& a, int64_t work_per_row, F f) {
+  for_row_ranges(a.seg_ptr.data_ptr<int64_t>(), a.nseg, work_per_row, "segments", f);
+}
+
+}  // namespace
+
+Tensor seg_reduce_cpu(const Tensor& values_in, const Tensor& fill_in, const Tensor& seg_ptr_in,
+                      int64_t n, c10::string_view reduce) {
+  const bool is_sum = reduce_is_sum(reduce);
+  const auto in_type = values_in.scalar_type();
+  const auto ct = compute_type(in_type, is_sum ? "sum" : "prod", is_sum);
+  Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_reduce");
+  Tensor out = at::empty({a.nseg, a.w}, a.values.options());
+  const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
+  with_compute_type</*Ints=*/true>(ct, [&](auto zero) {
+    using T = decltype(zero);
+    for_segments(a, a.w, [&](int64_t b, int64_t e) {
+      T* o = out.data_ptr<T>();
+      const T* v = a.values.data_ptr<T>();
+      const T* f = a.fill.data_ptr<T>();
+      // Integers are summed only (compute_type refuses them for prod).
+      if constexpr (std::is_same_v<T, int64_t>) {
+        return Core<T>::seg_sum(o, v, f, a.fill_stride, sp, b, e, a.w, n);
+      } else {
+        return is_sum ? Core<T>::seg_sum(o, v, f, a.fill_stride, sp, b, e, a.w, n)
+                      : Core<T>::seg_prod(o, v, f, a.fill_stride, sp, b, e, a.w, n);
+      }
+    });
+  });
+  // Floating inputs keep their dtype (half sums in float, rounds back).
+  return at::isFloatingType(in_type) ? out.to(in_type) : out;
+}
+
+std::tuple<Tensor, Tensor, Tensor> seg_max_cpu(const Tensor& values_in, const Tensor& fill_in,
+                                               const Tensor& seg_ptr_in,
+                                               const std::optional<Tensor>& coord_in, int64_t n,
+                                               bool is_min, bool split_ties) {
+  (void)split_ties;  // an autograd-only choice
+  const auto in_type = values_in.scalar_type();
+  const auto ct = compute_type(in_type, is_min ? "min" : "max", true);
+  Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_max");
+  TORCH_CHECK(n > 0 || a.nseg == 0, "sparsefill: max/min of an empty slice (a reduced dim of "
+              "size 0) has no value; torch refuses it too");
+  Tensor coord;
+  if (coord_in.has_value() && coord_in->defined()) {
+    coord = index_arg(*coord_in, "coord", 1);
+    TORCH_CHECK(coord.numel() == a.values.size(0), "sparsefill: coord needs one entry per "
+                "stored row, got ", coord.numel(), " for ", a.values.size(0));
+    // Within a segment coordinates must increase and lie in [0, n).
+    const int64_t* c = coord.data_ptr<int64_t>();
+    const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
+    for (int64_t s = 0; s < a.nseg; ++s) {
+      // A segment outside [0, nse) is check_segments' error (raised by the
+      // C core below); reading its coordinates would leave the buffer.
+      if (sp[s] < 0 || sp[s] > sp[s + 1] || sp[s + 1] > a.values.size(0)) continue;
+      for (int64_t k = sp[s]; k < sp[s + 1]; ++k) {
+        TORCH_CHECK(c[k] >= 0 && c[k] < n && (k == sp[s] || c[k] > c[k - 1]),
+                    "sparsefill: coord must increase within each segment and lie in [0, ", n,
+                    "), got coord[", k, "] = ", c[k]);
+      }
+    }
+  }
+  auto idx_opts = a.seg_ptr.options();
+  Tensor out = at::empty({a.nseg, a.w}, a.values.options());
+  Tensor winner = at::empty({a.nseg, a.w}, idx_opts);
+  Tensor index = at::zeros({a.nseg, a.w}, idx_opts);
+  const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
+  const int64_t* cp = coord.defined() ? coord.data_ptr<int64_t>() : nullptr;
+  int64_t* ip = coord.defined() ? index.data_ptr<int64_t>() : nullptr;
+  with_compute_type</*Ints=*/true>(ct, [&](auto zero) {
+    using T = decltype(zero);
+    for_segments(a, a.w, [&](int64_t b, int64_t e) {
+      return Core<T>::seg_max(out.data_ptr<T>(), winner.data_ptr<int64_t>(), ip,
+                              a.values.data_ptr<T>(), a.fill.data_ptr<T>(), a.fill_stride, cp, sp,
+                              b, e, a.w, n, (int)is_min);
+    });
+  });
+  return {out.to(in_type), winner, index};
+}
+
+std::tuple<Tensor, Tensor> seg_softmax_cpu(const Tensor& values_in, const Tensor& fill_in,
+                                           const Tensor& seg_ptr_in, int64_t n, bool log) {
+  const auto in_type = values_in.scalar_type();
+  const auto ct = compute_type(in_type, log ? "log_softmax" : "softmax", false);
+  Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_softmax");
+  Tensor out = empty_output(a.values.sizes(), a.values.options());
+  Tensor out_fill = at::empty({a.nseg, a.w}, a.values.options());
+  const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    for_segments(a, 3 * a.w, [&](int64_t b, int64_t e) {
+      return Core<T>::seg_softmax(out.data_ptr<T>(), out_fill.data_ptr<T>(),
+                                  a.values.data_ptr<T>(), a.fill.data_ptr<T>(), a.fill_stride, sp,
+                                  b, e, a.w, n, (int)log);
+    });
+  });
+  return {out.to(in_type), out_fill.to(in_type)};
+}
+
+std::tuple<Tensor, Tensor> seg_softmax_backward_cpu(const Tensor& out_in, const Tensor& out_fill_in,
+                                                    const Tensor& g_in, const Tensor& g_fill_in,
+                                                    const Tensor& seg_ptr_in, int64_t n, bool log) {
+  const auto in_type = out_in.scalar_type();
+  const auto ct = compute_type(in_type, "softmax backward", false);
+  Segs a = seg_args(out_in.to(ct), out_fill_in.to(ct), seg_ptr_in, n, "seg_softmax_backward");
+  Tensor g, g_fill;
+  std::tie(g, g_fill) = softmax_backward_grads(a, g_in, g_fill_in, ct);
+  Tensor gv = empty_output(g.sizes(), g.options()), gf = at::empty_like(g_fill);
+  const int64_t* sp = a.seg_ptr.data_ptr<int64_t>();
+  with_compute_type(ct, [&](auto zero) {
+    using T = decltype(zero);
+    for_segments(a, 3 * a.w, [&](int64_t b, int64_t e) {
+      return Core<T>::seg_softmax_backward(gv.data_ptr<T>(), gf.data_ptr<T>(),
+                                           a.values.data_ptr<T>(), a.fill.data_ptr<T>(),
+                                           g.data_ptr<T>(), g_fill.data_ptr<T>(), sp, b, e, a.w,
+                                           n, (int)log);
+    });
+  });
+  return {gv.to(in_type), gf.to(in_type)};
+}
+
+}  // namespace sparsefill
+
+#ifdef SPARSEFILL_WITH_CUDA
+#include "ops/common/cuda.h"
+
+namespace sparsefill {
+namespace {
 
 // ---- shared argument checks ---------------------------------------------------
 
 // The CPU's seg_args, but the check of seg_ptr's ends (which reads it) is
 // left to the device: launch_segments_check, then raise_ends after the sync.
-Segs seg_args(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr_in, int64_t n,
-              const char* op) {
+Segs device_seg_args(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr_in, int64_t n,
+                     const char* op) {
   return seg_shape_args(values, fill, seg_ptr_in, n, op, kCUDA);
 }
 
@@ -158,6 +201,8 @@ void host_checks_after_ends(Reports& reports, const Segs& a, const char* op, F c
   }
 }
 
+}  // namespace
+
 // ---- sum / prod ---------------------------------------------------------------------
 
 Tensor seg_reduce_cuda(const Tensor& values_in, const Tensor& fill_in, const Tensor& seg_ptr_in,
@@ -165,7 +210,7 @@ Tensor seg_reduce_cuda(const Tensor& values_in, const Tensor& fill_in, const Ten
   const bool is_sum = reduce_is_sum(reduce);
   const auto in_type = values_in.scalar_type();
   const auto ct = compute_type(in_type, is_sum ? "sum" : "prod", is_sum);
-  Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_reduce");
+  Segs a = device_seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_reduce");
   c10::cuda::CUDAGuard guard(a.values.device());
   Tensor out = at::empty({a.nseg, a.w}, a.values.options());
   Reports reports(1, a.values.device());
@@ -205,7 +250,7 @@ std::tuple<Tensor, Tensor, Tensor> seg_max_cuda(const Tensor& values_in, const T
   (void)split_ties;  // an autograd-only choice
   const auto in_type = values_in.scalar_type();
   const auto ct = compute_type(in_type, is_min ? "min" : "max", true);
-  Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_max");
+  Segs a = device_seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_max");
   c10::cuda::CUDAGuard guard(a.values.device());
   const int64_t nse = a.values.size(0);
   Reports reports(2, a.values.device());
@@ -255,7 +300,7 @@ std::tuple<Tensor, Tensor> seg_softmax_cuda(const Tensor& values_in, const Tenso
                                             const Tensor& seg_ptr_in, int64_t n, bool log) {
   const auto in_type = values_in.scalar_type();
   const auto ct = compute_type(in_type, log ? "log_softmax" : "softmax", false);
-  Segs a = seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_softmax");
+  Segs a = device_seg_args(values_in.to(ct), fill_in.to(ct), seg_ptr_in, n, "seg_softmax");
   c10::cuda::CUDAGuard guard(a.values.device());
   Tensor out = at::empty_like(a.values);
   Tensor out_fill = at::empty({a.nseg, a.w}, a.values.options());
@@ -277,13 +322,13 @@ std::tuple<Tensor, Tensor> seg_softmax_cuda(const Tensor& values_in, const Tenso
 }
 
 std::tuple<Tensor, Tensor> seg_softmax_backward_cuda(const Tensor& out_in,
-                                                     const Tensor& out_fill_in,
-                                                     const Tensor& g_in, const Tensor& g_fill_in,
+                                                     const Tensor& out_fill_in, const Tensor& g_in,
+                                                     const Tensor& g_fill_in,
                                                      const Tensor& seg_ptr_in, int64_t n,
                                                      bool log) {
   const auto in_type = out_in.scalar_type();
   const auto ct = compute_type(in_type, "softmax backward", false);
-  Segs a = seg_args(out_in.to(ct), out_fill_in.to(ct), seg_ptr_in, n, "seg_softmax_backward");
+  Segs a = device_seg_args(out_in.to(ct), out_fill_in.to(ct), seg_ptr_in, n, "seg_softmax_backward");
   c10::cuda::CUDAGuard guard(a.values.device());
   Reports reports(1, a.values.device());
   launch_segments_check(reports.at(0), a, n);
@@ -308,14 +353,5 @@ std::tuple<Tensor, Tensor> seg_softmax_backward_cuda(const Tensor& out_in,
   return {gv.to(in_type), gf.to(in_type)};
 }
 
-}  // namespace
 }  // namespace sparsefill
-
-TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {
-  m.impl("slice_plan", &sparsefill::slice_plan_cuda);
-  m.impl("seg_reduce", &sparsefill::seg_reduce_cuda);
-  m.impl("seg_max", &sparsefill::seg_max_cuda);
-  m.impl("seg_softmax", &sparsefill::seg_softmax_cuda);
-  m.impl("seg_softmax_backward", &sparsefill::seg_softmax_backward_cuda);
-}
-
+#endif  // SPARSEFILL_WITH_CUDA

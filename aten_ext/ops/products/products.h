@@ -1,27 +1,11 @@
-// ops/products.h -- fill-aware matrix products (RFC.md section 5). Schemas in
-// library.cpp; kernels in cpu/products.cpp (the C core, sf_products.c, over
-// row ranges on torch's threads) and cuda/products.cpp (cuSPARSE with our
-// fill correction); backward formulas in autograd/products.cpp; products
-// composed of the others in composite/products.cpp.
-//
-//   spmm(crow, col, values, fill, other, ncols)      A @ B for A a CSR operand with
-//                                                     any fill, B strided
-//   dense_spmm(other, crow, col, values, fill, ncols) D @ A, through (A^T D^T)^T
-//   sddmm(crow, col, ncols, x, y)                     (X Y^T) sampled on a pattern
-//   sparse_attention(crow, col, bias?, q, k, v, scale) -> (out, lse)  softmax over each
-//                                                     row's stored scale * Q K^T + bias,
-//                                                     times V, fused (CPU and CUDA), for
-//                                                     one or a batch of heads sharing the
-//                                                     pattern (autograd: _attention.py,
-//                                                     which calls the next op)
-//   sparse_attention_backward(crow, col, bias?, q, k, v, lse, grad_out, grad_lse?, scale)
-//                                                     -> (dq, dk, dv, dscores)  its
-//                                                     gradients from the saved lse
-//   csr_transpose(crow, col, ncols) -> (crow, col, perm)  the transposed pattern and
-//                                                     the values' permutation
-//   spgemm(crow_a, col_a, values_a, crow_b, col_b, values_b, n)  fill-0 CSR @ CSR -> CSR
-//   sparse_mm_dense(A components, fill_a, B components, fill_b, k, n)  two operands with
-//                                                     fills -> strided
+// ops/products/products.h -- fill-aware matrix products (RFC.md section 5).
+// What each op computes is its entry in tools/codegen/native.yaml; its
+// kernels are spmm.cpp (spmm, sddmm, csr_transpose), attention.cpp and
+// spgemm.cpp (the C core, sf_products.c / sf_attention.c, over row ranges on
+// torch's threads; cuSPARSE with our fill correction and our kernels on
+// CUDA) and composite.cpp (products composed of the others); fake kernels
+// and autograd: torch_sparsefill/ops/products.py. This header holds the
+// argument rules those kernels share.
 //
 // A fill of A (m x k) is one of: a single element (a scalar, shape () or
 // (1, 1)), per row (m, 1) or per column (1, k). Nothing of size m x k is
@@ -40,7 +24,7 @@
 #include <vector>
 
 #include "ops/common/args.h"
-#include "ops/common/dispatch.h"
+#include "ops/generated/calls.h"  // call::<op>: every op through the dispatcher
 
 namespace sparsefill {
 
@@ -222,7 +206,7 @@ inline int64_t csr_operand_shape(const Tensor& crow, const Tensor& col, const Te
   return crow.numel() - 1;
 }
 
-// ---- the non-finite path (composite/products.cpp) ----------------------------
+// ---- the non-finite path (composite.cpp) ----------------------------
 
 // Whether spmm's fast path, sum over stored (v - f) B[j] + f 1^T B, is exact
 // for A's values and fill and the dense B (k x n), all in the compute
@@ -256,47 +240,39 @@ Tensor spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& value
 // A @ b for a CSR A (crow, col, values, fill; ncols columns) and a strided b
 // with ncols rows: 2-D (spmm's CPU kernel, which calls this) or 1-D (a
 // vector; the result is 1-D, as mv's). CPU tensors only: the hot path's
-// A @ x and A @ B (hot.cpp), with no reshape around the op.
+// A @ x and A @ B (hot/module.cpp), with no reshape around the op.
 Tensor spmm_or_spmv_cpu(const Tensor& crow, const Tensor& col, const Tensor& values,
                         const Tensor& fill, const Tensor& b, int64_t ncols);
 
 // out[p] = sum_t X[i, t] S[j, t] for the element p at (i, j) of the pattern
 // P (crow_p, col_p; ncols_p columns), with X and S CSR of n columns. CPU
-// tensors only: spgemm's backward on the CPU (cpu/products.cpp).
+// tensors only: spgemm's backward on the CPU (spgemm.cpp).
 Tensor sddmm_sparse_cpu(const Tensor& crow_p, const Tensor& col_p, int64_t ncols_p,
                         const Tensor& crow_x, const Tensor& col_x, const Tensor& val_x,
                         const Tensor& crow_s, const Tensor& col_s, const Tensor& val_s,
                         int64_t n);
 
-// ---- the ops, through the dispatcher (any device, traceable) ----------------
+// ---- the CPU kernels' operand rules (spmm.cpp, attention.cpp, spgemm.cpp) ------
 
-namespace call {
-
-inline Tensor spmm(const Tensor& crow, const Tensor& col, const Tensor& values,
-                   const Tensor& fill, const Tensor& other, int64_t ncols) {
-  static auto op = op_handle<decltype(spmm)>("sparsefill::spmm");
-  return op.call(crow, col, values, fill, other, ncols);
+// A product's float operand on the CPU.
+inline void check_cpu_float(const Tensor& t, const char* name) {
+  check_product_dtype(t, name);
+  TORCH_CHECK(t.device().is_cpu(), "sparsefill: ", name, " must be on the CPU, got ", t.device());
 }
 
-inline std::tuple<Tensor, Tensor, Tensor> csr_transpose(const Tensor& crow, const Tensor& col,
-                                                        int64_t ncols) {
-  static auto op = op_handle<decltype(csr_transpose)>("sparsefill::csr_transpose");
-  return op.call(crow, col, ncols);
+// Checked CSR components on the CPU: crow (m + 1), col (nse), values (nse);
+// returns m.
+inline int64_t csr_operand_rows(const Tensor& crow, const Tensor& col, const Tensor& values,
+                                const char* what) {
+  const int64_t m = csr_operand_shape(crow, col, values, what);
+  // index_arg gave a contiguous int64 CPU tensor: its ends read directly.
+  const int64_t* ends = crow.const_data_ptr<int64_t>();
+  const int64_t first = ends[0], last = ends[m];
+  TORCH_CHECK(first == 0, "sparsefill: ", what, " crow_indices[0] must be 0, got ", first);
+  TORCH_CHECK(last == col.numel(), "sparsefill: ", what,
+              " crow_indices[-1] must equal the number of stored elements (", col.numel(),
+              "), got ", last);
+  return m;
 }
 
-inline Tensor sddmm(const Tensor& crow, const Tensor& col, int64_t ncols, const Tensor& x,
-                    const Tensor& y) {
-  static auto op = op_handle<decltype(sddmm)>("sparsefill::sddmm");
-  return op.call(crow, col, ncols, x, y);
-}
-
-inline std::tuple<Tensor, Tensor, Tensor> spgemm(const Tensor& crow_a, const Tensor& col_a,
-                                                 const Tensor& values_a, const Tensor& crow_b,
-                                                 const Tensor& col_b, const Tensor& values_b,
-                                                 int64_t n) {
-  static auto op = op_handle<decltype(spgemm)>("sparsefill::spgemm");
-  return op.call(crow_a, col_a, values_a, crow_b, col_b, values_b, n);
-}
-
-}  // namespace call
 }  // namespace sparsefill

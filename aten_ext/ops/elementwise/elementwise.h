@@ -1,8 +1,8 @@
-// ops/elementwise.h -- the element-wise ops: the fixed parts that every op
-// shares, and one kernel body per kind of op, templated on the op's traits.
-// tools/codegen writes the traits (generated/elementwise_ops.h: per op its
-// name and its formula f, from tools/codegen/elementwise.yaml) and the
-// schemas (library.cpp reads them); composite/elementwise.cpp registers each
+// ops/elementwise/elementwise.h -- the element-wise ops: the fixed parts that
+// every op shares, and one kernel body per kind of op, templated on the op's
+// traits. tools/codegen writes the traits (generated/elementwise_ops.h: per
+// op its name and its formula f, from tools/codegen/elementwise.yaml) and the
+// schemas (library.cpp reads them); composite.cpp registers each
 // op's instance of these bodies at CompositeImplicitAutograd: every kernel is
 // ATen ops on the components, so gradients (any order, forward mode) and
 // vmap are ATen's and no backward of ours exists (RFC.md 12.2).
@@ -42,7 +42,7 @@
 
 #include "ops/common/fill.h"
 #include "ops/common/tracking.h"
-#include "ops/structure.h"
+#include "ops/structure/structure.h"
 
 namespace sparsefill {
 

@@ -1,4 +1,4 @@
-// ops/composite/structure.cpp -- the structural ops written once over ATen
+// ops/structure/composite.cpp -- the structural ops written once over ATen
 // and the dispatcher (ops/structure.h), for every device:
 // CompositeImplicitAutograd (autograd comes from their parts) and, for
 // from_dense, CompositeExplicitAutograd (its backward is
@@ -17,16 +17,15 @@
 #include <ATen/ops/nonzero.h>
 #include <ATen/ops/zeros.h>
 
+#include "ops/generated/kernels.h"
 #include "ops/common/fill.h"
 #include "ops/common/tracking.h"
-#include "ops/structure.h"
+#include "ops/structure/structure.h"
 
 namespace sparsefill {
-namespace {
-
 // Duplicates summed, through the coalescing plan.
-std::tuple<Tensor, Tensor> coo_coalesce(const Tensor& indices, const Tensor& values,
-                                        at::IntArrayRef sparse_size) {
+std::tuple<Tensor, Tensor> coo_coalesce_composite(const Tensor& indices, const Tensor& values,
+                                                  at::IntArrayRef sparse_size) {
   // Sizes as SymInts throughout: nse is symbolic under a tracer.
   TORCH_CHECK(values.dim() >= 1 && indices.dim() >= 1 &&
                   values.sym_size(0) == indices.sym_size(-1),
@@ -43,7 +42,7 @@ std::tuple<Tensor, Tensor> coo_coalesce(const Tensor& indices, const Tensor& val
 // ops, so differentiable in values and fill to any order, in forward mode
 // and under vmap (RFC.md 12.2). src's range is checked without a host sync
 // of ours (_assert_async: synchronous on the CPU, traceable).
-Tensor gather_with_fill(const Tensor& values, const Tensor& fill, const Tensor& src) {
+Tensor gather_with_fill_composite(const Tensor& values, const Tensor& fill, const Tensor& src) {
   TORCH_CHECK(values.dim() >= 1, "sparsefill: values must have a leading nse dimension");
   TORCH_CHECK(src.dim() == 1 && src.scalar_type() == at::kLong, "sparsefill: src must be a "
               "1-D int64 tensor, got dtype ", src.scalar_type(), " and shape ", src.sym_sizes());
@@ -60,8 +59,8 @@ Tensor gather_with_fill(const Tensor& values, const Tensor& fill, const Tensor& 
 // (coalesced COO). Autograd from index_copy: each stored element's gradient
 // goes to its value, every other element's to the fill. Out of place (one
 // copy either way), so that vmap over values, or over a fill, batches it.
-Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor& fill,
-                at::IntArrayRef size) {
+Tensor to_dense_composite(const Tensor& indices, const Tensor& values, const Tensor& fill,
+                          at::IntArrayRef size) {
   // sym_size: size(0) reads every size of a traced tensor as an int, which
   // would specialize nse.
   const int64_t sparse_dim = indices.sym_size(0).guard_int(__FILE__, __LINE__);
@@ -87,8 +86,8 @@ Tensor to_dense(const Tensor& indices, const Tensor& values, const Tensor& fill,
 
 // Stored elements that equal the fill (NaN equals NaN; a hybrid position
 // goes when its whole dense part does), dropped. Differentiable w.r.t. values.
-std::tuple<Tensor, Tensor> eliminate_fill(const Tensor& indices, const Tensor& values,
-                                          const Tensor& fill) {
+std::tuple<Tensor, Tensor> eliminate_fill_composite(const Tensor& indices, const Tensor& values,
+                                                    const Tensor& fill) {
   // Sizes as SymInts: nse is symbolic under a tracer.
   TORCH_CHECK(values.dim() >= 1 && indices.dim() == 2 && values.sym_size(0) == indices.sym_size(1),
               "sparsefill: eliminate_fill needs indices (sparse_dim, nse) and values (nse, ...), "
@@ -108,8 +107,8 @@ std::tuple<Tensor, Tensor> eliminate_fill(const Tensor& indices, const Tensor& v
 
 // Stored = sparse positions where some element of the dense part differs from
 // the fill (NaN equals NaN).
-std::tuple<Tensor, Tensor, Tensor> from_dense_kernel(const Tensor& self, const Tensor& fill_in,
-                                                     int64_t sparse_dim) {
+std::tuple<Tensor, Tensor, Tensor> from_dense_composite(const Tensor& self, const Tensor& fill_in,
+                                                        int64_t sparse_dim) {
   TORCH_CHECK(sparse_dim >= 0 && sparse_dim <= self.dim(), "sparsefill: sparse_dim must be in [0, ",
               self.dim(), "], got ", sparse_dim);
   auto dense_shape = self.sizes().slice(sparse_dim);
@@ -139,16 +138,4 @@ std::tuple<Tensor, Tensor, Tensor> from_dense_kernel(const Tensor& self, const T
   return {indices, values.contiguous(), fill.clone()};
 }
 
-}  // namespace
 }  // namespace sparsefill
-
-TORCH_LIBRARY_IMPL(sparsefill, CompositeImplicitAutograd, m) {
-  m.impl("coo_coalesce", &sparsefill::coo_coalesce);
-  m.impl("gather_with_fill", &sparsefill::gather_with_fill);
-  m.impl("to_dense", &sparsefill::to_dense);
-  m.impl("eliminate_fill", &sparsefill::eliminate_fill);
-}
-
-TORCH_LIBRARY_IMPL(sparsefill, CompositeExplicitAutograd, m) {
-  m.impl("from_dense", &sparsefill::from_dense_kernel);
-}

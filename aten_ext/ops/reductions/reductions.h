@@ -1,29 +1,15 @@
-// ops/reductions.h -- softmax, log_softmax and reductions with a fill
-// (RFC.md 6), over segments. Schemas in library.cpp; kernels in
-// cpu/reductions.cpp (the C core, sf_reduce.c, segments split over torch's
-// threads) and cuda/reductions.cpp; backward formulas in
-// autograd/reductions.cpp (to values and fill: never ATen's masked sparse
-// formulas, which drop the fill's gradient). Python
-// (torch_sparsefill/_reductions.py) turns a SparseFillTensor and a list of
-// dims into segments: the stored rows of each slice, in slice order, plus the
-// slice's fill row and its length n.
-//
-//   slice_plan(indices, size, dims, compact) -> (seg_ptr, perm, kept)
-//   seg_reduce(values, fill, seg_ptr, n, reduce) -> out [nseg, w]   reduce: sum, prod
-//   seg_max(values, fill, seg_ptr, coord, n, is_min, split_ties) -> (out, winner, index)
-//   seg_softmax(values, fill, seg_ptr, n, log) -> (values, fill)
-//   seg_softmax_backward(out, out_fill, grad, grad_fill, seg_ptr, n, log)
-//   slot_reduce(values, slot, fill, nslots, n, reduce) -> (out [nslots, w], count [nslots])
-//       reduce: sum, prod, amax, amin; stored row k goes to slot slot[k], in
-//       stored order (no slice plan, no reordering); fill [1, w] for every slot;
-//       sorted slots (kept dims leading) in one pass of whole runs
-//   slot_softmax(values, slot, fill, nslots, n, log) -> (values, fill [nslots, w])
-//       softmax or log_softmax of the slices the stored order does not group
-//       (COO dim 0), in stored order: slot[k] as for slot_reduce, fill
-//       [nslots, w] (one row per slot) or [1, w]; the results of seg_softmax
-//   slot_softmax_backward(out, out_fill, grad, grad_fill, slot, n, log)
-//       -> (grad_values, grad_fill [nslots, w]), nslots = out_fill's rows
+// ops/reductions/reductions.h -- softmax, log_softmax and reductions with a
+// fill (RFC.md 6), over segments or output slots. What each op computes is
+// its entry in tools/codegen/native.yaml; its kernels are slices.cpp
+// (slice_plan), segments.cpp (seg_*: CPU, the C core sf_reduce.c with
+// segments split over torch's threads, and CUDA) and slots.cpp (slot_*: CPU,
+// sf_slot.c); fake kernels and autograd (to values and fill: never ATen's
+// masked sparse formulas, which drop the fill's gradient):
+// torch_sparsefill/ops/reductions.py. The Python routes turn a
+// SparseFillTensor and a list of dims into segments: the stored rows of each
+// slice, in slice order, plus the slice's fill row and its length n.
 // `values` is [nse, w], `fill` [nseg, w] or [1, w] (one row for every slice).
+// This header holds the argument rules the kernels share.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -36,7 +22,7 @@
 #include <vector>
 
 #include "ops/common/args.h"
-#include "ops/common/dispatch.h"
+#include "ops/generated/calls.h"  // call::<op>: every op through the dispatcher
 
 namespace sparsefill {
 
@@ -188,51 +174,4 @@ inline void check_slot_softmax_args(const Tensor& values, const Tensor& slot, co
   same_device(values, "values", fill, "fill");
 }
 
-// ---- the ops, through the dispatcher (any device, traceable) ----------------
-
-namespace call {
-
-inline Tensor seg_reduce(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr,
-                         int64_t n, c10::string_view reduce) {
-  static auto op = op_handle<decltype(seg_reduce)>("sparsefill::seg_reduce");
-  return op.call(values, fill, seg_ptr, n, reduce);
-}
-
-inline std::tuple<Tensor, Tensor, Tensor> seg_max(const Tensor& values, const Tensor& fill,
-                                                  const Tensor& seg_ptr,
-                                                  const std::optional<Tensor>& coord, int64_t n,
-                                                  bool is_min, bool split_ties) {
-  static auto op = op_handle<decltype(seg_max)>("sparsefill::seg_max");
-  return op.call(values, fill, seg_ptr, coord, n, is_min, split_ties);
-}
-
-inline std::tuple<Tensor, Tensor> seg_softmax(const Tensor& values, const Tensor& fill,
-                                              const Tensor& seg_ptr, int64_t n, bool log) {
-  static auto op = op_handle<decltype(seg_softmax)>("sparsefill::seg_softmax");
-  return op.call(values, fill, seg_ptr, n, log);
-}
-
-inline std::tuple<Tensor, Tensor> seg_softmax_backward(const Tensor& out, const Tensor& out_fill,
-                                                       const Tensor& g, const Tensor& g_fill,
-                                                       const Tensor& seg_ptr, int64_t n,
-                                                       bool log) {
-  static auto op = op_handle<decltype(seg_softmax_backward)>("sparsefill::seg_softmax_backward");
-  return op.call(out, out_fill, g, g_fill, seg_ptr, n, log);
-}
-
-inline std::tuple<Tensor, Tensor> slot_reduce(const Tensor& values, const Tensor& slot,
-                                              const Tensor& fill, int64_t nslots, int64_t n,
-                                              c10::string_view reduce) {
-  static auto op = op_handle<decltype(slot_reduce)>("sparsefill::slot_reduce");
-  return op.call(values, slot, fill, nslots, n, reduce);
-}
-
-inline std::tuple<Tensor, Tensor> slot_softmax(const Tensor& values, const Tensor& slot,
-                                               const Tensor& fill, int64_t nslots, int64_t n,
-                                               bool log) {
-  static auto op = op_handle<decltype(slot_softmax)>("sparsefill::slot_softmax");
-  return op.call(values, slot, fill, nslots, n, log);
-}
-
-}  // namespace call
 }  // namespace sparsefill

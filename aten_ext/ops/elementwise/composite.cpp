@@ -1,11 +1,11 @@
-// ops/composite/elementwise.cpp -- every element-wise kernel (ops/elementwise.h),
+// ops/elementwise/composite.cpp -- every element-wise kernel (elementwise.h),
 // registered at CompositeImplicitAutograd: one kernel for CPU, CUDA and
 // Meta, made of ATen ops on the components (and, for the ops that merge
 // patterns, the index-only union_plan), so autograd, double backward, forward
 // AD, vmap and tracing see ATen ops and use ATen's derivatives (RFC.md 12.2).
 #include <torch/library.h>
 
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 #include "ops/generated/elementwise_ops.h"
 
 TORCH_LIBRARY_IMPL(sparsefill, CompositeImplicitAutograd, m) {

@@ -1,4 +1,4 @@
-// ops/composite/products.cpp -- the products composed of others
+// ops/products/composite.cpp -- the products composed of others
 // (ops/products.h), written once over ATen and the dispatcher for every
 // device, registered at CompositeImplicitAutograd: their gradients come from
 // their parts (spmm, spgemm and ATen).
@@ -31,9 +31,10 @@
 #include <utility>
 #include <vector>
 
+#include "ops/generated/kernels.h"
 #include "ops/common/tracking.h"
-#include "ops/products.h"
-#include "ops/structure.h"
+#include "ops/products/products.h"
+#include "ops/structure/structure.h"
 
 namespace sparsefill {
 namespace {
@@ -59,10 +60,12 @@ bool within_range(const Tensor& bound) {
   return (bound < largest_finite(bound.scalar_type()) / 4).item<bool>();
 }
 
+}  // namespace
+
 // D @ A = (A^T D^T)^T for a strided D (p x m) and A (m x k): the fill-aware
 // SpMM on A's transposed pattern; autograd comes from its parts.
-Tensor dense_spmm(const Tensor& d, const Tensor& crow, const Tensor& col, const Tensor& values,
-                  const Tensor& fill, int64_t ncols) {
+Tensor dense_spmm_composite(const Tensor& d, const Tensor& crow, const Tensor& col,
+                            const Tensor& values, const Tensor& fill, int64_t ncols) {
   TORCH_CHECK(d.dim() == 2, "sparsefill: dense_spmm: the dense operand must be 2-D, got shape ",
               d.sizes());
   auto [crow_t, col_t, perm] = call::csr_transpose(crow, col, ncols);
@@ -71,6 +74,8 @@ Tensor dense_spmm(const Tensor& d, const Tensor& crow, const Tensor& col, const 
       .t()
       .contiguous();
 }
+
+namespace {
 
 // ---- SparseFill @ SparseFill with fills: a strided result ----------------------
 
@@ -98,6 +103,8 @@ Tensor shifted_values(const Tensor& values, const Tensor& r, const Tensor& c, co
   return out;
 }
 
+}  // namespace
+
 // A (m x k, fill Fa) @ B (k x n, fill Fb), Fa = ra 1^T + 1 ca^T, Fb likewise,
 // A0 = A - Fa and B0 = B - Fb on their patterns (fill 0):
 //   A @ B = A @ B0 + A @ Fb
@@ -107,9 +114,9 @@ Tensor shifted_values(const Tensor& values, const Tensor& r, const Tensor& c, co
 // of B0 and one SpMM of A with at most two columns. With scalar fills this
 // is A0 B0 + a 1 (1^T B0) + b (A 1) 1^T, i.e. RFC.md's
 // A0 B0 + b (A0 1) 1^T + a 1 (1^T B0) + a b K 1 1^T (A 1 = A0 1 + a K 1).
-Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const Tensor& va,
-                       const Tensor& fa, const Tensor& crow_b, const Tensor& col_b,
-                       const Tensor& vb, const Tensor& fb, int64_t k, int64_t n) {
+Tensor sparse_mm_dense_composite(const Tensor& crow_a, const Tensor& col_a, const Tensor& va,
+                                 const Tensor& fa, const Tensor& crow_b, const Tensor& col_b,
+                                 const Tensor& vb, const Tensor& fb, int64_t k, int64_t n) {
   // Sizes as SymInts: under a tracer they are symbolic.
   TORCH_CHECK(crow_a.dim() == 1 && crow_b.dim() == 1 && crow_b.sym_size(0) == k + 1,
               "sparsefill: sparse_mm_dense: the second operand has ", crow_b.sym_size(0) - 1,
@@ -188,8 +195,6 @@ Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const Tensor& 
   out = out.view({m * n}).index_add_(0, linear, vc).view({m, n});
   return out;
 }
-
-}  // namespace
 
 // ---- non-finite fills and operands -------------------------------------------------
 
@@ -299,8 +304,3 @@ Tensor spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& value
 }
 
 }  // namespace sparsefill
-
-TORCH_LIBRARY_IMPL(sparsefill, CompositeImplicitAutograd, m) {
-  m.impl("dense_spmm", &sparsefill::dense_spmm);
-  m.impl("sparse_mm_dense", &sparsefill::sparse_mm_dense);
-}
