@@ -42,7 +42,7 @@ GEN_NOTE = "written by tools/codegen/gen_native.py from tools/codegen/native.yam
 # A kernel's dispatch key -> the suffix of its function's name.
 KEYS = {"CPU": "cpu", "CUDA": "cuda", "CompositeImplicitAutograd": "composite",
         "CompositeExplicitAutograd": "composite"}
-OP_FIELDS = {"name", "family", "schema", "kernels", "derivative", "doc"}
+OP_FIELDS = {"name", "family", "schema", "kernels", "derivative", "python_autograd", "doc"}
 ENTRY_FIELDS = {"name", "types", "params", "returns", "doc", "source"}
 FAMILIES = ("structure", "products", "bsr", "reductions")
 
@@ -75,6 +75,8 @@ def load(path: Path = SPEC) -> dict:
         for key in op["kernels"]:
             if key not in KEYS:
                 raise SpecError(f"op {op['name']}: unknown dispatch key {key!r} (known: {list(KEYS)})")
+        if op.get("derivative") and op.get("python_autograd"):
+            raise SpecError(f"op {op['name']}: a derivative is either the twin's or Python's")
         args = {n: t for t, n in schema_args(op)}
         for name in op.get("derivative", []):
             if args.get(name) != "Tensor":
@@ -380,9 +382,11 @@ README_END = "<!-- GENERATED END -->"
 
 
 def op_table(spec: dict) -> str:
-    rows = ["| op | family | kernels | derivative (its `_autograd` twin) |", "| --- | --- | --- | --- |"]
+    rows = ["| op | family | kernels | derivative: the inputs of its `_autograd` twin, or Python's |",
+            "| --- | --- | --- | --- |"]
     for op in spec["ops"]:
         deriv = ", ".join(op["derivative"]) if op.get("derivative") else ""
+        deriv = "Python (`register_autograd`)" if op.get("python_autograd") else deriv
         rows.append(f"| `{op['name']}` | {op['family']} | {', '.join(op['kernels'])} | {deriv} |")
     return "\n".join(rows)
 
