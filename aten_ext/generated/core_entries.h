@@ -1,6 +1,7 @@
 /* generated/core_entries.h -- the C core's entry points: the contract of each,
  * then its prototype (each typed entry once per element type)
- * (written by tools/codegen/gen_native.py from tools/codegen/native.yaml: edit those). */
+ * (written by tools/codegen/gen_native.py from tools/codegen/native.yaml:
+ * edit those). */
 #ifndef SPARSEFILL_GENERATED_CORE_ENTRIES_H
 #define SPARSEFILL_GENERATED_CORE_ENTRIES_H
 

@@ -202,7 +202,9 @@ def section_title(title: str) -> str:
 
 
 def gen_header(spec: dict, part: str, guard: str, what: str) -> str:
-    out = [f"/* generated/{guard.lower()}.h -- {what}", f" * ({GEN_NOTE}). */",
+    out = [f"/* generated/{guard.lower()}.h -- {what}",
+           " * (written by tools/codegen/gen_native.py from tools/codegen/native.yaml:",
+           " * edit those). */",
            f"#ifndef SPARSEFILL_GENERATED_{guard}_H", f"#define SPARSEFILL_GENERATED_{guard}_H", ""]
     for item in spec[part]:
         if "section" in item:
@@ -237,7 +239,8 @@ def member(name: str) -> str:
 def gen_core_structs(spec: dict, part: str, struct: str, header: str, what: str) -> str:
     types = spec["types"]
     out = [f"// ops/generated/{'core' if part == 'core' else 'cuda_core'}.h -- {what}",
-           f"// ({GEN_NOTE}).", "#pragma once", "", "#include <cstdint>", "",
+           "// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml:",
+           "// edit those).", "#pragma once", "", "#include <cstdint>", "",
            f'#include "{header}"', "", "namespace sparsefill {", "",
            f"template <class T> struct {struct};"]
     for t, c in types.items():
@@ -261,7 +264,8 @@ def gen_cuda_wrappers(spec: dict) -> dict:
         stem = Path(e["source"]).stem
         body = files.setdefault(stem, [
             f"// generated/{stem}_entries.inc -- the C ABI's typed twins of the template",
-            f"// entries of cuda/{stem}.cu, which includes this file last", f"// ({GEN_NOTE}).", ""])
+            f"// entries of cuda/{stem}.cu, which includes this file last (written by",
+            "// tools/codegen/gen_native.py from tools/codegen/native.yaml: edit those).", ""])
         tmpl = re.sub(r"^sf_cuda_", "", e["name"])
         for name, ret, params in entry_prototypes(e, spec["types"]):
             t = name.rsplit("_", 1)[1]
@@ -276,7 +280,9 @@ def gen_cuda_wrappers(spec: dict) -> dict:
 def gen_schemas(spec: dict) -> str:
     out = ["// ops/generated/schemas.h -- every schema of torch.ops.sparsefill but the",
            "// element-wise ones (elementwise_schemas.h), then each `<op>_autograd` twin: the",
-           "// op's schema under the twin's name, which ops/library.cpp defines", f"// ({GEN_NOTE}).",
+           "// op's schema under the twin's name, which ops/library.cpp defines",
+           "// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml:",
+           "// edit those).",
            "#pragma once", "", "namespace sparsefill {", "", "inline constexpr const char* kNativeSchemas[] = {"]
     for op in spec["ops"]:
         out.append(f'    "{op["name"]}{op["schema"]}",')
@@ -290,7 +296,9 @@ def gen_schemas(spec: dict) -> str:
 def gen_calls(spec: dict) -> str:
     out = ["// ops/generated/calls.h -- call::<op>: each op of the list through the dispatcher,",
            "// so that the kernel of the tensors' device (or the fake kernel, traced) runs",
-           f"// ({GEN_NOTE}).", "//   auto [indices, src_a, src_b] = call::union_plan(indices_a, indices_b, size);",
+           "// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml:",
+           "// edit those).",
+           "//   auto [indices, src_a, src_b] = call::union_plan(indices_a, indices_b, size);",
            "#pragma once", "", "#include <ATen/core/Tensor.h>", "#include <c10/util/string_view.h>",
            "", "#include <cstdint>", "#include <optional>", "#include <tuple>", "",
            '#include "ops/common/dispatch.h"', "", "namespace sparsefill {",
@@ -299,7 +307,7 @@ def gen_calls(spec: dict) -> str:
         names = [n for _, n in schema_args(op)]
         out += wrap_call(f"inline {cpp_return(op)} {op['name']}(",
                          [f"{CPP_ARG[t]} {n}" for t, n in schema_args(op)], ") {")
-        out.append(f'  static auto op = op_handle<{fn_type(op)}>("sparsefill::{op["name"]}");')
+        out.append(f'  static auto op = op_handle<decltype({op["name"]})>("sparsefill::{op["name"]}");')
         out += wrap_call("  return op.call(", names, ");")
         out += ["}", ""]
     out += ["}  // namespace call", "}  // namespace sparsefill", ""]
@@ -313,7 +321,7 @@ def kernel_names(op: dict) -> list:
 def gen_kernels(spec: dict) -> str:
     out = ["// ops/generated/kernels.h -- the hand-written kernel of each op at each key of its",
            "// `kernels` in the list, named <op>_<cpu|cuda|composite> (defined in",
-           f"// ops/<family>/; the CUDA ones in the CUDA build only) ({GEN_NOTE}).",
+           "// ops/<family>/; the CUDA ones in the CUDA build only)", f"// ({GEN_NOTE}).",
            "#pragma once", "", "#include <ATen/core/Tensor.h>", "#include <c10/util/string_view.h>",
            "", "#include <cstdint>", "#include <optional>", "#include <tuple>", "",
            "namespace sparsefill {", "using at::Tensor;", ""]
@@ -332,7 +340,7 @@ def gen_kernels(spec: dict) -> str:
 
 def gen_registrations(spec: dict) -> str:
     out = ["// ops/generated/registrations.cpp -- every hand-written kernel of the list at its",
-           f"// dispatch key; the CUDA ones in the CUDA build only ({GEN_NOTE}).",
+           "// dispatch key; the CUDA ones in the CUDA build only", f"// ({GEN_NOTE}).",
            "#include <torch/library.h>", "", '#include "ops/generated/kernels.h"', ""]
     for key in ("CPU", "CUDA", "CompositeImplicitAutograd", "CompositeExplicitAutograd"):
         rows = [(op["name"], f) for op in spec["ops"] for k, f in kernel_names(op) if k == key]
@@ -355,7 +363,8 @@ def gen_autograd(spec: dict) -> str:
            "// inputs the list names) the op below autograd, in C++; otherwise its",
            "// `<op>_autograd` twin, whose one kernel is the autograd registered from Python",
            "// (backward in differentiable ops, forward-mode jvp, torch.func's levels).",
-           f"// ({GEN_NOTE}.)", "#include <torch/library.h>", "",
+           "// (Written by tools/codegen/gen_native.py from tools/codegen/native.yaml:",
+           "// edit those.)", "#include <torch/library.h>", "",
            "#include <ATen/core/LegacyTypeDispatch.h>", "", '#include "ops/common/tracking.h"',
            '#include "ops/generated/calls.h"', "", "namespace sparsefill {", "namespace {", ""]
     ops = [op for op in spec["ops"] if op.get("derivative")]
@@ -364,8 +373,8 @@ def gen_autograd(spec: dict) -> str:
         out += wrap_call(f"{cpp_return(op)} {op['name']}_autograd(",
                          [f"{CPP_ARG[t]} {n}" for t, n in schema_args(op)], ") {")
         out.append(f"  if (tracks_gradient({{{', '.join(op['derivative'])}}})) {{")
-        out.append(f"    static auto op = op_handle<{fn_type(op)}>(")
-        out.append(f'        "sparsefill::{op["name"]}_autograd");')
+        out.append(f"    static auto op =")
+        out.append(f'        op_handle<decltype(call::{op["name"]})>("sparsefill::{op["name"]}_autograd");')
         out += wrap_call("    return op.call(", names, ");")
         out += ["  }", "  at::AutoDispatchBelowADInplaceOrView guard;"]
         out += wrap_call(f"  return call::{op['name']}(", names, ");")

@@ -3,7 +3,8 @@
 // inputs the list names) the op below autograd, in C++; otherwise its
 // `<op>_autograd` twin, whose one kernel is the autograd registered from Python
 // (backward in differentiable ops, forward-mode jvp, torch.func's levels).
-// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml: edit those.)
+// (Written by tools/codegen/gen_native.py from tools/codegen/native.yaml:
+// edit those.)
 #include <torch/library.h>
 
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -17,8 +18,8 @@ namespace {
 std::tuple<Tensor, Tensor, Tensor> from_dense_autograd(const Tensor& self, const Tensor& fill,
                                                        int64_t sparse_dim) {
   if (tracks_gradient({self})) {
-    static auto op = op_handle<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, int64_t)>(
-        "sparsefill::from_dense_autograd");
+    static auto op =
+        op_handle<decltype(call::from_dense)>("sparsefill::from_dense_autograd");
     return op.call(self, fill, sparse_dim);
   }
   at::AutoDispatchBelowADInplaceOrView guard;
@@ -28,8 +29,8 @@ std::tuple<Tensor, Tensor, Tensor> from_dense_autograd(const Tensor& self, const
 Tensor spmm_autograd(const Tensor& crow_indices, const Tensor& col_indices, const Tensor& values,
                      const Tensor& fill, const Tensor& other, int64_t ncols) {
   if (tracks_gradient({values, fill, other})) {
-    static auto op = op_handle<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t)>(
-        "sparsefill::spmm_autograd");
+    static auto op =
+        op_handle<decltype(call::spmm)>("sparsefill::spmm_autograd");
     return op.call(crow_indices, col_indices, values, fill, other, ncols);
   }
   at::AutoDispatchBelowADInplaceOrView guard;
@@ -39,8 +40,8 @@ Tensor spmm_autograd(const Tensor& crow_indices, const Tensor& col_indices, cons
 Tensor sddmm_autograd(const Tensor& crow_indices, const Tensor& col_indices, int64_t ncols,
                       const Tensor& x, const Tensor& y) {
   if (tracks_gradient({x, y})) {
-    static auto op = op_handle<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&)>(
-        "sparsefill::sddmm_autograd");
+    static auto op =
+        op_handle<decltype(call::sddmm)>("sparsefill::sddmm_autograd");
     return op.call(crow_indices, col_indices, ncols, x, y);
   }
   at::AutoDispatchBelowADInplaceOrView guard;
@@ -52,8 +53,8 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_autograd(const Tensor& crow_a, const T
                                                    const Tensor& col_b, const Tensor& values_b,
                                                    int64_t n) {
   if (tracks_gradient({values_a, values_b})) {
-    static auto op = op_handle<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t)>(
-        "sparsefill::spgemm_autograd");
+    static auto op =
+        op_handle<decltype(call::spgemm)>("sparsefill::spgemm_autograd");
     return op.call(crow_a, col_a, values_a, crow_b, col_b, values_b, n);
   }
   at::AutoDispatchBelowADInplaceOrView guard;
@@ -63,8 +64,8 @@ std::tuple<Tensor, Tensor, Tensor> spgemm_autograd(const Tensor& crow_a, const T
 Tensor seg_reduce_autograd(const Tensor& values, const Tensor& fill, const Tensor& seg_ptr,
                            int64_t n, c10::string_view reduce) {
   if (tracks_gradient({values, fill})) {
-    static auto op = op_handle<Tensor(const Tensor&, const Tensor&, const Tensor&, int64_t, c10::string_view)>(
-        "sparsefill::seg_reduce_autograd");
+    static auto op =
+        op_handle<decltype(call::seg_reduce)>("sparsefill::seg_reduce_autograd");
     return op.call(values, fill, seg_ptr, n, reduce);
   }
   at::AutoDispatchBelowADInplaceOrView guard;
@@ -76,8 +77,8 @@ std::tuple<Tensor, Tensor, Tensor> seg_max_autograd(const Tensor& values, const 
                                                     const std::optional<Tensor>& coord, int64_t n,
                                                     bool is_min, bool split_ties) {
   if (tracks_gradient({values, fill})) {
-    static auto op = op_handle<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, const std::optional<Tensor>&, int64_t, bool, bool)>(
-        "sparsefill::seg_max_autograd");
+    static auto op =
+        op_handle<decltype(call::seg_max)>("sparsefill::seg_max_autograd");
     return op.call(values, fill, seg_ptr, coord, n, is_min, split_ties);
   }
   at::AutoDispatchBelowADInplaceOrView guard;
@@ -87,8 +88,8 @@ std::tuple<Tensor, Tensor, Tensor> seg_max_autograd(const Tensor& values, const 
 std::tuple<Tensor, Tensor> seg_softmax_autograd(const Tensor& values, const Tensor& fill,
                                                 const Tensor& seg_ptr, int64_t n, bool log) {
   if (tracks_gradient({values, fill})) {
-    static auto op = op_handle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, int64_t, bool)>(
-        "sparsefill::seg_softmax_autograd");
+    static auto op =
+        op_handle<decltype(call::seg_softmax)>("sparsefill::seg_softmax_autograd");
     return op.call(values, fill, seg_ptr, n, log);
   }
   at::AutoDispatchBelowADInplaceOrView guard;
@@ -99,8 +100,8 @@ std::tuple<Tensor, Tensor> slot_reduce_autograd(const Tensor& values, const Tens
                                                 const Tensor& fill, int64_t nslots, int64_t n,
                                                 c10::string_view reduce) {
   if (tracks_gradient({values, fill})) {
-    static auto op = op_handle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, c10::string_view)>(
-        "sparsefill::slot_reduce_autograd");
+    static auto op =
+        op_handle<decltype(call::slot_reduce)>("sparsefill::slot_reduce_autograd");
     return op.call(values, slot, fill, nslots, n, reduce);
   }
   at::AutoDispatchBelowADInplaceOrView guard;
@@ -111,8 +112,8 @@ std::tuple<Tensor, Tensor> slot_softmax_autograd(const Tensor& values, const Ten
                                                  const Tensor& fill, int64_t nslots, int64_t n,
                                                  bool log) {
   if (tracks_gradient({values, fill})) {
-    static auto op = op_handle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, bool)>(
-        "sparsefill::slot_softmax_autograd");
+    static auto op =
+        op_handle<decltype(call::slot_softmax)>("sparsefill::slot_softmax_autograd");
     return op.call(values, slot, fill, nslots, n, log);
   }
   at::AutoDispatchBelowADInplaceOrView guard;

@@ -1,6 +1,7 @@
 // ops/generated/core.h -- Core<T>: the C core's typed entry points by element type
 // (common/dtypes.h says how a kernel picks T)
-// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml: edit those).
+// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml:
+// edit those).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // ops/generated/cuda_core.h -- CudaCore<T>: the CUDA core's typed entry points by element
 // type, the twin of Core<T>; only CUDA kernels include it (common/cuda.h)
-// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml: edit those).
+// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml:
+// edit those).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // ops/generated/kernels.h -- the hand-written kernel of each op at each key of its
 // `kernels` in the list, named <op>_<cpu|cuda|composite> (defined in
-// ops/<family>/; the CUDA ones in the CUDA build only) (written by tools/codegen/gen_native.py from tools/codegen/native.yaml: edit those).
+// ops/<family>/; the CUDA ones in the CUDA build only)
+// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml: edit those).
 #pragma once
 
 #include <ATen/core/Tensor.h>

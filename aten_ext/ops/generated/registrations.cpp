@@ -1,5 +1,6 @@
 // ops/generated/registrations.cpp -- every hand-written kernel of the list at its
-// dispatch key; the CUDA ones in the CUDA build only (written by tools/codegen/gen_native.py from tools/codegen/native.yaml: edit those).
+// dispatch key; the CUDA ones in the CUDA build only
+// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml: edit those).
 #include <torch/library.h>
 
 #include "ops/generated/kernels.h"

@@ -1,7 +1,8 @@
 // ops/generated/schemas.h -- every schema of torch.ops.sparsefill but the
 // element-wise ones (elementwise_schemas.h), then each `<op>_autograd` twin: the
 // op's schema under the twin's name, which ops/library.cpp defines
-// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml: edit those).
+// (written by tools/codegen/gen_native.py from tools/codegen/native.yaml:
+// edit those).
 #pragma once
 
 namespace sparsefill {
