@@ -1,11 +1,11 @@
 # torch_sparsefill developer commands. Each works from a fresh clone: it makes
 # the virtual environment, installs pinned dependencies, builds, then runs.
 #   make demo    the RFC's membrane-potential application
-#   make test    codegen check, C core GoogleTest (ctest), pytest, the examples (parity with dense)
+#   make test    codegen checks, C core GoogleTest (ctest), pytest, the examples (parity with dense)
 #   make test-slow  the tests marked slow (compile-heavy: every program under inductor)
 #   make bench   benchmark table (ratios against torch in the same run)
 #   make wheel   build a wheel (--no-build-isolation, against .venv's torch) and import it
-#   make gen     regenerate element-wise code from tools/codegen/elementwise.yaml
+#   make gen     regenerate the code of tools/codegen's two lists (native.yaml, elementwise.yaml)
 #   make docs    regenerate docs/ops.md, the op reference, from the built extension
 #   make fuzz    libFuzzer on the C core (FUZZ_RUNS executions, default 10 million)
 #   make fuzz-ops  the op-chain differential fuzzer: N programs (default 5000) from SEED
@@ -80,6 +80,7 @@ docs: build
 	$(PY) tools/gen_op_reference.py
 
 gen: $(VENV)/.deps
+	$(PY) tools/codegen/gen_native.py
 	$(PY) tools/codegen/gen_elementwise.py
 
 # The C core's GoogleTest suite, once plainly (with the CUDA C core compiled
@@ -127,6 +128,7 @@ test-slow: build
 	$(PY) -m pytest -q -m slow test
 
 test: system-deps build
+	$(PY) tools/codegen/gen_native.py --check
 	$(PY) tools/codegen/gen_elementwise.py --check
 	$(MAKE) --no-print-directory ctest
 	$(MAKE) --no-print-directory pytest

@@ -30,11 +30,16 @@ def sources(folder: Path, pattern: str) -> list[str]:
 
 
 C_CORE = sources(ROOT / "aten_ext" / "cpu", "*.c")
-# The torch-facing translation units (aten_ext/ops/README.md): the library,
-# then one file per op family in each dispatch key's folder. ops/cuda/ (the
-# CUDA kernels) joins only the CUDA build, below.
-CXX_SOURCES = sources(OPS, "*.cpp") + [
-    src for key in ("cpu", "composite", "autograd") for src in sources(OPS / key, "*.cpp")]
+# What the C core's files include: its headers, the template files each is
+# compiled from once per type (cpu/templates/) and the generated prototypes.
+# build_clib compares timestamps with these too (it knows no includes).
+C_CORE_DEPS = (sources(ROOT / "aten_ext", "*.h") + sources(ROOT / "aten_ext" / "generated", "*.h")
+               + sources(ROOT / "aten_ext" / "cpu", "**/*.h"))
+# The torch-facing translation units (aten_ext/ops/README.md): the library and
+# every folder below it -- the op families (each file with its ops' CPU and
+# CUDA kernels; the CUDA ones compiled in the CUDA build only), the hot path,
+# the generated registrations.
+CXX_SOURCES = sources(OPS, "**/*.cpp")
 
 
 def cuda_wanted() -> bool:
@@ -90,6 +95,7 @@ print(f"torch_sparsefill: CUDA parts {'enabled' if WITH_CUDA else 'disabled'}")
 
 core = ("sparsefill_core", {
     "sources": C_CORE,
+    "obj_deps": {"": C_CORE_DEPS},
     "include_dirs": ["aten_ext"],
     # Plain C99, position independent: it is linked into a shared library.
     "cflags": ["-std=c99", "-O3", "-fPIC", "-Wall", "-Wextra"],
@@ -117,11 +123,12 @@ ext_kwargs = dict(
     extra_link_args=["-fopenmp"],
 )
 if WITH_CUDA:
-    # The CUDA kernels (aten_ext/ops/cuda/*.cpp, host code) and the CUDA C
-    # core they call (aten_ext/cuda/*.cu, no torch headers) join the
-    # extension; torch's nvcc flags and TORCH_CUDA_ARCH_LIST apply.
-    ext_kwargs["sources"] = (CXX_SOURCES + sources(OPS / "cuda", "*.cpp")
-                             + sources(ROOT / "aten_ext" / "cuda", "*.cu"))
+    # The CUDA kernels (the SPARSEFILL_WITH_CUDA half of each family's files,
+    # host code) and the CUDA C core they call (aten_ext/cuda/*.cu, no torch
+    # headers) join the extension; torch's nvcc flags and
+    # TORCH_CUDA_ARCH_LIST apply.
+    ext_kwargs["sources"] = CXX_SOURCES + sources(ROOT / "aten_ext" / "cuda", "*.cu")
+    ext_kwargs["extra_compile_args"]["cxx"] = cxx_flags + ["-DSPARSEFILL_WITH_CUDA"]
     cusparse_inc, cusparse_lib, cusparse_link = cusparse_paths()
     ext_kwargs["include_dirs"] += cusparse_inc
     ext_kwargs["library_dirs"] = cusparse_lib
@@ -135,13 +142,15 @@ else:
 class BuildPyWithHeader(build_py):
     """Builds the package with the C core's header in torch_sparsefill/include,
     where get_include() finds it in a wheel or a build folder (an editable
-    install finds it in the checkout's aten_ext)."""
+    install finds it in the checkout's aten_ext), with the generated
+    prototypes it includes (generated/core_entries.h)."""
 
     def run(self):
         super().run()
         include = Path(self.build_lib) / "torch_sparsefill" / "include"
-        include.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(Path(__file__).parent / "aten_ext" / "sparsefill_core.h", include)
+        (include / "generated").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / "aten_ext" / "sparsefill_core.h", include)
+        shutil.copy2(ROOT / "aten_ext" / "generated" / "core_entries.h", include / "generated")
 
 
 setup(

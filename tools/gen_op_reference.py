@@ -6,9 +6,9 @@ the registry of the built extension (so it cannot drift from the code):
   present in the CUDA build only, is left out so both builds agree);
 - whether it is differentiable (a kernel at an Autograd key or
   CompositeImplicitAutograd);
-- what it computes on the components: the op's line in its family header
-  (aten_ext/ops/{structure,products,reductions}.h), or, for the element-wise
-  ops, its kind and ATen formula from tools/codegen/elementwise.yaml.
+- what it computes on the components: the op's `doc` in the one list of the
+  native ops (tools/codegen/native.yaml), or, for the element-wise ops, its
+  kind and ATen formula from tools/codegen/elementwise.yaml.
 
     python tools/gen_op_reference.py           # write docs/ops.md
     python tools/gen_op_reference.py --check   # exit 1 when docs/ops.md is stale
@@ -42,24 +42,10 @@ NOT_DIFFERENTIABLE: set = set()
 TWIN = "_autograd"
 
 
-def header_descriptions(family: str) -> dict:
-    """op name -> its line(s) in the leading comment of the family header."""
-    out, current = {}, []
-    for line in (ROOT / "aten_ext" / "ops" / f"{family}.h").read_text().splitlines():
-        if not line.startswith("//"):
-            break
-        text = line[2:]
-        names = re.findall(r"(?:^   |/ )(\w+)\(", text)
-        if text.startswith("   ") and not text.startswith("    ") and names:
-            current = names
-            for n in names:
-                out[n] = text.strip()
-        elif text.startswith("    ") and current:  # continuation of the entry
-            for n in current:
-                out[n] += " " + text.strip()
-        else:
-            current = []
-    return out
+def native_descriptions(family: str) -> dict:
+    """op name -> its `doc` in tools/codegen/native.yaml, for the ops of `family`."""
+    spec = yaml.safe_load((ROOT / "tools" / "codegen" / "native.yaml").read_text())
+    return {op["name"]: op["doc"] for op in spec["ops"] if op["family"] == family}
 
 
 def elementwise_descriptions() -> dict:
@@ -94,7 +80,7 @@ def render() -> str:
     ns = torch.ops.sparsefill
     names = sorted({n.split("::", 1)[1].split(".")[0]
                     for n in torch._C._dispatch_get_all_op_names() if n.startswith("sparsefill::")})
-    descriptions = {fam: header_descriptions(fam) for fam, _ in FAMILIES}
+    descriptions = {fam: native_descriptions(fam) for fam, _ in FAMILIES}
     descriptions["elementwise"] = elementwise_descriptions()
     sections = {fam: [] for fam in descriptions}
     sections["other"] = []

@@ -67,27 +67,33 @@ sf_status sf_union_plan(int64_t *nse_out, int64_t *linear_out, int64_t *src_a, i
   return SF_OK;
 }
 
-/* One copy loop per common row width, so that the compiler inlines memcpy.
- * The source row is chosen by masking addresses, not by a branch: a union of
- * random patterns takes the fill at random, which a branch would mispredict. */
-#define SF_GATHER_FIXED(BYTES)                                                    \
-  for (int64_t k = 0; k < n; ++k) {                                               \
-    const int64_t s = src[k];                                                     \
-    const uintptr_t use_fill = (uintptr_t)0 - (uintptr_t)(s < 0);                 \
-    const uintptr_t row = (uintptr_t)base + (uintptr_t)((s < 0 ? 0 : s) * (BYTES)); \
-    const char *from = (const char *)((row & ~use_fill) | ((uintptr_t)fill & use_fill)); \
-    memcpy(dst + k * (BYTES), from, (BYTES));                                     \
+/* One copy loop per common row width (`bytes` a constant where it is inlined
+ * below), so that the compiler inlines memcpy. The source row is chosen by
+ * masking addresses, not by a branch: a union of random patterns takes the
+ * fill at random, which a branch would mispredict. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void gather_fixed(char *dst, const char *base, const char *fill, const int64_t *src,
+                                int64_t n, size_t bytes) {
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t s = src[k];
+    const uintptr_t use_fill = (uintptr_t)0 - (uintptr_t)(s < 0);
+    const uintptr_t row = (uintptr_t)base + (uintptr_t)((s < 0 ? 0 : s) * bytes);
+    const char *from = (const char *)((row & ~use_fill) | ((uintptr_t)fill & use_fill));
+    memcpy(dst + k * bytes, from, bytes);
   }
+}
 
 /* Rows base[src[k]] (fill where src[k] < 0) to dst; src already checked. */
 static void gather_rows(char *dst, const char *base, const char *fill, const int64_t *src,
                         int64_t n, size_t row_bytes) {
   switch (row_bytes) {
-    case 1: SF_GATHER_FIXED(1) break;
-    case 2: SF_GATHER_FIXED(2) break;
-    case 4: SF_GATHER_FIXED(4) break;
-    case 8: SF_GATHER_FIXED(8) break;
-    case 16: SF_GATHER_FIXED(16) break;
+    case 1: gather_fixed(dst, base, fill, src, n, 1); break;
+    case 2: gather_fixed(dst, base, fill, src, n, 2); break;
+    case 4: gather_fixed(dst, base, fill, src, n, 4); break;
+    case 8: gather_fixed(dst, base, fill, src, n, 8); break;
+    case 16: gather_fixed(dst, base, fill, src, n, 16); break;
     default:
       for (int64_t k = 0; k < n; ++k) {
         const int64_t s = src[k];

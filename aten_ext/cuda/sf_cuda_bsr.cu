@@ -38,11 +38,18 @@ __global__ void bsr_spmm_kernel(T* c, const int64_t* crow, const int64_t* col, c
   }
 }
 
+}  // namespace
+
+// ---- the typed entry point --------------------------------------------------------------
+// generated/sf_cuda_bsr_entries.inc (tools/codegen/native.yaml) defines the C
+// ABI's _f32 / _f64 twins that call it.
+
+namespace entry {
+
 template <class T>
-sf_status bsr_spmm_impl(T* c, const int64_t* crow, const int64_t* col, const T* values,
-                        int64_t nbrows, int64_t nbcols, int64_t nblocks, int64_t r, int64_t bc,
-                        const T* b, int64_t ldb, int64_t n, const T* fill, const T* colsum,
-                        void* stream) {
+sf_status bsr_spmm(T* c, const int64_t* crow, const int64_t* col, const T* values, int64_t nbrows,
+                   int64_t nbcols, int64_t nblocks, int64_t r, int64_t bc, const T* b, int64_t ldb,
+                   int64_t n, const T* fill, const T* colsum, void* stream) {
   SF_CUDA_FAIL_IF(nbrows < 0 || nbcols < 0 || nblocks < 0 || r < 0 || bc < 0 || n < 0,
                   SF_ERR_NEGATIVE_SIZE);
   SF_CUDA_FAIL_IF(ldb < n, SF_ERR_INVALID_ARGUMENT);
@@ -59,23 +66,6 @@ sf_status bsr_spmm_impl(T* c, const int64_t* crow, const int64_t* col, const T* 
   return launched();
 }
 
-}  // namespace
+}  // namespace entry
 
-extern "C" sf_status sf_cuda_bsr_spmm_f32(float* c, const int64_t* crow, const int64_t* col,
-                                          const float* values, int64_t nbrows, int64_t nbcols,
-                                          int64_t nblocks, int64_t r, int64_t bc, const float* b,
-                                          int64_t ldb, int64_t n, const float* fill,
-                                          const float* colsum, void* stream) {
-  return bsr_spmm_impl<float>(c, crow, col, values, nbrows, nbcols, nblocks, r, bc, b, ldb, n,
-                              fill, colsum, stream);
-}
-
-extern "C" sf_status sf_cuda_bsr_spmm_f64(double* c, const int64_t* crow, const int64_t* col,
-                                          const double* values, int64_t nbrows, int64_t nbcols,
-                                          int64_t nblocks, int64_t r, int64_t bc,
-                                          const double* b, int64_t ldb, int64_t n,
-                                          const double* fill, const double* colsum,
-                                          void* stream) {
-  return bsr_spmm_impl<double>(c, crow, col, values, nbrows, nbcols, nblocks, r, bc, b, ldb, n,
-                               fill, colsum, stream);
-}
+#include "generated/sf_cuda_bsr_entries.inc"

@@ -102,6 +102,75 @@ sf_status csr_scan(sf_cuda_report* report, const int64_t* crow, const int64_t* c
   return launched();
 }
 
+// ---- operand checks --------------------------------------------------------------
+
+// Row i's span [crow[i], crow[i + 1]) must lie in [0, nse], non-decreasing
+// (sf_row_span's rule); the first bad row goes to r->first.
+__global__ void operand_rows_kernel(sf_cuda_report* r, const int64_t* crow, int64_t nrows,
+                                    int64_t nse) {
+  SF_CUDA_FOR(i, nrows) {
+    const int64_t lo = crow[i], hi = crow[i + 1];
+    if (lo < 0 || hi < lo || hi > nse) note_bad(&r->first, (uint64_t)i);
+  }
+}
+
+// Columns of the elements the rows cover, [crow[0], crow[nrows]) clamped to
+// [0, nse); the first bad one goes to r->second.
+__global__ void operand_cols_kernel(sf_cuda_report* r, const int64_t* crow, const int64_t* col,
+                                    int64_t nrows, int64_t ncols, int64_t nse) {
+  const int64_t lo = crow[0] < 0 ? 0 : crow[0];
+  const int64_t hi = crow[nrows] > nse ? nse : crow[nrows];
+  SF_CUDA_FOR(p, nse) {
+    if (p < lo || p >= hi) continue;
+    const int64_t c = col[p];
+    if (c < 0 || c >= ncols) note_bad(&r->second, (uint64_t)p);
+  }
+}
+
+// In the CPU kernels' order: first entry, last entry (full only), row spans,
+// columns.
+__global__ void operand_finish(sf_cuda_report* r, const int64_t* crow, const int64_t* col,
+                               int64_t nrows, int64_t nse, int full) {
+  r->result = crow[nrows];
+  if (full && crow[0] != 0) {
+    set_site(r, SF_ERR_CROW_FIRST, 0, -1, crow[0]);
+  } else if (full && crow[nrows] != nse) {
+    set_site(r, SF_ERR_CROW_LAST, nrows, -1, crow[nrows]);
+  } else if (r->first != kNone) {
+    const int64_t i = (int64_t)r->first;
+    set_site(r, SF_ERR_CROW_DECREASING, i, -1, crow[i + 1]);
+  } else if (r->second != kNone) {
+    const int64_t p = (int64_t)r->second;
+    set_site(r, SF_ERR_INDEX_OUT_OF_RANGE, p, 1, col[p]);
+  }
+}
+
+}  // namespace
+
+namespace sf_cuda {
+
+sf_status operand_scan(sf_cuda_report* report, const int64_t* crow, const int64_t* col,
+                       int64_t nrows, int64_t ncols, int64_t nse, int full, cudaStream_t s) {
+  SF_CUDA_FAIL_IF(report == nullptr || crow == nullptr, SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(nrows < 0 || ncols < 0 || nse < 0, SF_ERR_NEGATIVE_SIZE);
+  SF_CUDA_FAIL_IF(col == nullptr && nse > 0, SF_ERR_NULL_POINTER);
+  SF_CUDA_TRY(report_init(report, 0, s));
+  if (nrows > 0) {
+    operand_rows_kernel<<<blocks_for(nrows), kThreads, 0, s>>>(report, crow, nrows, nse);
+    SF_CUDA_TRY(launched());
+  }
+  if (nse > 0) {
+    operand_cols_kernel<<<blocks_for(nse), kThreads, 0, s>>>(report, crow, col, nrows, ncols, nse);
+    SF_CUDA_TRY(launched());
+  }
+  operand_finish<<<1, 1, 0, s>>>(report, crow, col, nrows, nse, full);
+  return launched();
+}
+
+}  // namespace sf_cuda
+
+namespace {
+
 }  // namespace
 
 extern "C" sf_status sf_cuda_crow_check(sf_cuda_report* report, const int64_t* crow,
@@ -144,4 +213,10 @@ extern "C" sf_status sf_cuda_crow_from_rows(sf_cuda_report* report, int64_t* cro
   if (nse == 0) return SF_OK;
   rows_finish<<<1, 1, 0, s>>>(report, rows, nrows);
   return launched();
+}
+
+extern "C" sf_status sf_cuda_csr_operand_check(sf_cuda_report* report, const int64_t* crow,
+                                               const int64_t* col, int64_t nrows, int64_t ncols,
+                                               int64_t nse, int full, void* stream) {
+  return operand_scan(report, crow, col, nrows, ncols, nse, full, as_stream(stream));
 }

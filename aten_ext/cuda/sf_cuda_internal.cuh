@@ -123,4 +123,15 @@ sf_status sort_into_buckets(int64_t* perm, int64_t* ptr, const int64_t* keys, in
                             int64_t nbuckets, void* workspace, size_t* workspace_bytes,
                             cudaStream_t s);
 
+// Row of element p: the number of crow[1..nrows] entries <= p (in [0, nrows];
+// nrows when p lies after every row). Reads stay in crow[1..nrows].
+__device__ inline int64_t row_of(const int64_t* crow, int64_t nrows, int64_t p) {
+  return upper_bound(crow + 1, nrows, p);
+}
+
+// A CSR operand's checks, in the CPU kernels' order (sf_cuda_csr_operand_check's
+// contract, sparsefill_cuda.h), into `report`; sf_cuda_csr.cu.
+sf_status operand_scan(sf_cuda_report* report, const int64_t* crow, const int64_t* col,
+                       int64_t nrows, int64_t ncols, int64_t nse, int full, cudaStream_t s);
+
 }  // namespace sf_cuda

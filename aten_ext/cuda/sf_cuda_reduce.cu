@@ -354,208 +354,100 @@ sf_status launch_groups(const Segs& a, F launch) {
   return launched();
 }
 
-// ---- checks ----------------------------------------------------------------------
-
-__global__ void segments_check_kernel(sf_cuda_report* r, const int64_t* p, int64_t nseg,
-                                      int64_t n) {
-  SF_CUDA_FOR(s, nseg) {
-    const int64_t cnt = p[s + 1] - p[s];
-    if (cnt < 0 || cnt > n) note_bad(&r->first, (uint64_t)s);
-  }
-}
-
-__global__ void segments_check_finish(sf_cuda_report* r, const int64_t* p, int64_t nseg,
-                                      int64_t n) {
-  r->value = p[0];
-  r->result = p[nseg];
-  if (r->first == kNone) return;
-  const int64_t s = (int64_t)r->first;
-  const int64_t cnt = p[s + 1] - p[s];
-  // check_segments' codes: a decrease, or more stored rows than the slice holds
-  r->status = cnt < 0 ? SF_ERR_NOT_COALESCED : SF_ERR_INVALID_ARGUMENT;
-  r->position = s;
-  r->dim = -1;
-  (void)n;
-}
-
-// Element k's segment: the last s with p[s] <= k (reads stay in p[0..nseg]).
-__global__ void coord_check_kernel(sf_cuda_report* r, const int64_t* coord, const int64_t* p,
-                                   int64_t nseg, int64_t nse, int64_t n) {
-  SF_CUDA_FOR(k, nse) {
-    int64_t s = upper_bound(p, nseg + 1, k) - 1;
-    s = s < 0 ? 0 : (s > nseg - 1 ? nseg - 1 : s);
-    const int64_t lo = p[s], hi = p[s + 1], ck = coord[k];
-    // As the CPU: a malformed segment is left to the segments check.
-    if (lo < 0 || lo > hi || hi > nse || k < lo || k >= hi) continue;
-    if (ck < 0 || ck >= n || (k > lo && ck <= coord[k - 1])) {
-      note_bad(&r->first, (uint64_t)k);
-    }
-  }
-}
-
-__global__ void coord_check_finish(sf_cuda_report* r, const int64_t* coord) {
-  if (r->first == kNone) return;
-  const int64_t k = (int64_t)r->first;
-  set_site(r, SF_ERR_INVALID_ARGUMENT, k, -1, coord[k]);
-}
-
-// ---- segment sort ------------------------------------------------------------------
-
-__global__ void segment_range_kernel(sf_cuda_report* r, const int64_t* segment, int64_t nse,
-                                     int64_t nseg) {
-  SF_CUDA_FOR(k, nse) {
-    if (segment[k] < 0 || segment[k] >= nseg) note_bad(&r->first, (uint64_t)k);
-  }
-}
-
-__global__ void segment_range_finish(sf_cuda_report* r, const int64_t* segment) {
-  if (r->first == kNone) return;
-  const int64_t k = (int64_t)r->first;
-  set_site(r, SF_ERR_INDEX_OUT_OF_RANGE, k, -1, segment[k]);
-}
-
 }  // namespace
 
-// ---- the C ABI --------------------------------------------------------------------
+// ---- the typed entry points ----------------------------------------------------------
+// One template per entry; generated/sf_cuda_reduce_entries.inc (from
+// tools/codegen/native.yaml) defines the C ABI's _f32 / _f64 / _i64 twins
+// that call them. Floats sum in double, as the CPU kernel does (half and
+// bfloat16 arrive as float): results then agree with the CPU's to the last
+// bit almost always.
 
-extern "C" sf_status sf_cuda_segment_sort(sf_cuda_report* report, int64_t* perm, int64_t* seg_ptr,
-                                          const int64_t* segment, int64_t nse, int64_t nseg,
-                                          void* workspace, size_t* workspace_bytes,
-                                          void* stream) {
-  SF_CUDA_FAIL_IF(workspace_bytes == nullptr, SF_ERR_NULL_POINTER);
-  SF_CUDA_FAIL_IF(nse < 0 || nseg < 0, SF_ERR_NEGATIVE_SIZE);
-  const cudaStream_t s = as_stream(stream);
-  if (workspace == nullptr) {
-    return sort_into_buckets(nullptr, nullptr, segment, nse, nseg, nullptr, workspace_bytes, s);
-  }
-  SF_CUDA_FAIL_IF(report == nullptr || seg_ptr == nullptr, SF_ERR_NULL_POINTER);
-  SF_CUDA_FAIL_IF(nse > 0 && (perm == nullptr || segment == nullptr), SF_ERR_NULL_POINTER);
-  SF_CUDA_TRY(report_init(report, 0, s));
-  if (nse > 0) {
-    segment_range_kernel<<<blocks_for(nse), kThreads, 0, s>>>(report, segment, nse, nseg);
-    SF_CUDA_TRY(launched());
-    segment_range_finish<<<1, 1, 0, s>>>(report, segment);
-    SF_CUDA_TRY(launched());
-  }
-  // Stable: within a segment, elements keep their order (the CPU's counting
-  // sort gives the same perm).
-  return sort_into_buckets(perm, seg_ptr, segment, nse, nseg, workspace, workspace_bytes, s);
+namespace entry {
+
+template <class T>
+using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+
+template <class T>
+sf_status seg_sum(T* out, const T* values, const T* fill, int64_t fill_stride,
+                  const int64_t* seg_ptr, int64_t nseg, int64_t nse, int64_t w, int64_t n,
+                  void* stream) {
+  Segs a;
+  SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));
+  SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);
+  return launch_groups(a, [&](auto g, unsigned blocks) {
+    seg_sum_kernel<decltype(g)::value, T, Acc<T>>
+        <<<blocks, kThreads, 0, as_stream(stream)>>>(out, values, fill, fill_stride, a);
+  });
 }
 
-extern "C" sf_status sf_cuda_segments_check(sf_cuda_report* report, const int64_t* seg_ptr,
-                                            int64_t nseg, int64_t n, void* stream) {
-  SF_CUDA_FAIL_IF(report == nullptr || seg_ptr == nullptr, SF_ERR_NULL_POINTER);
-  SF_CUDA_FAIL_IF(nseg < 0 || n < 0, SF_ERR_NEGATIVE_SIZE);
-  const cudaStream_t s = as_stream(stream);
-  SF_CUDA_TRY(report_init(report, 0, s));
-  if (nseg > 0) {
-    segments_check_kernel<<<blocks_for(nseg), kThreads, 0, s>>>(report, seg_ptr, nseg, n);
-    SF_CUDA_TRY(launched());
-  }
-  segments_check_finish<<<1, 1, 0, s>>>(report, seg_ptr, nseg, n);
-  return launched();
+template <class T>
+sf_status seg_max(T* out, int64_t* winner, int64_t* index, const T* values, const T* fill,
+                  int64_t fill_stride, const int64_t* coord, const int64_t* seg_ptr, int64_t nseg,
+                  int64_t nse, int64_t w, int64_t n, int is_min, void* stream) {
+  Segs a;
+  SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));
+  SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(index != nullptr && coord == nullptr && nse > 0, SF_ERR_NULL_POINTER);
+  return launch_groups(a, [&](auto g, unsigned blocks) {
+    seg_max_kernel<decltype(g)::value, T><<<blocks, kThreads, 0, as_stream(stream)>>>(
+        out, winner, index, values, fill, fill_stride, coord, a, is_min != 0);
+  });
 }
 
-extern "C" sf_status sf_cuda_seg_coord_check(sf_cuda_report* report, const int64_t* coord,
-                                             const int64_t* seg_ptr, int64_t nseg, int64_t nse,
-                                             int64_t n, void* stream) {
-  SF_CUDA_FAIL_IF(report == nullptr || seg_ptr == nullptr, SF_ERR_NULL_POINTER);
-  SF_CUDA_FAIL_IF(nseg < 0 || nse < 0 || n < 0, SF_ERR_NEGATIVE_SIZE);
-  SF_CUDA_FAIL_IF(coord == nullptr && nse > 0, SF_ERR_NULL_POINTER);
-  const cudaStream_t s = as_stream(stream);
-  SF_CUDA_TRY(report_init(report, 0, s));
-  if (nse == 0 || nseg == 0) return SF_OK;  // no element, or seg_ptr's check fails
-  coord_check_kernel<<<blocks_for(nse), kThreads, 0, s>>>(report, coord, seg_ptr, nseg, nse, n);
-  SF_CUDA_TRY(launched());
-  coord_check_finish<<<1, 1, 0, s>>>(report, coord);
-  return launched();
+template <class T>
+sf_status seg_prod(T* out, const T* values, const T* fill, int64_t fill_stride,
+                   const int64_t* seg_ptr, int64_t nseg, int64_t nse, int64_t w, int64_t n,
+                   void* stream) {
+  Segs a;
+  SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));
+  SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);
+  return launch_groups(a, [&](auto g, unsigned blocks) {
+    seg_prod_kernel<decltype(g)::value, T>
+        <<<blocks, kThreads, 0, as_stream(stream)>>>(out, values, fill, fill_stride, a);
+  });
 }
 
-#define SF_CUDA_DEFINE_SUM_MAX(T, ACC, SUFFIX)                                                   \
-  extern "C" sf_status sf_cuda_seg_sum_##SUFFIX(T* out, const T* values, const T* fill,          \
-                                                int64_t fill_stride, const int64_t* seg_ptr,     \
-                                                int64_t nseg, int64_t nse, int64_t w, int64_t n, \
-                                                void* stream) {                                  \
-    Segs a;                                                                                      \
-    SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));                                      \
-    SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER); \
-    SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);                 \
-    return launch_groups(a, [&](auto g, unsigned blocks) {                                       \
-      seg_sum_kernel<decltype(g)::value, T, ACC>                                                 \
-          <<<blocks, kThreads, 0, as_stream(stream)>>>(out, values, fill, fill_stride, a);       \
-    });                                                                                          \
-  }                                                                                              \
-                                                                                                 \
-  extern "C" sf_status sf_cuda_seg_max_##SUFFIX(                                                 \
-      T* out, int64_t* winner, int64_t* index, const T* values, const T* fill,                   \
-      int64_t fill_stride, const int64_t* coord, const int64_t* seg_ptr, int64_t nseg,           \
-      int64_t nse, int64_t w, int64_t n, int is_min, void* stream) {                             \
-    Segs a;                                                                                      \
-    SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));                                      \
-    SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER); \
-    SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);                 \
-    SF_CUDA_FAIL_IF(index != nullptr && coord == nullptr && nse > 0, SF_ERR_NULL_POINTER);       \
-    return launch_groups(a, [&](auto g, unsigned blocks) {                                       \
-      seg_max_kernel<decltype(g)::value, T><<<blocks, kThreads, 0, as_stream(stream)>>>(         \
-          out, winner, index, values, fill, fill_stride, coord, a, is_min != 0);                 \
-    });                                                                                          \
-  }
+template <class T>
+sf_status seg_softmax(T* out_values, T* out_fill, const T* values, const T* fill,
+                      int64_t fill_stride, const int64_t* seg_ptr, int64_t nseg, int64_t nse,
+                      int64_t w, int64_t n, int log_softmax, void* stream) {
+  Segs a;
+  SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));
+  SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out_fill == nullptr || fill == nullptr),
+                  SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(nse > 0 && w > 0 && (values == nullptr || out_values == nullptr),
+                  SF_ERR_NULL_POINTER);
+  return launch_groups(a, [&](auto g, unsigned blocks) {
+    seg_softmax_kernel<decltype(g)::value, T><<<blocks, kThreads, 0, as_stream(stream)>>>(
+        out_values, out_fill, values, fill, fill_stride, a, log_softmax != 0);
+  });
+}
 
-#define SF_CUDA_DEFINE_FLOAT(T, SUFFIX)                                                          \
-  extern "C" sf_status sf_cuda_seg_prod_##SUFFIX(T* out, const T* values, const T* fill,         \
-                                                 int64_t fill_stride, const int64_t* seg_ptr,    \
-                                                 int64_t nseg, int64_t nse, int64_t w,           \
-                                                 int64_t n, void* stream) {                      \
-    Segs a;                                                                                      \
-    SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));                                      \
-    SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out == nullptr || fill == nullptr), SF_ERR_NULL_POINTER); \
-    SF_CUDA_FAIL_IF(nse > 0 && w > 0 && values == nullptr, SF_ERR_NULL_POINTER);                 \
-    return launch_groups(a, [&](auto g, unsigned blocks) {                                       \
-      seg_prod_kernel<decltype(g)::value, T>                                                     \
-          <<<blocks, kThreads, 0, as_stream(stream)>>>(out, values, fill, fill_stride, a);       \
-    });                                                                                          \
-  }                                                                                              \
-                                                                                                 \
-  extern "C" sf_status sf_cuda_seg_softmax_##SUFFIX(                                             \
-      T* out_values, T* out_fill, const T* values, const T* fill, int64_t fill_stride,           \
-      const int64_t* seg_ptr, int64_t nseg, int64_t nse, int64_t w, int64_t n, int log_softmax,  \
-      void* stream) {                                                                            \
-    Segs a;                                                                                      \
-    SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));                                      \
-    SF_CUDA_FAIL_IF(nseg > 0 && w > 0 && (out_fill == nullptr || fill == nullptr),               \
-                    SF_ERR_NULL_POINTER);                                                        \
-    SF_CUDA_FAIL_IF(nse > 0 && w > 0 && (values == nullptr || out_values == nullptr),            \
-                    SF_ERR_NULL_POINTER);                                                        \
-    return launch_groups(a, [&](auto g, unsigned blocks) {                                       \
-      seg_softmax_kernel<decltype(g)::value, T><<<blocks, kThreads, 0, as_stream(stream)>>>(     \
-          out_values, out_fill, values, fill, fill_stride, a, log_softmax != 0);                 \
-    });                                                                                          \
-  }                                                                                              \
-                                                                                                 \
-  extern "C" sf_status sf_cuda_seg_softmax_backward_##SUFFIX(                                    \
-      T* grad_values, T* grad_fill, const T* out_values, const T* out_fill, const T* g_values,   \
-      const T* g_fill, const int64_t* seg_ptr, int64_t nseg, int64_t nse, int64_t w, int64_t n,  \
-      int log_softmax, void* stream) {                                                           \
-    Segs a;                                                                                      \
-    SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));                                      \
-    SF_CUDA_FAIL_IF(nseg > 0 && w > 0 &&                                                         \
-                        (grad_fill == nullptr || out_fill == nullptr || g_fill == nullptr),      \
-                    SF_ERR_NULL_POINTER);                                                        \
-    SF_CUDA_FAIL_IF(nse > 0 && w > 0 &&                                                          \
-                        (grad_values == nullptr || out_values == nullptr || g_values == nullptr), \
-                    SF_ERR_NULL_POINTER);                                                        \
-    return launch_groups(a, [&](auto g, unsigned blocks) {                                       \
-      seg_softmax_backward_kernel<decltype(g)::value, T>                                         \
-          <<<blocks, kThreads, 0, as_stream(stream)>>>(grad_values, grad_fill, out_values,       \
-                                                       out_fill, g_values, g_fill, a,            \
-                                                       log_softmax != 0);                        \
-    });                                                                                          \
-  }
+template <class T>
+sf_status seg_softmax_backward(T* grad_values, T* grad_fill, const T* out_values, const T* out_fill,
+                               const T* g_values, const T* g_fill, const int64_t* seg_ptr,
+                               int64_t nseg, int64_t nse, int64_t w, int64_t n, int log_softmax,
+                               void* stream) {
+  Segs a;
+  SF_CUDA_TRY(seg_prepare(&a, seg_ptr, nseg, nse, w, n));
+  SF_CUDA_FAIL_IF(nseg > 0 && w > 0 &&
+                      (grad_fill == nullptr || out_fill == nullptr || g_fill == nullptr),
+                  SF_ERR_NULL_POINTER);
+  SF_CUDA_FAIL_IF(nse > 0 && w > 0 &&
+                      (grad_values == nullptr || out_values == nullptr || g_values == nullptr),
+                  SF_ERR_NULL_POINTER);
+  return launch_groups(a, [&](auto g, unsigned blocks) {
+    seg_softmax_backward_kernel<decltype(g)::value, T>
+        <<<blocks, kThreads, 0, as_stream(stream)>>>(grad_values, grad_fill, out_values,
+                                                     out_fill, g_values, g_fill, a,
+                                                     log_softmax != 0);
+  });
+}
 
-// Floats sum in double, as the CPU kernel does (half and bfloat16 arrive as
-// float): results then agree with the CPU's to the last bit almost always.
-SF_CUDA_DEFINE_SUM_MAX(double, double, f64)
-SF_CUDA_DEFINE_SUM_MAX(float, double, f32)
-SF_CUDA_DEFINE_SUM_MAX(int64_t, int64_t, i64)
-SF_CUDA_DEFINE_FLOAT(double, f64)
-SF_CUDA_DEFINE_FLOAT(float, f32)
+}  // namespace entry
+
+#include "generated/sf_cuda_reduce_entries.inc"

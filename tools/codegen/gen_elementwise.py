@@ -106,7 +106,7 @@ def schema_default(arg) -> str:
 # ---------------------------------------------------------------- C++ -------
 # The C++ side is traits only: per op its name and its formula f, a static
 # function of a struct; the kernel bodies per kind of op are templates in
-# aten_ext/ops/elementwise.h. Gradients are ATen's: the kernels are
+# aten_ext/ops/elementwise/elementwise.h. Gradients are ATen's: the kernels are
 # CompositeImplicitAutograd, so autograd sees the ATen ops that f calls.
 
 def extra_args(op) -> list[tuple[str, str]]:
@@ -178,12 +178,12 @@ def gen_cpp_traits(ops) -> str:
 // The traits of every element-wise op: its name and its formula f (ATen on
 // the values and on the fill, so per-value math runs at ATen's vectorised
 // speed, and autograd, forward AD and vmap see ATen ops). The kernel bodies,
-// one per kind of op, are templates on these: ops/elementwise.h.
+// one per kind of op, are templates on these: ops/elementwise/elementwise.h.
 #pragma once
 
 {includes}
 
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 
 namespace sparsefill {{
 namespace ops {{
@@ -192,7 +192,7 @@ namespace ops {{
 
 }}  // namespace ops
 
-// The ops of each kind, for the registrations (composite/elementwise.cpp).
+// The ops of each kind, for the registrations (elementwise/composite.cpp).
 {(nl + nl).join(lists)}
 
 }}  // namespace sparsefill

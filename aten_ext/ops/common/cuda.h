@@ -1,9 +1,10 @@
-// ops/common/cuda.h -- what the CUDA kernels (ops/cuda/*.cpp) share: torch's
-// current stream, the launch-then-status check of a core call, device memory
-// for the core's reports (read back together: one synchronisation per op),
-// workspace from torch's caching allocator, and the CUDA core's typed entry
-// points. Only ops/cuda/ includes it: it needs torch's CUDA headers, which
-// only the CUDA build has.
+// ops/common/cuda.h -- what the CUDA kernels (the SPARSEFILL_WITH_CUDA half
+// of each family's files) share: torch's current stream, the
+// launch-then-status check of a core call, device memory for the core's
+// reports (read back together: one synchronisation per op), workspace from
+// torch's caching allocator, and the CUDA core's typed entry points,
+// CudaCore<T> (generated). Only those halves include it: it needs torch's
+// CUDA headers, which only the CUDA build has.
 #pragma once
 
 #include <ATen/ops/empty.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "ops/common/args.h"
+#include "ops/generated/cuda_core.h"  // CudaCore<T>, from tools/codegen/native.yaml
 #include "sparsefill_cuda.h"
 
 namespace sparsefill {
@@ -63,44 +65,5 @@ inline sf_site site_of(const sf_cuda_report& r) { return {r.position, r.dim, r.v
 inline Tensor workspace(size_t bytes, const Tensor& like) {
   return at::empty({(int64_t)std::max<size_t>(bytes, 1)}, like.options().dtype(at::kByte));
 }
-
-// The CUDA core's typed entry points (sparsefill_cuda.h), by element type:
-// the twin of Core<T> (common/dtypes.h), picked the same way.
-template <class T> struct CudaCore;
-
-template <> struct CudaCore<float> {
-  static constexpr auto spmm = sf_cuda_csr_spmm_f32;
-  static constexpr auto bsr_spmm = sf_cuda_bsr_spmm_f32;
-  static constexpr auto sddmm = sf_cuda_csr_sddmm_f32;
-  static constexpr auto attention = sf_cuda_csr_attention_f32;
-  static constexpr auto attention_backward = sf_cuda_csr_attention_backward_f32;
-  static constexpr auto spgemm_create = sf_cuda_spgemm_create_f32;
-  static constexpr auto spgemm_copy = sf_cuda_spgemm_copy_f32;
-  static constexpr auto seg_sum = sf_cuda_seg_sum_f32;
-  static constexpr auto seg_prod = sf_cuda_seg_prod_f32;
-  static constexpr auto seg_max = sf_cuda_seg_max_f32;
-  static constexpr auto seg_softmax = sf_cuda_seg_softmax_f32;
-  static constexpr auto seg_softmax_backward = sf_cuda_seg_softmax_backward_f32;
-};
-
-template <> struct CudaCore<double> {
-  static constexpr auto spmm = sf_cuda_csr_spmm_f64;
-  static constexpr auto bsr_spmm = sf_cuda_bsr_spmm_f64;
-  static constexpr auto sddmm = sf_cuda_csr_sddmm_f64;
-  static constexpr auto attention = sf_cuda_csr_attention_f64;
-  static constexpr auto attention_backward = sf_cuda_csr_attention_backward_f64;
-  static constexpr auto spgemm_create = sf_cuda_spgemm_create_f64;
-  static constexpr auto spgemm_copy = sf_cuda_spgemm_copy_f64;
-  static constexpr auto seg_sum = sf_cuda_seg_sum_f64;
-  static constexpr auto seg_prod = sf_cuda_seg_prod_f64;
-  static constexpr auto seg_max = sf_cuda_seg_max_f64;
-  static constexpr auto seg_softmax = sf_cuda_seg_softmax_f64;
-  static constexpr auto seg_softmax_backward = sf_cuda_seg_softmax_backward_f64;
-};
-
-template <> struct CudaCore<int64_t> {
-  static constexpr auto seg_sum = sf_cuda_seg_sum_i64;
-  static constexpr auto seg_max = sf_cuda_seg_max_i64;
-};
 
 }  // namespace sparsefill

@@ -3,7 +3,7 @@
 // The traits of every element-wise op: its name and its formula f (ATen on
 // the values and on the fill, so per-value math runs at ATen's vectorised
 // speed, and autograd, forward AD and vmap see ATen ops). The kernel bodies,
-// one per kind of op, are templates on these: ops/elementwise.h.
+// one per kind of op, are templates on these: ops/elementwise/elementwise.h.
 #pragma once
 
 #include <ATen/ops/abs.h>
@@ -109,7 +109,7 @@
 #include <ATen/ops/where.h>
 #include <ATen/ops/xlogy.h>
 
-#include "ops/elementwise.h"
+#include "ops/elementwise/elementwise.h"
 
 namespace sparsefill {
 namespace ops {
@@ -1127,7 +1127,7 @@ struct LerpTensor {
 
 }  // namespace ops
 
-// The ops of each kind, for the registrations (composite/elementwise.cpp).
+// The ops of each kind, for the registrations (elementwise/composite.cpp).
 using UnaryOps = OpList<
     ops::Abs,
     ops::Neg,
