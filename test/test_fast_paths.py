@@ -18,7 +18,7 @@ import torch
 
 import torch_sparsefill as sf
 from torch_sparsefill.functions import routing
-from torch_sparsefill.tensor import SparseFillTensor, is_plain
+from torch_sparsefill.tensor import SparseFillTensor, is_plain, on_pattern
 
 FILLS = [0., -0., 0.5, -2., math.inf, -math.inf, math.nan]
 LAYOUTS = [torch.sparse_coo, torch.sparse_csr]
@@ -157,3 +157,13 @@ def _answers(fast, args):
         return fast(args) is not None
     except (TypeError, IndexError, RuntimeError):
         return False
+
+
+def test_facts_have_one_home():
+    """__new__ sets exactly FACTS, in order: the names the hot path was bound
+    with (a renamed or added attribute that FACTS misses breaks this)."""
+    from torch_sparsefill.tensor import FACTS
+    for layout in LAYOUTS:
+        A = _plain([1., 2.], 0.5, layout, torch.float64, PATTERNS[0])
+        assert tuple(A.__dict__) == FACTS
+        assert tuple(on_pattern(A, A._sf_values * 2, A._sf_fill).__dict__) == FACTS

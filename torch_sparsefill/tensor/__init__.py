@@ -3,6 +3,6 @@
 batched.py), the argument checks (args.py), and build(), the one way to make
 a tensor from its components."""
 from .plain import is_plain, on_pattern
-from .sparse_fill_tensor import SparseFillTensor, build, coo_indices_of_csr
+from .sparse_fill_tensor import FACTS, SparseFillTensor, build, coo_indices_of_csr
 
-__all__ = ["SparseFillTensor", "build", "coo_indices_of_csr", "is_plain", "on_pattern"]
+__all__ = ["FACTS", "SparseFillTensor", "build", "coo_indices_of_csr", "is_plain", "on_pattern"]

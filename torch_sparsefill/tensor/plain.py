@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .sparse_fill_tensor import SparseFillTensor
+from .sparse_fill_tensor import FACTS, SparseFillTensor
 
 __all__ = ["is_plain", "on_pattern"]
 
@@ -14,7 +14,7 @@ _make_wrapper = torch.Tensor._make_wrapper_subclass
 # How many attributes SparseFillTensor.__new__ sets (on_pattern copies them;
 # so does _C.hot_on's result, made the same way: aten_ext/ops/hot.cpp,
 # bound by functions/elementwise/fast.py).
-_N_FACTS = 10
+_N_FACTS = len(FACTS)
 _COO, _CSR = torch.sparse_coo, torch.sparse_csr
 
 
@@ -61,7 +61,6 @@ def on_pattern(a: SparseFillTensor, values: torch.Tensor, fill: torch.Tensor
         facts["_sf_values"], facts["_sf_fill"], facts["_sf_coalesced_flag"] = values, fill, True
         out.__dict__ = facts
         return out
-    out.__dict__.update(_sf_layout=a._sf_layout, _sf_size=a._sf_size, _sf_indices=a._sf_indices,
-                        _sf_crow=a._sf_crow, _sf_col=a._sf_col, _sf_values=values, _sf_fill=fill,
-                        _sf_coalesced=True, _sf_coalesced_flag=True, _sf_blocksize=None)
+    out.__dict__.update(zip(FACTS, (a._sf_layout, a._sf_size, a._sf_indices, a._sf_crow,
+                                    a._sf_col, values, fill, True, True, None)))
     return out

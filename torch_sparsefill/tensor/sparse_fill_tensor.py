@@ -28,7 +28,13 @@ from .gradients import ComponentGradients
 
 _ops = torch.ops.sparsefill
 
-__all__ = ["SparseFillTensor", "build", "coo_indices_of_csr"]
+__all__ = ["SparseFillTensor", "build", "coo_indices_of_csr", "FACTS"]
+
+# The attributes SparseFillTensor.__new__ sets, in this order: the one home of
+# their names. The hot path reads them by position (aten_ext/ops/hot/hot.h's
+# Fact enum), from these names, bound once (functions/elementwise/fast.py).
+FACTS = ("_sf_layout", "_sf_size", "_sf_indices", "_sf_crow", "_sf_col", "_sf_values",
+         "_sf_fill", "_sf_coalesced", "_sf_coalesced_flag", "_sf_blocksize")
 
 
 class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):

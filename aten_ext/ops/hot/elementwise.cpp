@@ -28,11 +28,15 @@
 
 namespace sparsefill::hot {
 
-// _C.hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr): what the
-// whole-call functions need, once.
+// _C.hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr, facts):
+// what the whole-call functions need, once; `facts` is the tuple of the
+// attribute names __new__ sets, in the order of the Fact enum.
 PyObject* hot_bind(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n != 4 || !PyType_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr)");
+  if (n != 5 || !PyType_Check(args[0]) || !PyTuple_CheckExact(args[4]) ||
+      PyTuple_GET_SIZE(args[4]) != kFacts) {
+    PyErr_SetString(PyExc_TypeError,
+                    "hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr, facts): facts "
+                    "must be a tuple of the 10 attribute names SparseFillTensor.__new__ sets");
     return nullptr;
   }
   Bound& b = bound();
@@ -45,8 +49,10 @@ PyObject* hot_bind(PyObject*, PyObject* const* args, Py_ssize_t n) {
   }
   PyObject* keys[kFacts];
   for (int k = 0; k < kFacts; ++k) {
-    keys[k] = PyUnicode_InternFromString(kFactNames[k]);
+    PyObject* name = PyTuple_GET_ITEM(args[4], k);
+    keys[k] = PyUnicode_Check(name) ? PyUnicode_InternFromString(PyUnicode_AsUTF8(name)) : nullptr;
     if (keys[k] == nullptr) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "hot_bind: a fact name is not a str");
       for (int j = 0; j < k; ++j) Py_DECREF(keys[j]);
       Py_DECREF(kwnames);
       Py_DECREF(dict_name);

@@ -138,12 +138,11 @@ inline bool to_scalars(PyObject* const* args, std::array<at::Scalar, N>& out) {
 // of the operand's dict with values, fill and the coalesced flag replaced).
 // _tensor.py binds the class once (hot_bind).
 
-// The attributes SparseFillTensor.__new__ sets, in this order (kFacts of them).
+// The attributes SparseFillTensor.__new__ sets, by position (kFacts of them):
+// their names have one home, torch_sparsefill/tensor/sparse_fill_tensor.py's
+// FACTS, which hot_bind receives in this order.
 enum Fact { kLayout, kSize, kIndices, kCrow, kCol, kValues, kFill, kCoalesced, kCoalescedFlag,
             kBlocksize, kFacts };
-inline const char* const kFactNames[kFacts] = {"_sf_layout", "_sf_size", "_sf_indices", "_sf_crow",
-                                        "_sf_col", "_sf_values", "_sf_fill", "_sf_coalesced",
-                                        "_sf_coalesced_flag", "_sf_blocksize"};
 
 struct Bound {
   PyObject* cls = nullptr;       // SparseFillTensor

@@ -179,7 +179,7 @@ PyMethodDef kHotMethods[] = {
     {"hot_fast", (PyCFunction)(void (*)())hot::hot_fast, METH_FASTCALL,
      "hot_fast(whole, extra, fallback, reflected) -> a fast handler: whole's C call, else fallback"},
     {"hot_bind", (PyCFunction)(void (*)())hot::hot_bind, METH_FASTCALL,
-     "hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr): set up hot_on's functions"},
+     "hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr, facts): set up hot_on's functions"},
     {"hot_product", (PyCFunction)(void (*)())hot::hot_product, METH_FASTCALL,
      "hot_product(fallback, vector, matrix) -> a fast handler of A @ b: the C call, else fallback"},
     {"hot", (PyCFunction)hot::hot, METH_O,

@@ -8,7 +8,7 @@ import torch
 
 from ... import _C
 from ...ops import elementwise as _generated_ops
-from ...tensor import SparseFillTensor, is_plain, on_pattern
+from ...tensor import FACTS, SparseFillTensor, is_plain, on_pattern
 from .handlers import Op, named_op
 
 __all__ = ["FAST"]
@@ -53,7 +53,7 @@ def _fast_unary(op: Op):
 # The whole calls in C make results as on_pattern does: they are told the
 # class and torch's wrapper constructor once.
 _C.hot_bind(SparseFillTensor, torch.Tensor._make_wrapper_subclass, torch.sparse_coo,
-            torch.sparse_csr)
+            torch.sparse_csr, FACTS)
 
 
 def _whole_call(op: Op, kind: int, extra: tuple, fast, reflected: bool):
