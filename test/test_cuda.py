@@ -23,9 +23,9 @@ ops = torch.ops.sparsefill
 
 STRUCTURAL = ["coo_check", "csr_check", "coo_linearize", "coo_delinearize", "coalesce_plan",
               "rows_from_crow", "crow_from_rows", "union_plan"]
-# Matrix products (aten_ext/ops/products.h; CUDA kernels in ops/cuda/products.cpp).
+# Matrix products (aten_ext/ops/products/; their CUDA halves).
 PRODUCT_OPS = ["spmm", "csr_transpose", "sddmm", "spgemm"]
-# Softmax and reductions (aten_ext/ops/reductions.h; CUDA kernels in ops/cuda/reductions.cpp).
+# Softmax and reductions (aten_ext/ops/reductions/; their CUDA halves).
 REDUCTIONS = ["slice_plan", "seg_reduce", "seg_max", "seg_softmax", "seg_softmax_backward"]
 # Element-wise ops that merge patterns: composite over union_plan and ATen
 # (RFC.md 12.2), as is gather_with_fill; no per-device kernel.

@@ -16,7 +16,7 @@ ops = torch.ops.sparsefill
 
 
 # ---- softmax and reductions: CUDA kernels == CPU kernels, API == dense ----------
-# The segment ops of ops/reductions.h (slice_plan, seg_reduce, seg_max,
+# The segment ops of aten_ext/ops/reductions/ (slice_plan, seg_reduce, seg_max,
 # seg_softmax, seg_softmax_backward) against their CPU kernels, then the public
 # reductions on CUDA tensors against the dense computation, gradients included.
 # Exact equality holds for slice_plan, for every integer output and for

@@ -99,7 +99,7 @@ def hide_from_dynamo(modules, package: str) -> int:
     Example::
 
         >>> import torch_sparsefill._compile as c, torch_sparsefill as sf
-        >>> c.hide_from_dynamo([sf._routing], "torch_sparsefill") > 0
+        >>> c.hide_from_dynamo([sf.functions.routing], "torch_sparsefill") > 0
         True
     """
     marked = 0

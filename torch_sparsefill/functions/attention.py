@@ -9,11 +9,11 @@
 The sampled products and SDPA run on the stored elements only. SDPA without
 dropout is one fused op, ``sparse_attention`` (sampled Q K^T, online row
 softmax and the product with V in one pass per row: C core
-``sf_csr_attention``, CUDA ``sf_cuda_csr_attention``; its backward is below,
+``sf_csr_attention``, CUDA ``sf_cuda_csr_attention``; its backward is in ops/products.py,
 in differentiable ops); with dropout it is composed of the library's
 product ops: ``sddmm`` (X Y^T sampled on a pattern; its autograd, in
-aten_ext/ops/autograd/products.cpp, is a backward made of ``spmm``, itself
-differentiable, so double backward is exact) and
+ops/products.py, is a backward made of ``spmm``, itself differentiable, so
+double backward is exact) and
 ``spmm`` (the weights times V); softmax is ``index_add``/``scatter_reduce``
 over the rows. Time O(nse * d), memory O(nse + (L + S) * d): no gathered
 (nse, d) operand, never an L x S tensor.

@@ -1,4 +1,4 @@
-"""The Python half of the BSR product (aten_ext/ops/bsr.h): bsr_spmm's fake
+"""The Python half of the BSR product (aten_ext/ops/bsr/): bsr_spmm's fake
 kernel and its backward, written in differentiable ops so that the double
 backward is exact."""
 import torch

@@ -3,7 +3,7 @@ does for the C++ half): the kernel of an op's ``<op>_autograd`` twin, and
 the helpers of several families' fake kernels and Functions.
 
 An op with a derivative of its own has an Autograd kernel in C++
-(aten_ext/ops/autograd/) that calls the op below autograd when no gradient
+(generated from tools/codegen/native.yaml) that calls the op below autograd when no gradient
 is tracked (no Python on that path); otherwise it calls the op's twin
 ``<op>_autograd``, whose one kernel is registered here by :func:`register`
 and applies the family module's Function:

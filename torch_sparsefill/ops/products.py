@@ -1,4 +1,4 @@
-"""The Python half of the matrix products (aten_ext/ops/products.h): their
+"""The Python half of the matrix products (aten_ext/ops/products/): their
 fake kernels (registered only for CPU and CUDA), the autograd of spmm,
 sddmm and spgemm (their ``<op>_autograd`` twins), and sparse_attention's
 backward (torch.library.register_autograd), with the block-diagonal layout and

@@ -1,4 +1,4 @@
-"""The Python half of softmax and the reductions (aten_ext/ops/reductions.h):
+"""The Python half of softmax and the reductions (aten_ext/ops/reductions/):
 their fake kernels and the autograd of seg_reduce, seg_max, seg_softmax,
 slot_reduce and slot_softmax (their ``<op>_autograd`` twins)."""
 import torch

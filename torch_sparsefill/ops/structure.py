@@ -1,4 +1,4 @@
-"""The Python half of the structure ops (aten_ext/ops/structure.h): fake
+"""The Python half of the structure ops (aten_ext/ops/structure/): fake
 kernels of the ops whose output size depends on the data, and from_dense's
 autograd (its ``from_dense_autograd`` twin). Every other structure op is
 composite or has no gradient."""

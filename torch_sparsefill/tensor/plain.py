@@ -12,7 +12,7 @@ __all__ = ["is_plain", "on_pattern"]
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 # How many attributes SparseFillTensor.__new__ sets (on_pattern copies them;
-# so does _C.hot_on's result, made the same way: aten_ext/ops/hot.cpp,
+# so does _C.hot_on's result, made the same way: aten_ext/ops/hot/,
 # bound by functions/elementwise/fast.py).
 _N_FACTS = len(FACTS)
 _COO, _CSR = torch.sparse_coo, torch.sparse_csr

@@ -150,7 +150,7 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
     # ---- routing hooks (see functions/routing.py) -----------------------------------
 
     # Wired by the package (__init__.py) to functions/routing.py; the
-    # package replaces __torch_function__ with _routing.torch_function
+    # package replaces __torch_function__ with functions/routing.py's torch_function
     # itself, so no frame of ours lies between torch and the routing.
     _route_dispatch = None
 

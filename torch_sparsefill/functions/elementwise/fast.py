@@ -22,7 +22,7 @@ __all__ = ["FAST"]
 # RuntimeError (an integer division by a zero fill, ...) is also left to the
 # route, which knows the exceptions' rules.
 #
-# The op is first tried through its hot function (_C.hot, aten_ext/ops/hot.cpp:
+# The op is first tried through its hot function (_C.hot, aten_ext/ops/hot/:
 # the op's kernel body below autograd, one C call), which answers None
 # where it does not serve the call (a component that tracks gradients, a
 # mode or transform, an error); `hot(...) or op(...)` then calls the op
