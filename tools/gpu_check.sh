@@ -86,7 +86,7 @@ else
   [ $tests_rc -ne 0 ] && [ $status -eq 0 ] && status=$tests_rc
 
   step "GPU rows of bench/bench.py"
-  OMP_NUM_THREADS=2 PYTHONPATH="$WORK/lib" "$PY" -P bench/bench.py --rows GPU --no-results \
+  OMP_NUM_THREADS=2 PYTHONPATH="$WORK/lib" "$PY" -P bench/bench.py --gpu-only --no-results \
     2>&1 | tee "$REPORT_DIR/bench.log"
   bench_rc=${PIPESTATUS[0]}
   bench_rows=$(grep -E '^(operation|GPU)' "$REPORT_DIR/bench.log")
