@@ -31,6 +31,14 @@ t0=$(date +%s)
 
 step() { echo; echo "== $* ($(( $(date +%s) - t0 )) s)"; }
 
+# torch's extension build needs the ninja executable; a pip-installed ninja
+# may sit only beside that python.
+if ! command -v ninja >/dev/null; then
+  bin=$("$PY" -c 'import ninja; print(ninja.BIN_DIR)' 2>/dev/null \
+        || "$PY" -c 'import os, sys; print(os.path.dirname(sys.executable))')
+  export PATH="$bin:$PATH"
+fi
+
 step versions
 {
   echo "nvcc: $(nvcc --version 2>/dev/null | sed -n 's/.*release \(.*\)/\1/p' || true)"
