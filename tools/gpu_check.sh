@@ -71,7 +71,7 @@ SPARSEFILL_CUDA=1 TORCH_CUDA_ARCH_LIST="$ARCH" MAX_JOBS="$JOBS" \
   > "$REPORT_DIR/build.log" 2>&1
 build_rc=$?
 build_s=$(( $(date +%s) - b0 ))
-tail -n 5 "$REPORT_DIR/build.log"
+tail -n 3 "$REPORT_DIR/build.log" | cut -c1-160
 echo "build: exit $build_rc after $build_s s"
 
 tests_line="not run (the build failed)"
