@@ -88,6 +88,8 @@ def test_float64_results_compare_to_rounding():
     assert judge.compare(torch.tensor([float("nan"), -float("inf")]),
                          torch.tensor([float("nan"), -float("inf")])) is None
     assert "values differ" in judge.compare(torch.tensor([1, 2]), torch.tensor([1, 3]))
+    nan = torch.full((2,), float("nan"), dtype=torch.float16)   # NaN everywhere, in both
+    assert judge.compare(nan, nan, nan.double()) is None
 
 
 def test_lower_precision_is_judged_by_dense_error():

@@ -257,8 +257,7 @@ def _one_case(op, sf, base_in, args, kwargs, layout, sparse_binary, expected, re
                 def conv(t):
                     return convert(t) if t.shape == base_in.shape and t.dim() > 0 else t
                 a, kw = _map_tensors(a, conv), _map_tensors(kw, conv)
-            ours = op.op(A, *a, **kw)
-            why = compare(ours, expected, ref)
+            ours = _densify(op.op(A, *a, **kw))
     except Exception as exc:  # noqa: BLE001 -- every exception is an outcome
         if clean_refusal(exc, op):
             return "refused", _first_line(exc)
@@ -268,9 +267,23 @@ def _one_case(op, sf, base_in, args, kwargs, layout, sparse_binary, expected, re
         tb = traceback.extract_tb(exc.__traceback__)
         where = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
         return "error", _first_line(exc) + where
+    try:
+        why = compare(ours, expected, ref)
+    except Exception as exc:  # noqa: BLE001 -- judge.py's own failure, not the op's
+        return "error", "harness: judge.py failed: " + _first_line(exc)
     if why:
         return "wrong", why
     return "pass", ""
+
+
+def _densify(result):
+    """result with every tensor of another layout in its dense form, tuples as
+    tuples: what our code must do before judge.py compares it."""
+    if isinstance(result, torch.Tensor):
+        return result.to_dense() if result.layout != torch.strided else result
+    if isinstance(result, (tuple, list)):
+        return tuple(_densify(r) for r in result)
+    return result
 
 
 # ---- the worker protocol -----------------------------------------------------
