@@ -203,5 +203,24 @@ bench: build
 cuda-bench: build/cuda/.built
 	OMP_NUM_THREADS=2 PYTHONPATH=$(CUDA_LIB) $(CUDA_PY) -P bench/bench.py --rows "$(ROWS)"
 
+# ---- the measuring tools ----------------------------------------------------
+# PyTorch's op database on SparseFillTensors against dense (tools/coverage):
+# the per-op table, bench/results/coverage.{json,md}, and the comparison with
+# tools/coverage/expected.json (fails when an op got worse). UPDATE=1 rewrites
+# the expectations; COVERAGE_ARGS passes options (--ops exp,sum --jobs 1 ...).
+.PHONY: coverage gpu-check
+COVERAGE_ARGS ?=
+coverage: build
+	$(PY) tools/coverage/run.py $(if $(UPDATE),--update) $(COVERAGE_ARGS)
+
+# The CUDA build proven on a GPU machine with its own python (no venv, no
+# pip): versions, build for GPU_ARCH (default 9.0) on GPU_JOBS cores (default
+# all), the CUDA tests (GPU_TESTS, default test/test_cuda*.py), the bench's
+# GPU rows, a report in $$OUT or build/gpu-check/report (tools/gpu_check.sh).
+GPU_PYTHON ?= python3
+gpu-check:
+	GPU_PYTHON="$(GPU_PYTHON)" GPU_ARCH="$(GPU_ARCH)" GPU_JOBS="$(GPU_JOBS)" GPU_TESTS="$(GPU_TESTS)" \
+	  CUDA_HOME="$(CUDA_HOME)" bash tools/gpu_check.sh
+
 clean:
 	rm -rf $(BUILD) build torch_sparsefill/*.so *.egg-info $(VENV)/.built build/cuda/.built

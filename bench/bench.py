@@ -13,7 +13,7 @@ The run also writes bench/results/latest.json (every row, note and memory row)
 and bench/results/ratios.png (each row's ratio on a log scale, its goal
 marked), which the README shows.
 
-Usage: python bench/bench.py [--quick] [--rows substring] [--no-results]
+Usage: python bench/bench.py [--quick] [--rows substring] [--no-results] [--gpu-only]
 """
 from __future__ import annotations
 
@@ -977,6 +977,9 @@ def main() -> None:
     parser.add_argument("--skip", default="", help="leave out rows whose name contains this")
     parser.add_argument("--no-results", action="store_true",
                         help="do not write bench/results (a run with --rows or --quick never does)")
+    parser.add_argument("--gpu-only", action="store_true",
+                        help="build and time only the GPU rows (the other rows' setup, an "
+                             "AOTInductor compile among it, is skipped; make gpu-check)")
     parser.add_argument("--peak", default="", help=argparse.SUPPRESS)  # see peak_bytes
     parser.add_argument("--memory", default="", help=argparse.SUPPRESS)  # see memory_rows
     args = parser.parse_args()
@@ -992,15 +995,11 @@ def main() -> None:
     notes, results = [], []
     if _pydata() is None:
         notes.append("pydata/sparse rows: skipped (import sparse failed)")
-    for name, ours, anchor_name, anchor, *elements in itertools.chain(rows(args.quick),
-                                                                      products_rows(args.quick),
-                                                                      finiteness_rows(args.quick),
-                                                                      reduction_rows(args.quick),
-                                                                      peer_rows(args.quick),
-                                                                      layout_rows(args.quick),
-                                                                      attention_rows(args.quick),
-                                                                      compile_rows(args.quick),
-                                                                      gpu_rows(args.quick)):
+    families = [gpu_rows] if args.gpu_only else [
+        rows, products_rows, finiteness_rows, reduction_rows, peer_rows, layout_rows,
+        attention_rows, compile_rows, gpu_rows]
+    for name, ours, anchor_name, anchor, *elements in itertools.chain(
+            *(family(args.quick) for family in families)):
         if args.rows not in name or (args.skip and args.skip in name):
             continue
         t_ours, t_anchor = time_pair(ours, anchor)
@@ -1019,7 +1018,7 @@ def main() -> None:
     for note in notes:
         print(note)
     memory = []
-    if not args.rows or "memory" in args.rows:
+    if not args.gpu_only and (not args.rows or "memory" in args.rows):
         print("peak memory of one call (inputs + added peak) / (inputs + output), goal <= 2:")
         for r in memory_rows(args.quick):
             memory.append(r)
@@ -1031,7 +1030,7 @@ def main() -> None:
                   f"{r['ratio']:.2f} {'met' if r['ratio'] <= r['goal'] else 'MISSED'}")
     if not torch.cuda.is_available():
         print("GPU rows: not run (torch.cuda.is_available() is False; `make cuda-bench` on a GPU machine)")
-    if not (args.rows or args.quick or args.no_results):
+    if not (args.rows or args.quick or args.no_results or args.gpu_only):
         write_results(results, memory, notes)
         print(f"wrote {RESULTS / 'latest.json'} and {RESULTS / 'ratios.png'}")
 
