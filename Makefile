@@ -12,6 +12,8 @@
 #   make cuda-build  the CUDA build, in its own environment, and its tests (no GPU needed)
 #   make cuda-ci     CI's CUDA step: cuda-build when the CUDA torch matches nvcc
 #   make cuda-bench  the benchmark table with the CUDA build (GPU rows need a GPU; ROWS=GPU: only them)
+#   make coverage  PyTorch's op database run on SparseFillTensors against dense (UPDATE=1: new expectations)
+#   make gpu-check   the CUDA build and its tests on a lent GPU machine, in one command (README)
 
 PYTHON ?= python3
 VENV   ?= .venv
