@@ -113,12 +113,12 @@ fuzz:
 	$(BUILD)-fuzz/fuzz_core -runs=$(FUZZ_RUNS) -print_final_stats=1 \
 	  -artifact_prefix=$(BUILD)-fuzz/ $(BUILD)-fuzz/corpus test/fuzz/corpus
 
-# Random op chains on SparseFillTensors against dense torch (test/fuzz_ops.py);
+# Random op chains on SparseFillTensors against dense torch (tools/fuzz_ops.py);
 # `make test` runs a bounded budget of them.
 N ?= 5000
 SEED ?= 0
 fuzz-ops: build
-	$(PY) test/fuzz_ops.py --seed $(SEED) -n $(N)
+	$(PY) tools/fuzz_ops.py --seed $(SEED) -n $(N)
 
 pytest: build
 	$(PY) -m pytest -q test

@@ -1,4 +1,4 @@
-"""The op-chain differential fuzzer (fuzz_ops.py) within `make test`'s
+"""The op-chain differential fuzzer (tools/fuzz_ops.py) within `make test`'s
 budget, and the rule that every routed torch callable is drawn by it.
 
 The run is the fixed window of seeds SPARSEFILL_FUZZ_SEED (default 0) to
@@ -11,7 +11,9 @@ import warnings
 
 import pytest
 
-import fuzz_ops
+import sf_testing as T
+
+fuzz_ops = T.tool("fuzz_ops.py")
 
 
 def test_every_routed_callable_is_fuzzed_or_excused():
@@ -33,5 +35,5 @@ def test_op_chains_equal_dense():
           f"{dict(result['known'])}; refused by op: {dict(result['refusals'])}")
     assert result["ran"] >= 100, "the budget ran too few programs to mean anything"
     assert not result["failures"], "\n\n".join(
-        f"{text}\n{detail}\nreplay: .venv/bin/python test/fuzz_ops.py --seed {s} -n 1 -v"
+        f"{text}\n{detail}\nreplay: .venv/bin/python tools/fuzz_ops.py --seed {s} -n 1 -v"
         for s, text, detail in result["failures"][:5])

@@ -15,7 +15,7 @@ import torch
 
 import torch_sparsefill as sf
 from torch_sparsefill.ops import elementwise as _generated_ops
-from cuda_testing import CUDA, both, gpu, malformed_csr, random_indices
+from sf_testing.cuda import CUDA, both, gpu, malformed_csr, random_indices
 
 pytestmark = pytest.mark.cpu_only("chooses CPU and CUDA explicitly")
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import torch_sparsefill as sf
-from cuda_testing import CUDA, TIGHT, both, gpu, malformed_csr
+from sf_testing.cuda import CUDA, TIGHT, both, gpu, malformed_csr
 from torch_sparsefill import SparseFillTensor
 
 pytestmark = pytest.mark.cpu_only("chooses CPU and CUDA explicitly")

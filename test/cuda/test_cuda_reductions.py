@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import torch_sparsefill as sf
-from cuda_testing import CUDA, TIGHT, both, gpu, random_indices
+from sf_testing.cuda import CUDA, TIGHT, both, gpu, random_indices
 
 pytestmark = pytest.mark.cpu_only("chooses CPU and CUDA explicitly")
 

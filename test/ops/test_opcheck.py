@@ -4,7 +4,7 @@ dispatcher's consistency checks.
 
 The ops are enumerated from the dispatcher, so none can be forgotten:
 - the element-wise ops (every variant the YAML generates) are opchecked by
-  test_elementwise_generated.py (sf_testing.opcheck_op);
+  test_elementwise_table.py (sf_testing.elementwise.opcheck_op);
 - the ops the public API calls are recorded, with their real arguments, while
   programs of every family run forward and backward (a dispatch mode sees
   them below autograd), and each is opchecked on those arguments;
@@ -16,10 +16,12 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import test_double_backward as D
+import sf_testing as T
 import torch_sparsefill as sf
+from sf_testing.native import ELEMENTWISE as REAL_ELEMENTWISE
+from sf_testing.native import NOT_REAL, PROGRAMS
 
-pytestmark = pytest.mark.cpu_only(reason="opcheck of the CPU kernels; test_cuda*.py check CUDA's")
+pytestmark = pytest.mark.cpu_only(reason="opcheck of the CPU kernels; test/cuda/ checks CUDA's")
 
 F64 = torch.float64
 _ops = torch.ops.sparsefill
@@ -33,7 +35,7 @@ REFUSED: dict = {}
 
 
 def _extra_programs():
-    """Programs that reach plans D.PROGRAMS does not: a 3-D tensor reduced
+    """Programs that reach plans PROGRAMS does not: a 3-D tensor reduced
     over a middle dim (a permutation) and over a leading one (compact)."""
     A3 = sf.sparse_coo_tensor([[0, 1, 1, 2], [1, 0, 2, 2], [0, 3, 1, 2]],
                               torch.tensor([1.0, 2.0, -1.0, 0.5], dtype=F64), (3, 3, 4),
@@ -56,8 +58,8 @@ class _Recorder(TorchDispatchMode):
 
 def _recorded():
     rec = _Recorder()
-    runs = [lambda fn=fn, ins=ins: fn(*[D._leaf(t) for t in ins])
-            for fn, ins, _ in D.PROGRAMS.values()] + _extra_programs()
+    runs = [lambda fn=fn, ins=ins: fn(*[T.leaf(t) for t in ins])
+            for fn, ins, _ in PROGRAMS.values()] + _extra_programs()
     for run in runs:
         with rec:
             out = run()
@@ -99,7 +101,7 @@ def _composite_samples():
 
 
 COMPOSITES = _composite_samples()
-ELEMENTWISE = set(D.ELEMENTWISE) | set(D.NOT_REAL)
+ELEMENTWISE = set(REAL_ELEMENTWISE) | set(NOT_REAL)
 
 # opcheck's test_aot_dispatch_dynamic (AOTAutograd with dynamic shapes, the
 # route of torch.compile's backward) fails today for these; every other

@@ -1,5 +1,9 @@
-"""Shared by the test_cuda*.py files: the `gpu` marker and the CPU-vs-CUDA
-comparison `both`, so every file compares kernels by one rule."""
+"""Shared by the test/cuda/ files: the `gpu` marker and the CPU-vs-CUDA
+comparison `both`, so every file compares kernels by one rule.
+
+    >>> from sf_testing.cuda import both, gpu
+    >>> both(torch.ops.sparsefill.coo_linearize, indices, [4, 5])
+"""
 import math
 
 import pytest
@@ -46,6 +50,9 @@ def both(fn, *args, rtol=0.0, atol=0.0):
 
 
 def random_indices(g, size, nse, *, unique=False, sort=False):
+    """nse random COO indices (a sparse_dim x nse tensor) into `size` drawn
+    with generator g, distinct when `unique`, in row-major order when `sort`:
+    random_indices(torch.Generator().manual_seed(0), (4, 5), 6, unique=True)."""
     numel = math.prod(size)
     if unique:
         linear = torch.randperm(numel, generator=g)[:nse]
@@ -60,7 +67,8 @@ def random_indices(g, size, nse, *, unique=False, sort=False):
     return torch.stack(out[::-1]) if size else torch.zeros(0, nse, dtype=torch.int64)
 
 def malformed_csr(case):
-    """A 3 x 5 CSR pattern (crow, col) broken in the named way."""
+    """A 3 x 5 CSR pattern (crow, col) broken in the named way:
+    crow, col = malformed_csr("col_unsorted")."""
     crow = torch.tensor([0, 2, 2, 5])
     col = torch.tensor([1, 3, 0, 2, 4])
     if case == "crow_first":

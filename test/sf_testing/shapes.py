@@ -1,7 +1,11 @@
-"""Shared by the shape-op tests (test_shape.py, test_concat.py): an
-independent dense reference (`dense_of`, computed here rather than with the
-library's to_dense(), so per-slice fills are checked independently of its
-conversions), the tensors every op runs on, and the canonical-form check."""
+"""Shared by the shape-op tests (test_shape.py, test_concat.py): the tensors
+every op runs on (TENSORS, built on import) and the canonical-form check.
+Their dense reference is reference.dense_of, independent of the library's
+to_dense().
+
+    >>> from sf_testing.shapes import TENSORS, assert_canonical
+    >>> assert_canonical(TENSORS["coo"].t())
+"""
 from __future__ import annotations
 
 import math
@@ -9,46 +13,15 @@ import math
 import torch
 
 import torch_sparsefill as sf
-from sf_testing import random_tensor, rng
+
+from .tensors import random_tensor, rng, with_fill
 
 COO, CSR, CSC = torch.sparse_coo, torch.sparse_csr, torch.sparse_csc
 
 
-def dense_of(A) -> torch.Tensor:
-    """Strided equivalent of A, differentiable w.r.t. values and fill: the
-    fill broadcast over the size, the (summed) stored values at their indices."""
-    if not isinstance(A, sf.SparseFillTensor):
-        return A
-    size = tuple(A.shape)
-    s = A.sparse_dim()
-    if A.layout == CSC:  # the CSR of the transpose (RFC.md 15.1), read as such
-        return dense_of(A._to_csr())
-    values, fill = A._values(), A._fill_value()
-    if A.layout == CSR:
-        rows = torch.repeat_interleave(torch.arange(size[0]), A.crow_indices().diff())
-        indices = torch.stack([rows, A.col_indices()])
-    else:
-        indices = A._indices()
-    base = fill.expand(size) if fill.dim() > A.dense_dim() else \
-        fill.expand(size[s:]).expand(size)
-    if s == 0:
-        if values.shape[0] == 0:
-            return base.clone()
-        return values.sum(0) + base * 0
-    stored = torch.zeros(size[:s], dtype=torch.bool)
-    stored[tuple(indices)] = True
-    vals = torch.zeros(size, dtype=values.dtype).index_put(tuple(indices), values,
-                                                           accumulate=True)
-    return torch.where(stored.view(size[:s] + (1,) * (len(size) - s)), vals, base)
-
-
-def with_fill(A, fill):
-    """A's pattern and values with another fill (per-slice fills included)."""
-    A = A.coalesce() if A.layout == COO else A
-    return A._with(A._values(), fill.to(A.dtype))
-
-
 def tensors():
+    """name -> a SparseFillTensor: COO (coalesced or not), CSR, empty, full,
+    hybrid, 3-D, and per-row, per-column and per-slice fills."""
     g = rng(5)
     coo = random_tensor("random", 1.5, COO, seed=1)
     csr = random_tensor("random", -2.0, CSR, seed=2)
@@ -76,7 +49,8 @@ TENSORS = tensors()
 
 
 def assert_canonical(out):
-    """COO flagged coalesced really is (strictly increasing linear indices);
+    """assert_canonical(A.t()):
+    COO flagged coalesced really is (strictly increasing linear indices);
     CSR passes the constructor's validation."""
     if out.layout == CSC:  # a transpose of CSR: the CSR pattern of its own transpose
         torch.ops.sparsefill.csr_check(out.ccol_indices(), out.row_indices(),

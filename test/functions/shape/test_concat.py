@@ -10,7 +10,8 @@ import torch
 
 import torch_sparsefill as sf
 from sf_testing import random_tensor
-from shape_testing import COO, CSR, TENSORS, assert_canonical, dense_of
+from sf_testing import dense_of
+from sf_testing.shapes import COO, CSR, TENSORS, assert_canonical
 
 
 # ---- cat and stack ---------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import sf_testing as T
-from shape_testing import dense_of
+from sf_testing import dense_of
 import torch_sparsefill as sf
 
 ops = torch.ops.sparsefill

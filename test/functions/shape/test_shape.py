@@ -2,7 +2,7 @@
 the same op on the dense tensor, gradients included, on COO, CSR, hybrid and
 per-slice fills.
 
-The dense reference is `shape_testing.dense_of`, not to_dense(), so that
+The dense reference is `sf_testing.dense_of`, not to_dense(), so that
 per-slice fills are checked independently of the library's conversions;
 torch.cat and torch.stack are in test_concat.py.
 """
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import torch_sparsefill as sf
-from sf_testing import random_tensor
-from shape_testing import COO, CSC, CSR, TENSORS, assert_canonical, dense_of
+from sf_testing import dense_of, random_tensor
+from sf_testing.shapes import COO, CSC, CSR, TENSORS, assert_canonical
 
 ERRORS = (RuntimeError, IndexError, NotImplementedError, TypeError, ValueError)
 

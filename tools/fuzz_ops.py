@@ -1,4 +1,4 @@
-"""The op-chain differential fuzzer (issue 14): random programs of 1-6 ops
+"""The op-chain differential fuzzer: random programs of 1-6 ops
 drawn from every family the library routes, run on SparseFillTensors and on
 their dense equivalents, which must agree.
 
@@ -47,9 +47,9 @@ per-element products (0 * inf, inf - inf), whose class depends on them.
 
 Reproducible: program i of a run with seed S uses seed S + i; a failure
 prints the seed, the program and the command that replays it:
-    .venv/bin/python test/fuzz_ops.py --seed <seed> -n 1 -v
+    .venv/bin/python tools/fuzz_ops.py --seed <seed> -n 1 -v
 `make fuzz-ops N=...` runs many; `make test` runs seeds 0-5999
-(test_fuzz_ops.py).
+(test/crosscutting/test_fuzz_ops.py).
 """
 from __future__ import annotations
 
@@ -68,8 +68,10 @@ import torch.nn.functional as F
 import yaml
 
 import torch_sparsefill as sf
-from torch_sparsefill import (_args, _attention, _creation, _generated_ops, _inplace, _lowrank,
-                              _nn, _routing, _sparse_results, _tensor_methods)
+from torch_sparsefill.functions import nn as _nn
+from torch_sparsefill.functions import routing as _routing
+from torch_sparsefill.ops import elementwise as _generated_ops
+from torch_sparsefill.tensor import args as _args
 
 T = torch.Tensor
 ROOT = Path(__file__).resolve().parent.parent
@@ -1407,7 +1409,7 @@ def run(seed: int, n: int, verbose=False, budget_s=None, out=sys.stdout, strict_
         if outcome.status == "failed":
             failures.append((s, text, outcome.detail))
             print(f"FAILED {text}\n  {outcome.detail}\n  replay: .venv/bin/python "
-                  f"test/fuzz_ops.py --seed {s} -n 1 -v", file=out)
+                  f"tools/fuzz_ops.py --seed {s} -n 1 -v", file=out)
         elif verbose:
             print(f"  {outcome.status} {outcome.detail}", file=out)
     return {"ran": ran, "counts": +counts, "refusals": refusals, "known": known,
