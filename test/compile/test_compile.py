@@ -18,6 +18,7 @@ import math
 import pytest
 import torch
 
+import sf_testing as T
 import torch_sparsefill as sf
 from torch_sparsefill.compile import dynamo as _compile
 
@@ -39,10 +40,6 @@ def _operands(fill_a=1.5, fill_b=-2.0):
     B.requires_grad_()
     x.requires_grad_()
     return A, B, x
-
-
-def _dense(out):
-    return out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
 
 
 def _attention(A, B, x):
@@ -88,7 +85,7 @@ def _run(program, backend):
     torch._dynamo.reset()
     A, B, x = _operands()
     fn = program if backend is None else torch.compile(program, backend=backend)
-    out = _dense(fn(A, B, x))
+    out = T.dense(fn(A, B, x))
     weight = torch.linspace(-1.0, 2.0, out.numel(), dtype=out.dtype).reshape(out.shape)
     finite = torch.isfinite(out)
     (torch.where(finite, out, 0.0) * weight).sum().backward()

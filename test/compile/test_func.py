@@ -23,6 +23,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 import torch_sparsefill as sf
+from sf_testing import assert_all_close, dense_from_parts, sparse_from_parts
 
 pytestmark = pytest.mark.cpu_only(reason="transforms of CPU programs")
 
@@ -30,15 +31,6 @@ F64 = torch.float64
 IDX_A = torch.tensor([[0, 0, 1, 2], [0, 3, 1, 2]])  # A: 3 x 4, row 1 and column 1 partly stored
 IDX_B = torch.tensor([[0, 1, 3, 3], [2, 0, 0, 1]])  # B: 4 x 3
 FILLS = [0.3, math.inf, -math.inf, math.nan]
-
-
-def _sparse(idx, v, f, size):
-    return sf.sparse_coo_tensor(idx, v, size, fill_value=f)
-
-
-def _dense(idx, v, f, size):
-    """The same tensor, strided, differentiable in v and f."""
-    return f.expand(size).index_put((idx[0], idx[1]), v)
 
 
 def _csr(T, idx, v, f, size):
@@ -96,11 +88,6 @@ def _inputs(fill, zeros=False):
     return va, torch.tensor(fill, dtype=F64), w, vb, torch.tensor(-0.7, dtype=F64)
 
 
-def _close(got, want):
-    for g, w in zip(got, want):
-        torch.testing.assert_close(g, w, equal_nan=True)
-
-
 ARGNUMS = (0, 1, 2, 3, 4)
 CASES = [(n, f) for n in PROGRAMS for f in FILLS]
 IDS = [f"{n}-fill{f}" for n, f in CASES]
@@ -108,27 +95,27 @@ IDS = [f"{n}-fill{f}" for n, f in CASES]
 
 @pytest.mark.parametrize("name,fill", CASES, ids=IDS)
 def test_grad_vjp_jacrev(name, fill):
-    ours, dense = _scalar_fn(name, _sparse), _scalar_fn(name, _dense)
+    ours, dense = _scalar_fn(name, sparse_from_parts), _scalar_fn(name, dense_from_parts)
     args = _inputs(fill, zeros=name.startswith("prod"))
     want = torch.func.grad(dense, argnums=ARGNUMS)(*args)
-    _close(torch.func.grad(ours, argnums=ARGNUMS)(*args), want)
-    _close(torch.func.jacrev(ours, argnums=ARGNUMS)(*args), want)
-    _close(torch.func.vjp(ours, *args)[1](torch.tensor(1.0, dtype=F64)), want)
+    assert_all_close(torch.func.grad(ours, argnums=ARGNUMS)(*args), want)
+    assert_all_close(torch.func.jacrev(ours, argnums=ARGNUMS)(*args), want)
+    assert_all_close(torch.func.vjp(ours, *args)[1](torch.tensor(1.0, dtype=F64)), want)
 
 
 @pytest.mark.parametrize("name,fill", CASES, ids=IDS)
 def test_jvp_and_dual_numbers(name, fill):
-    ours, dense = _scalar_fn(name, _sparse), _scalar_fn(name, _dense)
+    ours, dense = _scalar_fn(name, sparse_from_parts), _scalar_fn(name, dense_from_parts)
     args = _inputs(fill, zeros=name.startswith("prod"))
     tangents = (torch.linspace(0.5, 2.0, 4, dtype=F64), torch.tensor(-0.4, dtype=F64),
                 torch.linspace(-1.0, 1.0, 8, dtype=F64).reshape(4, 2),
                 torch.linspace(1.0, -0.5, 4, dtype=F64), torch.tensor(0.6, dtype=F64))
     want = torch.func.jvp(dense, args, tangents)
-    _close(torch.func.jvp(ours, args, tangents), want)
+    assert_all_close(torch.func.jvp(ours, args, tangents), want)
     with fwAD.dual_level():
         out = ours(*(fwAD.make_dual(a, t) for a, t in zip(args, tangents)))
         primal, tangent = fwAD.unpack_dual(out)
-    _close((primal, tangent), want)
+    assert_all_close((primal, tangent), want)
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
@@ -138,15 +125,15 @@ def test_vmap_and_per_example_grad(name):
     does vmap of grad (A @ B with fills included: under a transform
     sparse_mm_dense takes its exact path instead of reading the operands'
     range with `.item()`, which vmap refuses)."""
-    ours, dense = _scalar_fn(name, _sparse), _scalar_fn(name, _dense)
+    ours, dense = _scalar_fn(name, sparse_from_parts), _scalar_fn(name, dense_from_parts)
     va, fa, w, vb, fb = _inputs(0.3)
     batch_v, batch_w = torch.stack([va, va * 2, -va]), torch.stack([w, w * 0.5, -w])
     in_dims = (0, None, 0, None, None)
-    _close((torch.func.vmap(ours, in_dims)(batch_v, fa, batch_w, vb, fb),),
+    assert_all_close((torch.func.vmap(ours, in_dims)(batch_v, fa, batch_w, vb, fb),),
            (torch.func.vmap(dense, in_dims)(batch_v, fa, batch_w, vb, fb),))
     grads = lambda fn: torch.func.vmap(  # noqa: E731
         torch.func.grad(fn, argnums=ARGNUMS), in_dims)(batch_v, fa, batch_w, vb, fb)
-    _close(grads(ours), grads(dense))
+    assert_all_close(grads(ours), grads(dense))
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
@@ -155,20 +142,20 @@ def test_hessian(name, fill):
     """Second order through functorch (jacfwd of jacrev, and jacrev of
     jacrev) equals dense, prod with a zero stored value and a zero fill
     included."""
-    ours, dense = _scalar_fn(name, _sparse), _scalar_fn(name, _dense)
+    ours, dense = _scalar_fn(name, sparse_from_parts), _scalar_fn(name, dense_from_parts)
     args = _inputs(fill, zeros=name.startswith("prod"))
     for outer in (torch.func.jacfwd, torch.func.jacrev):
         hess = lambda fn: outer(torch.func.jacrev(fn, argnums=ARGNUMS),  # noqa: E731
                                 argnums=ARGNUMS)(*args)
         for g_row, w_row in zip(hess(ours), hess(dense)):
-            _close(g_row, w_row)
+            assert_all_close(g_row, w_row)
 
 
 @pytest.mark.parametrize("name", ["prod dim 1", "prod dim 0", "A@W", "softmax", "amax dim 1"])
 def test_double_backward_of_autograd(name):
     """torch.autograd's double backward (create_graph) equals dense's,
     prod at a zero stored value included (a fuzzer finding: it was NaN)."""
-    ours, dense = _scalar_fn(name, _sparse), _scalar_fn(name, _dense)
+    ours, dense = _scalar_fn(name, sparse_from_parts), _scalar_fn(name, dense_from_parts)
     args = _inputs(0.3, zeros=True)
 
     def second(fn):
@@ -179,7 +166,7 @@ def test_double_backward_of_autograd(name):
                     for g in first)
         return torch.autograd.grad(probe, leaves, allow_unused=True, materialize_grads=True)
 
-    _close(second(ours), second(dense))
+    assert_all_close(second(ours), second(dense))
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax dim 0", "prod dim 1", "A@W", "block"])
@@ -187,7 +174,7 @@ def test_func_grad_inside_autograd(name):
     """torch.func.grad inside torch.autograd (the transform's level over
     autograd's): the outer gradient of the inner one equals dense's; the
     forward recorded at every level (softmax's backward reads its output)."""
-    ours, dense = _scalar_fn(name, _sparse), _scalar_fn(name, _dense)
+    ours, dense = _scalar_fn(name, sparse_from_parts), _scalar_fn(name, dense_from_parts)
     args = _inputs(0.3, zeros=name.startswith("prod"))
 
     def outer(fn):
@@ -197,7 +184,7 @@ def test_func_grad_inside_autograd(name):
                     for g in inner)
         return torch.autograd.grad(probe, leaves, allow_unused=True, materialize_grads=True)
 
-    _close(outer(ours), outer(dense))
+    assert_all_close(outer(ours), outer(dense))
 
 
 def test_from_dense_jvp_is_the_transpose_of_its_vjp():
@@ -265,7 +252,7 @@ def test_low_precision_gradients(name, fill, dtype):
     gradient keeps its dtype and equals the dense gradient in float64 of the
     same rounded inputs, within the dtype's tolerance. ("A@B fill 0" builds
     its fills in float64; its path is spgemm's, covered by "A@B".)"""
-    ours, dense = _scalar_fn(name, _sparse), _scalar_fn(name, _dense)
+    ours, dense = _scalar_fn(name, sparse_from_parts), _scalar_fn(name, dense_from_parts)
     args = [a.to(dtype).requires_grad_() for a in _inputs(fill, zeros=name.startswith("prod"))]
     got = torch.autograd.grad(ours(*args), args, allow_unused=True)
     exact = [a.detach().double().requires_grad_() for a in args]

@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
 
-import torch_sparsefill as sf
+from sf_testing import assert_all_close, dense_from_parts, leaf, sparse_from_parts
 
 pytestmark = pytest.mark.cpu_only(reason="transforms of CPU programs")
 
@@ -28,15 +28,6 @@ IDX_B = torch.tensor([[0, 1, 2, 2], [3, 1, 0, 3]])  # B's: shares two elements w
 # derivative is infinite (mixed signs would make dense compute inf - inf).
 WEIGHT = torch.linspace(0.5, 1.5, 12, dtype=F64).reshape(SIZE)
 FILLS = [0.3, math.inf, -math.inf, math.nan]
-
-
-def _sparse(idx, v, f):
-    return sf.sparse_coo_tensor(idx, v, SIZE, fill_value=f)
-
-
-def _dense(idx, v, f):
-    """The same tensor, strided, differentiable in v and f."""
-    return f.expand(SIZE).index_put((idx[0], idx[1]), v)
 
 
 # Functions of two operands' components (va, fa, vb, fb) -> a scalar, each
@@ -66,8 +57,9 @@ def _scalar_fn(name, builder):
     return fn
 
 
-SPARSE = lambda idx, v, f: _sparse(idx, v, f)  # noqa: E731
-DENSE = _dense
+# The two builders of a program: the same components as a SparseFillTensor or strided.
+SPARSE = lambda idx, v, f: sparse_from_parts(idx, v, f, SIZE)  # noqa: E731
+DENSE = lambda idx, v, f: dense_from_parts(idx, v, f, SIZE)  # noqa: E731
 
 
 def _inputs(fill):
@@ -75,11 +67,6 @@ def _inputs(fill):
     va = torch.rand(4, dtype=F64, generator=g) + 0.25
     vb = -torch.rand(4, dtype=F64, generator=g) - 0.5
     return va, torch.tensor(fill, dtype=F64), vb, torch.tensor(-0.7, dtype=F64)
-
-
-def _close(got, want):
-    for g, w in zip(got, want):
-        torch.testing.assert_close(g, w, equal_nan=True)
 
 
 CASES = [(n, f) for n in PROGRAMS for f in FILLS]
@@ -91,12 +78,12 @@ def test_grad_vjp_jacrev(name, fill):
     ours, dense = _scalar_fn(name, SPARSE), _scalar_fn(name, DENSE)
     args, argnums = _inputs(fill), (0, 1, 2, 3)
     want = torch.func.grad(dense, argnums=argnums)(*args)
-    _close(torch.func.grad(ours, argnums=argnums)(*args), want)
-    _close(torch.func.jacrev(ours, argnums=argnums)(*args), want)
-    _close(torch.func.vjp(ours, *args)[1](torch.tensor(1.0, dtype=F64)), want)
+    assert_all_close(torch.func.grad(ours, argnums=argnums)(*args), want)
+    assert_all_close(torch.func.jacrev(ours, argnums=argnums)(*args), want)
+    assert_all_close(torch.func.vjp(ours, *args)[1](torch.tensor(1.0, dtype=F64)), want)
     # and torch.autograd agrees (the reverse mode all of these are built on)
     leaves = [a.clone().requires_grad_() for a in args]
-    _close(torch.autograd.grad(ours(*leaves), leaves, materialize_grads=True), want)
+    assert_all_close(torch.autograd.grad(ours(*leaves), leaves, materialize_grads=True), want)
 
 
 @pytest.mark.parametrize("name,fill", CASES, ids=IDS)
@@ -106,11 +93,11 @@ def test_jvp_and_dual_numbers(name, fill):
     tangents = (torch.linspace(0.5, 2.0, 4, dtype=F64), torch.tensor(-0.4, dtype=F64),
                 torch.linspace(-1.0, 1.0, 4, dtype=F64), torch.tensor(0.6, dtype=F64))
     want = torch.func.jvp(dense, args, tangents)
-    _close(torch.func.jvp(ours, args, tangents), want)
+    assert_all_close(torch.func.jvp(ours, args, tangents), want)
     with fwAD.dual_level():
         out = ours(*(fwAD.make_dual(a, t) for a, t in zip(args, tangents)))
         primal, tangent = fwAD.unpack_dual(out)
-    _close((primal, tangent), want)
+    assert_all_close((primal, tangent), want)
 
 
 @pytest.mark.parametrize("name,fill", CASES, ids=IDS)
@@ -122,12 +109,12 @@ def test_vmap(name, fill):
     batch_v = torch.stack([va, va * 2, -va])
     batch_f = torch.stack([fb, fb * 3, fb - 1])
     in_dims = (0, None, None, 0)
-    _close((torch.func.vmap(ours, in_dims)(batch_v, fa, vb, batch_f),),
+    assert_all_close((torch.func.vmap(ours, in_dims)(batch_v, fa, vb, batch_f),),
            (torch.func.vmap(dense, in_dims)(batch_v, fa, vb, batch_f),))
     # per-example gradients: vmap of grad
     grads = torch.func.vmap(torch.func.grad(ours, argnums=(0, 1)), in_dims)
     want = torch.func.vmap(torch.func.grad(dense, argnums=(0, 1)), in_dims)
-    _close(grads(batch_v, fa, vb, batch_f), want(batch_v, fa, vb, batch_f))
+    assert_all_close(grads(batch_v, fa, vb, batch_f), want(batch_v, fa, vb, batch_f))
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
@@ -140,7 +127,7 @@ def test_hessian(name):
     want = hess(dense)
     got = hess(ours)
     for g_row, w_row in zip(got, want):
-        _close(g_row, w_row)
+        assert_all_close(g_row, w_row)
 
 
 @pytest.mark.parametrize("fn", [torch.sign, torch.round, torch.floor, torch.ceil, torch.trunc])
@@ -150,10 +137,10 @@ def test_piecewise_constant_ops_give_torchs_gradient(fn):
     where torch gives none)."""
     v = torch.tensor([0.4, -1.6, 2.5, 0.0], dtype=F64, requires_grad=True)
     f = torch.tensor(0.7, dtype=F64, requires_grad=True)
-    out = fn(_sparse(IDX_A, v, f))
-    vd, fd = v.detach().clone().requires_grad_(), f.detach().clone().requires_grad_()
-    dense_out = fn(_dense(IDX_A, vd, fd))
+    out = fn(SPARSE(IDX_A, v, f))
+    vd, fd = leaf(v), leaf(f)
+    dense_out = fn(DENSE(IDX_A, vd, fd))
     assert out.requires_grad == dense_out.requires_grad
     (out.to_dense() * WEIGHT).sum().backward()
     (dense_out * WEIGHT).sum().backward()
-    _close((v.grad, f.grad), (vd.grad, fd.grad))
+    assert_all_close((v.grad, f.grad), (vd.grad, fd.grad))

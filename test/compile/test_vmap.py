@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
+import sf_testing as T
 import torch_sparsefill as sf
 from torch_sparsefill.compile import vmap as _vmap
 
@@ -27,10 +28,6 @@ IDX = torch.tensor([[0, 0, 1], [0, 2, 1], [1, 3, 0]])
 SIZE = (3, 3, 4)
 FILLS = [0.3, math.inf, -math.inf, math.nan]
 W = torch.linspace(-1.0, 1.0, 8, dtype=F64).reshape(4, 2)
-
-
-def _dense(x):
-    return x.to_dense() if isinstance(x, sf.SparseFillTensor) else x
 
 
 PROGRAMS = {
@@ -57,13 +54,8 @@ def _sparse(layout, v, f):
     return A.to_sparse(layout=getattr(torch, "sparse_" + layout))
 
 
-def _dense_of(v, f):
-    """The same tensor strided, differentiable in v and f."""
-    return f.expand(SIZE).index_put(tuple(IDX), v)
-
-
 def _loss(out):
-    out = _dense(out)
+    out = T.dense(out)
     weight = torch.linspace(0.5, 1.5, out.numel(), dtype=F64).reshape(out.shape)
     return (out * weight).nan_to_num(nan=0.0, posinf=7.0, neginf=-7.0).sum()
 
@@ -79,13 +71,13 @@ def test_vmap_over_slices(name, layout, fill):
     v, f = _leaves(fill)
     A = _sparse(layout, v, f)
     got = sf.vmap(prog)(A)
-    stacked = torch.stack([_dense(prog(A[i])) for i in range(SIZE[0])])
-    D = _dense_of(v, f)
+    stacked = torch.stack([T.dense(prog(A[i])) for i in range(SIZE[0])])
+    D = T.dense_from_parts(IDX, v, f, SIZE)
     # to_dense of the dense reference is D itself; torch 2.14.1's functorch
     # to_dense rule fails on a plain BatchedTensor (an INTERNAL ASSERT in
     # PlumbingHelper.h), so the reference does not ask it.
     want = D if name == "to_dense" else torch.func.vmap(prog)(D)
-    torch.testing.assert_close(_dense(got), want, equal_nan=True)
+    torch.testing.assert_close(T.dense(got), want, equal_nan=True)
     torch.testing.assert_close(stacked, want, equal_nan=True)
     if isinstance(got, sf.SparseFillTensor):  # stacked back with a leading batch dim
         # (a BSR's slices are COO under vmap: RFC.md 12.2)
@@ -106,7 +98,7 @@ def test_vmap_of_grad(name, layout):
     prog = PROGRAMS[name]
 
     def f(S, w):
-        out = _dense(prog(S))
+        out = T.dense(prog(S))
         return (out.sum(-1) * w).sum() if out.dim() == 1 else (out @ w.t()).sum()
 
     v, fill = _leaves(0.3)
@@ -124,11 +116,11 @@ def test_per_batch_fill_and_hybrid():
                              torch.tensor([[1., 2.], [3., 4.]], dtype=F64), (2, 2, 2),
                              fill_value=torch.tensor([1., -2.], dtype=F64).reshape(2, 1, 1))
     prog = lambda S: torch.softmax(torch.exp(S), -1).sum(0)  # noqa: E731
-    torch.testing.assert_close(_dense(sf.vmap(prog)(C)), torch.func.vmap(prog)(C.to_dense()))
+    torch.testing.assert_close(T.dense(sf.vmap(prog)(C)), torch.func.vmap(prog)(C.to_dense()))
     H = sf.sparse_coo_tensor([[0, 1, 1], [1, 0, 1]], torch.arange(6, dtype=F64).reshape(3, 2),
                              (2, 2, 2), fill_value=torch.tensor([0.5, -1.0], dtype=F64))
     prog = lambda S: (S * 2 + 1).sum(0)  # noqa: E731
-    torch.testing.assert_close(_dense(sf.vmap(prog)(H)), torch.func.vmap(prog)(H.to_dense()))
+    torch.testing.assert_close(T.dense(sf.vmap(prog)(H)), torch.func.vmap(prog)(H.to_dense()))
 
 
 @pytest.mark.parametrize("layout", ["coo", "csr"])
@@ -138,7 +130,7 @@ def test_two_dim_tensor_and_unbatched_argument(layout):
     v, f = _leaves(-0.25)
     A = _sparse(layout, v.detach(), f.detach())[1]  # 3 x 4: one stored element
     D = A.to_dense()
-    torch.testing.assert_close(_dense(sf.vmap(lambda r: torch.exp(r * 3))(A)), torch.exp(D * 3))
+    torch.testing.assert_close(T.dense(sf.vmap(lambda r: torch.exp(r * 3))(A)), torch.exp(D * 3))
     x = torch.linspace(1.0, 2.0, 5, dtype=F64)
     got = sf.vmap(lambda S, s: (S * s).to_dense(), in_dims=(None, 0))(A, x)
     torch.testing.assert_close(got, D[None] * x[:, None, None])
@@ -156,7 +148,7 @@ def test_nested_vmap_over_batched_csr():
     D = torch.where(torch.rand(D.shape, generator=g) < 0.3, D, torch.tensor(0.25, dtype=F64))
     C = sf.to_sparse(D, fill_value=0.25).to_sparse_csr()
     prog = lambda S: torch.softmax(S * 2, -1).sum(-1)  # noqa: E731
-    torch.testing.assert_close(_dense(sf.vmap(sf.vmap(prog))(C)),
+    torch.testing.assert_close(T.dense(sf.vmap(sf.vmap(prog))(C)),
                                torch.func.vmap(torch.func.vmap(prog))(D))
     out = sf.vmap(sf.vmap(lambda S: S * 2))(C)
     assert out.layout == torch.sparse_csr and out.shape == D.shape
@@ -167,7 +159,7 @@ def test_chunk_size_and_tuple_outputs():
     v, f = _leaves(0.3)
     A = _sparse("coo", v.detach(), f.detach())
     D = A.to_dense()
-    torch.testing.assert_close(_dense(sf.vmap(lambda S: S * 2, chunk_size=2)(A)), D * 2)
+    torch.testing.assert_close(T.dense(sf.vmap(lambda S: S * 2, chunk_size=2)(A)), D * 2)
     with sf.vmappable():  # torch.func.vmap itself, a tuple of a sparse and a dense result
         a, b = torch.func.vmap(lambda S: (S - 1, S.sum()))(A)
     torch.testing.assert_close(a.to_dense(), D - 1)

@@ -4,10 +4,14 @@ killing the suite. A case must end in a Python exception of the expected
 type whose message names the offending argument; the "unusual but valid"
 cases must instead give the dense reference's answer.
 
-Cases run concurrently (they are separate processes) and are checked one by
-one; see test_errors.py for the same rules checked in-process.
+The cases share one process while none of them crashes (a process start
+costs seconds); when that process dies, each case runs again in a process of
+its own, so a crash fails exactly the case that caused it. See
+test_errors.py for the same rules checked in-process.
 """
 import concurrent.futures
+import dataclasses
+import json
 import subprocess
 import sys
 import textwrap
@@ -93,13 +97,70 @@ ref = torch.tensor([[2., 3.]])
 }
 
 
-def _run(code: str, device: str) -> subprocess.CompletedProcess:
-    # The case's tensors are built on the device of this pass (conftest.py).
-    on_device = "" if device == "cpu" else f"torch.set_default_device({device!r})\n"
+# Runs cases one after another in one process, each in a fresh namespace
+# made by the prelude, and reports each case's output as a JSON line; a case
+# that kills the process leaves its BEGIN line without an END.
+RUNNER = r"""
+import contextlib, io, json, sys, traceback
+job = json.load(sys.stdin)
+prelude = {}
+exec(compile(job["prelude"], "<prelude>", "exec"), prelude)
+for name, code in job["cases"]:
+    print("@@BEGIN", name, flush=True)
+    out, failed = io.StringIO(), ""
+    with contextlib.redirect_stdout(out):
+        try:
+            exec(compile(code, name, "exec"), dict(prelude))
+        except BaseException:
+            failed = traceback.format_exc()
+    print("@@END", json.dumps([name, out.getvalue(), failed]), flush=True)
+"""
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What a case's own process would have given: its exit status, output, errors."""
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _interpreter(code: str, stdin: str = None) -> subprocess.CompletedProcess:
     # -P: the package is the one this test session imported (the CUDA build
     # runs from build/cuda/lib via PYTHONPATH), never the checkout's folder.
-    return subprocess.run([sys.executable, "-P", "-c", PRELUDE + on_device + textwrap.dedent(code)],
+    return subprocess.run([sys.executable, "-P", "-c", code], input=stdin,
                           capture_output=True, text=True, timeout=300)
+
+
+def _prelude(device: str) -> str:
+    # The case's tensors are built on the device of this pass (conftest.py).
+    return PRELUDE + ("" if device == "cpu" else f"torch.set_default_device({device!r})\n")
+
+
+def _alone(code: str, device: str) -> Outcome:
+    proc = _interpreter(_prelude(device) + textwrap.dedent(code))
+    return Outcome(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _run_all(programs: dict, device: str) -> dict:
+    """name -> Outcome of every program. All run in one process first (each
+    process start imports torch: seconds); if that process does not finish
+    every case and exit cleanly (a crash, an abort, a corrupted heap found
+    at exit), every case runs again in a process of its own, so that a crash
+    is charged to the case that caused it and to no other."""
+    job = {"prelude": _prelude(device),
+           "cases": [(name, textwrap.dedent(code)) for name, code in programs.items()]}
+    proc = _interpreter(RUNNER, json.dumps(job))
+    outcomes = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("@@END "):
+            name, out, failed = json.loads(line[len("@@END "):])
+            outcomes[name] = Outcome(1 if failed else 0, out, failed)
+    if proc.returncode == 0 and outcomes.keys() == programs.keys():
+        return outcomes
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {name: pool.submit(_alone, code, device) for name, code in programs.items()}
+        return {name: f.result() for name, f in futures.items()}
 
 
 def _malformed_program(code, error):
@@ -118,9 +179,7 @@ def results(device):
     programs = {name: _malformed_program(code, "Exception") for name, (code, _, _) in MALFORMED.items()}
     programs.update({name: code + "\nassert torch.equal(A.to_dense(), ref), A.to_dense()\nprint('OK')"
                      for name, code in VALID.items()})
-    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {name: pool.submit(_run, code, device) for name, code in programs.items()}
-        return {name: f.result() for name, f in futures.items()}
+    return _run_all(programs, device)
 
 
 def test_enough_cases():

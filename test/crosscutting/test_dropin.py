@@ -22,15 +22,11 @@ def pair(indices, values, size, fill=0.0, **kw):
             sf.sparse_coo_tensor(indices, values, size, fill_value=fill, **kw))
 
 
-def dense_of(x):
-    return x.to_dense() if x.layout != torch.strided else x
-
-
 def assert_same(ours, theirs):
     """Same layout, shape, dtype and elements (torch's to_dense is our oracle
     with fill 0)."""
     assert ours.layout == theirs.layout and ours.shape == theirs.shape
-    T.assert_dense_equal(dense_of(ours), dense_of(theirs))
+    T.assert_dense_equal(T.dense(ours, any_sparse=True), T.dense(theirs, any_sparse=True))
 
 
 # ---- constructors with only a size -------------------------------------------------

@@ -5,21 +5,8 @@ gradients. Each chain is checked against the same chain on the dense tensor.
 import pytest
 import torch
 
-import torch_sparsefill as sf
-from sf_testing import ALL_LAYOUTS, BATCHED_LAYOUTS, LAYOUTS, assert_dense_equal, layout_id, \
-    random_tensor
-
-
-def _leaf(layout, fill, seed=0, size=(5, 7)):
-    A = random_tensor("random", fill, layout, seed=seed, size=size)
-    values = A._values().detach().clone().requires_grad_()
-    fill_t = A._fill_value().detach().clone().requires_grad_()
-    return A._with(values, fill_t), values, fill_t
-
-
-def _dense_leaf(A, values, fill):
-    """The dense tensor of A as a differentiable function of (values, fill)."""
-    return A._with(values, fill).to_dense()
+from sf_testing import (ALL_LAYOUTS, BATCHED_LAYOUTS, LAYOUTS, assert_dense_equal, dense, layout_id,
+                        leaves, random_tensor, rebuild)
 
 
 # Dims counted from the end and mT for the transpose: the same chains on 2-D
@@ -41,18 +28,16 @@ CHAINS = {
 }
 
 
-def _dense_out(y):
-    return y.to_dense() if isinstance(y, sf.SparseFillTensor) else y
-
-
 @pytest.mark.parametrize("layout", ALL_LAYOUTS + BATCHED_LAYOUTS, ids=layout_id)
 @pytest.mark.parametrize("name", sorted(CHAINS))
 def test_chain_matches_dense(name, layout):
     chain = CHAINS[name]
-    A, values, fill = _leaf(layout, 1.5, seed=3)  # block layouts: (6, 9), see random_tensor
+    # block layouts: (6, 9), see random_tensor
+    A, values, fill = leaves(random_tensor("random", 1.5, layout, seed=3), coalesce=False)
+    A = rebuild(A, values, fill)  # differentiable in the leaves
     B = torch.randn(A.shape[-1], 4, dtype=torch.float64, requires_grad=True)
-    out = _dense_out(chain(A, B))
-    D = _dense_leaf(A, values, fill).detach().requires_grad_()
+    out = dense(chain(A, B))
+    D = rebuild(A, values, fill).to_dense().detach().requires_grad_()
     expected = chain(D, B)
     assert_dense_equal(out.detach(), expected.detach())
     # gradients: values and fill get what the dense computation gives them
@@ -74,7 +59,8 @@ def test_chain_matches_dense(name, layout):
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=["coo", "csr"])
 def test_gradcheck_softmax_mm(layout):
-    A, values, fill = _leaf(layout, -0.5, seed=1, size=(4, 5))
+    A, values, fill = leaves(random_tensor("random", -0.5, layout, seed=1, size=(4, 5)),
+                             coalesce=False)
     B = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
 
     def f(v, fl, b):
@@ -86,7 +72,7 @@ def test_gradcheck_softmax_mm(layout):
 def test_softmax_across_a_varying_fill_is_refused():
     """RFC.md 10: softmax along a dim where a per-slice fill varies raises
     rather than computing a wrong result."""
-    A, _, _ = _leaf(torch.sparse_coo, 1.5)
+    A = rebuild(*leaves(random_tensor("random", 1.5, torch.sparse_coo), coalesce=False))
     S = torch.softmax(A, 1)
     with pytest.raises(NotImplementedError, match="per-slice fill"):
         torch.softmax(S, 0)

@@ -1,6 +1,7 @@
 """Property tests (hypothesis) over random shapes, dtypes, patterns and fills
 for every op family that exists: construction, conversions, element-wise
-ops, pickling. The reference is always an element-by-element dense build.
+ops, pickling. The reference is always the dense tensor built from the
+components (sf_testing.dense_of), never the library's to_dense().
 Also: every op gives bit-identical results with 1 and 2 threads."""
 import math
 import pickle
@@ -10,6 +11,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import sf_testing as T
 import torch_sparsefill as sf
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
@@ -65,15 +67,6 @@ def sparse_fill_tensors(draw, layout=None, dtype=None, shape=None):
     return A.to_sparse(layout=layout, blocksize=blocksize)
 
 
-def reference_dense(A):
-    """Element by element, from the components alone."""
-    out = A.fill_value().expand(A.shape).clone()
-    B = A.to_sparse_coo().coalesce()
-    for k in range(B.nse()):
-        out[tuple(B.indices()[:, k].tolist())] = B.values()[k]
-    return out
-
-
 def same(actual, expected):
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     torch.testing.assert_close(actual, expected, equal_nan=True, rtol=1e-6, atol=1e-6)
@@ -82,7 +75,7 @@ def same(actual, expected):
 @SETTINGS
 @given(sparse_fill_tensors())
 def test_to_dense_and_conversions(A):
-    D = reference_dense(A)
+    D = T.dense_of(A)
     same(A.to_dense(), D)
     if A.sparse_dim() == 2:
         same(A.to_sparse_csr().to_dense(), D)

@@ -2,14 +2,15 @@
 15, deliverable 7): every ```python block of those sections, in order, in
 one namespace; each block asserts its results against the dense tensor."""
 import re
-from pathlib import Path
 
 import pytest
+
+import sf_testing as T
 
 pytestmark = [pytest.mark.cpu_only(reason="the README's CPU examples"),
               pytest.mark.filterwarnings("ignore:There is a performance drop")]
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+README = (T.ROOT / "README.md").read_text()
 SECTIONS = ["### torch.func and forward-mode AD", "## torch.compile"]
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import sf_testing as T
 import torch_sparsefill as sf
 
 D = torch.float64
@@ -87,7 +88,7 @@ def test_gradgradcheck_of_products(program, fill, layout):
             out = torch.softmax(A, 1) @ W
         else:
             out = A @ A
-        return out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        return T.dense(out)
 
     inputs = (values, f, W) if fill != 0.0 or program != "A@A" else (values, f.detach(), W)
     assert torch.autograd.gradcheck(run, inputs)
@@ -97,10 +98,6 @@ def test_gradgradcheck_of_products(program, fill, layout):
 # ---- 2. products with a non-finite fill (or non-finite entries) ---------------------
 
 INF, NAN = math.inf, math.nan
-
-
-def _dense_of(A):
-    return A.to_dense()
 
 
 def test_product_with_minus_inf_fill_is_not_nan():
@@ -163,9 +160,7 @@ def test_products_with_nonfinite_fills_equal_dense(case, layout):
     if layout == torch.sparse_csr:
         A = A.to_sparse_csr()
     Ad = A.to_dense()
-    def close(got, want):
-        got = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
-        torch.testing.assert_close(got, want, equal_nan=True)
+    close = T.assert_matches_dense
     close(A @ B, Ad @ B)
     close(torch.mv(A, B[:, 0]), Ad @ B[:, 0])
     close(torch.addmm(torch.ones(3, 3, dtype=D), A, B), torch.ones(3, 3, dtype=D) + Ad @ B)
@@ -260,7 +255,7 @@ def test_addmm_with_a_sparse_bias_and_strided_matrices():
     m2 = torch.randn(3, 2, dtype=D)
     out = torch.addmm(A, m1, m2, beta=0.5, alpha=2.0)
     want = torch.addmm(A.to_dense(), m1, m2, beta=0.5, alpha=2.0)
-    out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+    out = T.dense(out)
     torch.testing.assert_close(out, want)
 
 
@@ -474,7 +469,7 @@ def test_sum_across_a_per_slice_fill_with_inf_equals_dense_not_nan():
     for call in (torch.sum, lambda x: x.sum(1), lambda x: x.mean(1), lambda x: x.sum(0),
                  lambda x: x.mean((0, 1))):
         got = call(B)
-        got = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
+        got = T.dense(got)
         torch.testing.assert_close(got, call(B.to_dense()), equal_nan=True)
 
 
@@ -493,7 +488,7 @@ def test_sum_and_mean_across_a_non_finite_per_row_fill_equal_dense(fill, stored)
         for dims in ((), (0,), (1,), (0, 1)):
             got = fn(A, dims) if dims else fn(A)
             want = fn(dense, dims) if dims else fn(dense)
-            got = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
+            got = T.dense(got)
             torch.testing.assert_close(got, want, equal_nan=True)
     g, = torch.autograd.grad(torch.sum(A, 0).to_dense()[0], f)
     fd = f.detach().clone().requires_grad_()
@@ -525,7 +520,7 @@ def test_reduction_after_narrowing_a_hybrid_dense_dim_to_0(fn):
                              fill_value=1.5).narrow(2, 0, 0)
     for dim in (0, 1):
         got = fn(A, dim)
-        got = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
+        got = T.dense(got)
         torch.testing.assert_close(got, fn(A.to_dense(), dim))
 
 
@@ -748,7 +743,7 @@ def test_products_with_a_huge_finite_fill_do_not_overflow(form, case, dtype, lay
     Ad = A.to_dense()
 
     def close(got, want):
-        got = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
+        got = T.dense(got)
         assert torch.isfinite(want).all()  # the case is one dense computes
         # relative to the result's largest magnitude, as the fuzzer compares:
         # dense's own order of summation rounds 1 + big - big to 0
@@ -782,14 +777,14 @@ def test_union_result_whose_fill_covers_nothing_has_the_dense_second_derivative(
     def hvp(make):
         A, B = make(idx, va, fa), make(idx[:, :3], vb, fb)
         out = torch.atan2(A, B)
-        out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        out = T.dense(out)
         grads = torch.autograd.grad((out ** 2).sum(), leaves, create_graph=True)
         return torch.autograd.grad(sum(x.sum() for x in grads), leaves, allow_unused=True)
 
     def dense(i, v, f):
-        return f.expand(2, 2).index_put(tuple(i), v)
+        return T.dense_from_parts(i, v, f, (2, 2))
 
-    got = hvp(lambda i, v, f: sf.sparse_coo_tensor(i, v, (2, 2), fill_value=f))
+    got = hvp(lambda i, v, f: T.sparse_from_parts(i, v, f, (2, 2)))
     want = hvp(dense)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, torch.zeros_like(a) if b is None else b)
@@ -859,11 +854,11 @@ def test_union_result_with_a_per_slice_fill_that_covers_nothing():
 
     def hvp(make):
         out = torch.atan2(make(idx, va, fa), make(idx[:, :2], vb, fb))
-        out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        out = T.dense(out)
         grads = torch.autograd.grad((out ** 2).sum(), leaves, create_graph=True)
         return torch.autograd.grad(sum(x.sum() for x in grads), leaves, allow_unused=True)
 
-    got = hvp(lambda i, v, f: sf.sparse_coo_tensor(i, v, (2, 2), fill_value=f))
+    got = hvp(lambda i, v, f: T.sparse_from_parts(i, v, f, (2, 2)))
     want = hvp(lambda i, v, f: f.expand(2, 2).index_put(tuple(i), v))
     for a, b in zip(got, want):
         torch.testing.assert_close(a, torch.zeros_like(a) if b is None else b)
@@ -899,18 +894,18 @@ def test_union_fill_slices_covering_nothing_keep_second_derivatives_finite():
     def hvp(make, strided_b=False):  # B: sparse, or strided of one column (fill-like)
         B = fb if strided_b else make(idx_b, vb, fb)
         out = torch.atan2(make(idx_a, va, fa), B)
-        out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        out = T.dense(out)
         grads = torch.autograd.grad((out ** 2).sum(), leaves, create_graph=True,
                                     allow_unused=True)
         grads = [x for x in grads if x is not None]
         return torch.autograd.grad(sum(x.sum() for x in grads), leaves, allow_unused=True)
 
     def dense(i, v, f):
-        return f.expand(2, 2).index_put(tuple(i), v)
+        return T.dense_from_parts(i, v, f, (2, 2))
 
     for strided_b in (False, True):  # two patterns; a strided operand broadcast per row
         want = hvp(dense, strided_b)
-        got = hvp(lambda i, v, f: sf.sparse_coo_tensor(i, v, (2, 2), fill_value=f), strided_b)
+        got = hvp(lambda i, v, f: T.sparse_from_parts(i, v, f, (2, 2)), strided_b)
         for a, b, leaf in zip(got, want, leaves):
             zero = torch.zeros_like(leaf)
             torch.testing.assert_close(zero if a is None else a, zero if b is None else b)

@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import sf_testing as T
 import torch_sparsefill as sf
 from sf_testing import random_tensor
 
@@ -25,10 +26,6 @@ pytestmark = [
 ]
 
 COO, CSR = torch.sparse_coo, torch.sparse_csr
-
-
-def _dense(x):
-    return x.to_dense() if isinstance(x, sf.SparseFillTensor) else x
 
 
 def _w(A, n=3):
@@ -85,7 +82,7 @@ CASES = {
 
 def _run(fn, A):
     out = fn(A)
-    return out, _dense(out)
+    return out, T.dense(out)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -124,7 +121,7 @@ def test_per_slice_fill_on_cuda_matches_cpu(layout):
         fill = torch.linspace(-1, 1, A.shape[0], dtype=A.dtype).view(-1, 1)
         B = sf.sparse_coo_tensor(A.indices(), A.values(), A.shape, fill_value=fill)
         B = B.to_sparse(layout=layout).to(device)
-        outs.append([_dense(f(B)).cpu() for f in (
+        outs.append([T.dense(f(B)).cpu() for f in (
             lambda X: torch.softmax(X, 1), lambda X: X @ _w(X), lambda X: X.sum(0),
             lambda X: X.t().amax(0))])
     for c, g in zip(*outs):

@@ -4,6 +4,7 @@ computation, gradients included. Tests marked `gpu` skip without a GPU."""
 import pytest
 import torch
 
+import sf_testing as T
 import torch_sparsefill as sf
 from sf_testing.cuda import CUDA, TIGHT, both, gpu, malformed_csr
 from torch_sparsefill import SparseFillTensor
@@ -164,13 +165,6 @@ def _leaves(A):
     return B, v, f
 
 
-def _dense_ref(A, v, f):
-    """The oracle's dense A from (values, fill) on the CPU, differentiable."""
-    A = A.coalesce() if A.layout == torch.sparse_coo else A
-    idx = A._coo_indices()
-    return f.expand(A.shape).clone().index_put(tuple(idx), v)
-
-
 def _grads_agree(result_fn, dense_fn, operands, others=()):
     """result_fn(*cuda operands, *cuda others) vs dense_fn(*dense cpu operands,
     *cpu others): values and the gradients of every operand's values and fill
@@ -183,7 +177,7 @@ def _grads_agree(result_fn, dense_fn, operands, others=()):
         vd = A._sf_values.detach().clone().requires_grad_()
         fd = A._sf_fill.detach().clone().requires_grad_()
         dense_leaves += [vd, fd]
-        dense.append(_dense_ref(A, vd, fd))
+        dense.append(T.dense_of(T.rebuild(A, vd, fd)))
     oc = [o.detach().to(CUDA).requires_grad_() for o in others]
     od = [o.detach().clone().requires_grad_() for o in others]
     out = result_fn(*built, *oc)
@@ -245,7 +239,8 @@ def test_sparse_sparse_fill0_on_cuda(layout):
     vad = A._sf_values.detach().clone().requires_grad_()
     vbd = B._sf_values.detach().clone().requires_grad_()
     zero = torch.zeros((), dtype=torch.float64)
-    ((_dense_ref(A, vad, zero) @ _dense_ref(B, vbd, zero)) * w).sum().backward()
+    dense = T.dense_of(T.rebuild(A, vad, zero)) @ T.dense_of(T.rebuild(B, vbd, zero))
+    (dense * w).sum().backward()
     torch.testing.assert_close(va.grad.cpu(), vad.grad, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(vb.grad.cpu(), vbd.grad, rtol=1e-9, atol=1e-9)
 

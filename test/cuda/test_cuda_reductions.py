@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+import sf_testing as T
 import torch_sparsefill as sf
 from sf_testing.cuda import CUDA, TIGHT, both, gpu, random_indices
 
@@ -207,7 +208,7 @@ def check_api(fn, X, v, f):
     """fn(X) on the GPU equals fn of the dense tensor (computed on the CPU,
     torch's reference semantics), and so do the gradients to v and f."""
     out = fn(X)
-    got = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+    got = T.dense(out)
     assert got.device.type == "cuda"
     ref = fn(X.to_dense().cpu())
     torch.testing.assert_close(got.cpu(), ref, equal_nan=True)

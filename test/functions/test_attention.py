@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import sf_testing as T
 import torch_sparsefill as sf
 from torch_sparsefill.ops import products as _attention
 from sf_testing import assert_dense_equal, rng
@@ -26,13 +27,6 @@ def pattern(shape, seed, density=0.4, layout=torch.sparse_coo, fill=0.0, values=
     return A.to_sparse_csr() if layout == torch.sparse_csr else A.coalesce()
 
 
-def stored(A):
-    """The dense boolean mask of A's stored positions."""
-    out = torch.zeros(A.shape, dtype=torch.bool)
-    out[tuple(A.to_sparse_coo()._coo_indices())] = True
-    return out
-
-
 def randn(*shape, seed, grad=False):
     return torch.randn(shape, generator=rng(seed), dtype=torch.float64).requires_grad_(grad)
 
@@ -46,7 +40,7 @@ def test_sampled_matmul_matches_dense(layout, fill):
     x, y = randn(5, 4, seed=2), randn(4, 6, seed=3)
     out = sf.sampled_matmul(x, y, P, fill_value=fill)
     assert out.layout == layout
-    expected = torch.where(stored(P), x @ y, torch.tensor(fill, dtype=torch.float64))
+    expected = torch.where(T.stored_mask(P), x @ y, torch.tensor(fill, dtype=torch.float64))
     assert_dense_equal(out.to_dense(), expected)
 
 
@@ -54,7 +48,7 @@ def test_sampled_matmul_batched_and_broadcast():
     P = pattern((3, 5, 6), 4)
     x, y = randn(3, 5, 4, seed=5), randn(4, 6, seed=6)  # y broadcasts over the batch
     out = sf.sampled_matmul(x, y, P, fill_value=-math.inf)
-    expected = torch.where(stored(P), x @ y, torch.tensor(-math.inf, dtype=torch.float64))
+    expected = torch.where(T.stored_mask(P), x @ y, torch.tensor(-math.inf, dtype=torch.float64))
     assert_dense_equal(out.to_dense(), expected)
 
 
@@ -70,7 +64,7 @@ def test_sampled_matmul_gradients(layout):
     # against the dense masked product
     gx, gy = torch.autograd.grad(sf.sampled_matmul(x, y, P, fill_value=2.0).to_dense().pow(2).sum(),
                                  (x, y))
-    m = stored(P)
+    m = T.stored_mask(P)
     ex, ey = torch.autograd.grad(torch.where(m, x @ y, 2.0).pow(2).sum(), (x, y))
     torch.testing.assert_close(gx, ex)
     torch.testing.assert_close(gy, ey)
@@ -94,10 +88,10 @@ def test_sparse_mask_matches_dense(layout, fill):
     P = pattern((5, 6), 11, layout=layout)
     x = randn(5, 6, seed=12, grad=True)
     out = sf.sparse_mask(x, P, fill_value=fill)
-    expected = torch.where(stored(P), x, torch.tensor(fill, dtype=torch.float64))
+    expected = torch.where(T.stored_mask(P), x, torch.tensor(fill, dtype=torch.float64))
     assert_dense_equal(out.to_dense(), expected)
     out.values().sum().backward()
-    assert_dense_equal(x.grad, stored(P).to(torch.float64))
+    assert_dense_equal(x.grad, T.stored_mask(P).to(torch.float64))
 
 
 def test_tensor_sparse_mask_is_torchs_meaning():
@@ -108,7 +102,7 @@ def test_tensor_sparse_mask_is_torchs_meaning():
                                                   check_invariants=True))
     out = x.sparse_mask(P)
     assert isinstance(out, sf.SparseFillTensor)
-    assert_dense_equal(out.to_dense(), torch.where(stored(P), x, 0.0))
+    assert_dense_equal(out.to_dense(), torch.where(T.stored_mask(P), x, 0.0))
     assert_dense_equal(out.to_dense(), native.to_dense())
 
 
@@ -118,7 +112,7 @@ def test_sampled_addmm(fill, beta, alpha):
     A = pattern((5, 6), 15, layout=torch.sparse_csr, fill=fill)
     x, y = randn(5, 4, seed=16), randn(4, 6, seed=17)
     out = torch.sparse.sampled_addmm(A, x, y, beta=beta, alpha=alpha)
-    m = stored(A)
+    m = T.stored_mask(A)
     D = A.to_dense()
     base = torch.zeros_like(D) if beta == 0 else beta * D
     expected = torch.where(m, base + alpha * (x @ y), base)
@@ -446,7 +440,7 @@ def test_tril_triu(upper, diagonal, fill, layout):
         out = out.to_dense()
     assert_dense_equal(out, expected)
     method = A.triu(diagonal) if upper else A.tril(diagonal)
-    assert_dense_equal(method.to_dense() if isinstance(method, sf.SparseFillTensor) else method,
+    assert_dense_equal(T.dense(method),
                        expected)
 
 

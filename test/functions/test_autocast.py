@@ -7,7 +7,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torch_sparsefill as sf
 
 import sf_testing as T
 
@@ -25,10 +24,6 @@ CALLS = {
     "sum": lambda A, x, y: A.sum(1),
     "softmax": lambda A, x, y: torch.softmax(A, 1),
 }
-
-
-def _dense(out):
-    return out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
 
 
 @pytest.mark.cpu_only(reason="torch.autocast('cpu') is the policy under test")
@@ -50,7 +45,7 @@ def test_calls_follow_the_dense_autocast_policy(name, layout, fill, dtype):
         expected = call(A.to_dense(), x, y)
     assert got.dtype == expected.dtype
     tol = dict(rtol=2e-2, atol=2e-2) if expected.dtype != torch.float32 else {}
-    torch.testing.assert_close(_dense(got), expected, equal_nan=True, **tol)
+    torch.testing.assert_close(T.dense(got), expected, equal_nan=True, **tol)
 
 
 @pytest.mark.cpu_only(reason="torch.autocast('cpu') is the policy under test")

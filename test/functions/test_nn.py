@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torch_sparsefill as sf
 from torch_sparsefill.tensor import build
 
 import sf_testing as T

@@ -10,7 +10,6 @@ YAML generates: union, _same, _scalar, _dense, ternary) get their samples
 from their schema and their YAML spec; the others from programs of the
 public API that call them. float64, torch.autograd.gradgradcheck.
 """
-import math
 
 import pytest
 import torch
@@ -19,7 +18,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import sf_testing as T
 from sf_testing.elementwise import OPS, in_domain
-from sf_testing.native import COMPOSITE_CALLERS, ELEMENTWISE, NOT_REAL, PROGRAMS, REGISTRY, base
+from sf_testing.native import (COMPOSITE_CALLERS, ELEMENTWISE, NOT_REAL, PROGRAMS, REGISTRY,
+                               variant_of)
 
 pytestmark = pytest.mark.cpu_only(reason="float64 numerical checks; the CPU pass covers the math")
 
@@ -44,7 +44,7 @@ INDICES = [torch.tensor([[0, 1, 2, 2], [1, 0, 0, 3]]), torch.tensor([[0, 1, 2], 
 
 def _elementwise_samples(name):
     """(function of float64 leaves returning float outputs, leaves) pairs."""
-    base, suffix = base(name)
+    base, suffix = variant_of(name)
     spec = OPS[base]
     op = getattr(torch.ops.sparsefill, name).default
     args = tuple(spec.test_args)
@@ -113,7 +113,7 @@ def _exact_or_raising(fn, inputs):
 
 @pytest.mark.parametrize("name", ELEMENTWISE)
 def test_elementwise_double_backward(name):
-    spec = OPS[base(name)[0]]
+    spec = OPS[variant_of(name)[0]]
     for fn, inputs in _elementwise_samples(name):
         if not spec.differentiable and not any(o.requires_grad for o in fn(*inputs)):
             continue  # piecewise constant (floor_divide, ...): no gradient flows out

@@ -3,7 +3,6 @@ current reference of torch.ops.sparsefill, and a downstream extension builds
 against sf.get_include()/sf.get_library() and calls the C core and the ops."""
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +12,7 @@ import torch_sparsefill as sf
 
 import sf_testing as T
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = T.ROOT
 
 
 @pytest.mark.cpu_only(reason="the reference is generated from the CPU build's registry")

@@ -217,7 +217,7 @@ def check_route(spec: OpSpec, func):
 
 # ---- gradients ------------------------------------------------------------------
 
-def _leaf(seed, fill, layout, spec, pattern="random"):
+def _leaf_parts_in_domain(seed, fill, layout, spec, pattern="random"):
     idx, v, f, size = leaf_parts(seed, fill, layout, "real", pattern)
     v = in_domain(v.detach(), spec.domain).requires_grad_()
     f = in_domain(f.detach(), spec.domain).requires_grad_()
@@ -233,14 +233,14 @@ def check_gradients(spec: OpSpec, layout):
         return _check_complex_gradients(spec, layout)
     if not spec.differentiable or spec.dtypes in ("bool", "int"):
         return _check_not_differentiable(spec, layout)
-    ia, va, fa, size = _leaf(7, 0.7, layout, spec)
+    ia, va, fa, size = _leaf_parts_in_domain(7, 0.7, layout, spec)
     if spec.kind == "ternary":
         return _check_ternary_gradients(spec, layout, ia, va, fa, size)
     if spec.kind == "unary":
         fns = [(lambda v, f: spec.func(build(layout, ia, v, f, size), *args).to_dense(), (va, fa))]
         dense_check = (lambda t: spec.func(t, *args), lambda t: spec.func(t, *args))
     else:
-        ib, vb, fb, _ = _leaf(8, 1.3, layout, spec)
+        ib, vb, fb, _ = _leaf_parts_in_domain(8, 1.3, layout, spec)
         if spec.dtypes == "mask":
             m = random_tensor("random", 1.0, layout, seed=8)
             M = m._with(m._values() > 0, m._fill_value() != 0)
@@ -281,8 +281,8 @@ def check_gradients(spec: OpSpec, layout):
 
 
 def _check_ternary_gradients(spec, layout, ia, va, fa, size):
-    ib, vb, fb, _ = _leaf(8, -1.3, layout, spec)
-    ic, vc, fc, _ = _leaf(9, 1.4, layout, spec)
+    ib, vb, fb, _ = _leaf_parts_in_domain(8, -1.3, layout, spec)
+    ic, vc, fc, _ = _leaf_parts_in_domain(9, 1.4, layout, spec)
     # bounds-like operands: b below c everywhere (clamp's min <= max)
     vb = (-(vb.detach().abs() + 0.5)).requires_grad_()
     vc = (vc.detach().abs() + 0.5).requires_grad_()

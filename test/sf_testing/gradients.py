@@ -3,7 +3,8 @@ the dense gradient at their positions, its fill the sum of the dense
 gradient over the unspecified elements.
 
     >>> idx, v, f, size = leaf_parts(7, 0.7, torch.sparse_csr, "real")
-    >>> torch.autograd.gradcheck(lambda v, f: torch.exp(build(torch.sparse_csr, idx, v, f, size)).to_dense(), (v, f))
+    >>> fn = lambda v, f: torch.exp(build(torch.sparse_csr, idx, v, f, size)).to_dense()
+    >>> torch.autograd.gradcheck(fn, (v, f))
     >>> check_dense_gradients(torch.exp, torch.exp, random_tensor("random", 0.7))
 """
 from __future__ import annotations

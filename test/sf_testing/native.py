@@ -4,9 +4,9 @@ dispatcher so that a new op joins by itself; the element-wise variants each
 YAML entry generates; and a program of the public API that calls each of
 the other ops.
 
-    >>> REGISTRY["spmm"]                 # the dispatch key differentiating it
+    >>> REGISTRY["spmm"]            # the dispatch key differentiating it
     'Autograd'
-    >>> base("mul_scalar")               # the YAML op of an element-wise variant
+    >>> variant_of("mul_scalar")    # the YAML op of an element-wise variant
     ('mul', '_scalar')
     >>> fn, inputs, marks = PROGRAMS["spmm"]; fn(*[T.leaf(t) for t in inputs])
 """
@@ -40,9 +40,9 @@ REGISTRY = registry()
 
 # ---- element-wise: every variant of every YAML entry ----------------------------
 
-def base(name):
+def variant_of(name):
     """(YAML op, variant suffix) of a native element-wise op, (None, None)
-    for another op: base("add_dense") == ("add", "_dense")."""
+    for another op: variant_of("add_dense") == ("add", "_dense")."""
     for suffix in ("_same", "_scalar", "_dense"):
         if name.endswith(suffix) and name[: -len(suffix)] in OPS:
             return name[: -len(suffix)], suffix
@@ -52,9 +52,10 @@ def base(name):
 # Real-valued ops: the complex, integer and boolean ones are checked by
 # test_elementwise_table.py (complex gradcheck; no gradient out of the
 # others).
-ELEMENTWISE = sorted(n for n in REGISTRY if base(n)[0] is not None
-                     and OPS[base(n)[0]].dtypes in ("float", "mask"))
-NOT_REAL = sorted(n for n in REGISTRY if base(n)[0] is not None and n not in ELEMENTWISE)
+ELEMENTWISE = sorted(n for n in REGISTRY if variant_of(n)[0] is not None
+                     and OPS[variant_of(n)[0]].dtypes in ("float", "mask"))
+NOT_REAL = sorted(n for n in REGISTRY
+                  if variant_of(n)[0] is not None and n not in ELEMENTWISE)
 
 
 # ---- the other ops: programs of the public API that call them ----------------------

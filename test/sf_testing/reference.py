@@ -15,10 +15,16 @@ import torch
 import torch_sparsefill as sf
 
 
-def dense(x):
+def dense(x, *, any_sparse=False):
     """x.to_dense() for a SparseFillTensor, x itself otherwise (a strided
-    result, a number): dense(sf.full((2,), 3.)) is tensor([3., 3.])."""
-    return x.to_dense() if isinstance(x, sf.SparseFillTensor) else x
+    result, a number): dense(sf.full((2,), 3.)) is tensor([3., 3.]). With
+    `any_sparse`, torch's own sparse tensors are densified too (the tests
+    that run the same code on both); without, a torch sparse result stays
+    as it is and fails a comparison with a strided tensor."""
+    if isinstance(x, sf.SparseFillTensor) or (
+            any_sparse and isinstance(x, torch.Tensor) and x.layout != torch.strided):
+        return x.to_dense()
+    return x
 
 
 def dense_of(A) -> torch.Tensor:
@@ -70,3 +76,23 @@ def stored_mask(A) -> torch.Tensor:
     mask = torch.zeros(A.shape[:idx.shape[0]], dtype=torch.bool)
     mask[tuple(idx)] = True
     return mask
+
+
+def sparse_from_parts(indices, values, fill, size) -> sf.SparseFillTensor:
+    """The COO SparseFillTensor of components, the twin of dense_from_parts
+    (a program written over a builder runs on both):
+    sparse_from_parts(torch.tensor([[0], [1]]), v, f, (2, 3))."""
+    return sf.sparse_coo_tensor(indices, values, size, fill_value=fill)
+
+
+def dense_from_parts(indices, values, fill, size) -> torch.Tensor:
+    """The strided tensor of COO components (unique indices): the fill
+    everywhere, the values at their indices; differentiable in values and
+    fill, under torch.func transforms too.
+
+        >>> dense_from_parts(torch.tensor([[0], [1]]), torch.tensor([5.]),
+        ...                  torch.tensor(1.), (2, 2))
+        tensor([[1., 5.],
+                [1., 1.]])
+    """
+    return fill.expand(size).index_put(tuple(indices), values)

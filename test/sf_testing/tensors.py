@@ -130,6 +130,20 @@ def size_for_layout(size, layout):
     return tuple(-(-s // b) * b for s, b in zip(size, BLOCKSIZE))
 
 
+def blocksize_for(layout):
+    """The test blocksize of a block layout, None for the others:
+    blocksize_for(torch.sparse_bsr) == BLOCKSIZE."""
+    return BLOCKSIZE if layout in BLOCK_LAYOUTS else None
+
+
+def compressed_indices(A):
+    """(compressed, plain) indices of a CSR/CSC/BSR/BSC tensor, e.g. for
+    sf.sparse_compressed_tensor(*compressed_indices(A), v, A.shape, layout=A.layout)."""
+    if A.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return A.crow_indices(), A.col_indices()
+    return A.ccol_indices(), A.row_indices()
+
+
 def random_tensor(pattern: str, fill, layout=torch.sparse_coo, *, dtype=torch.float64,
                   seed: int = 0, size=(5, 7), domain: str = "real",
                   requires_grad: bool = False) -> sf.SparseFillTensor:
@@ -174,7 +188,7 @@ def random_tensor(pattern: str, fill, layout=torch.sparse_coo, *, dtype=torch.fl
         fill_t = torch.full_like(fill_t, 0.75)
     A = sf.sparse_coo_tensor(idx, values, (rows, cols) + dense_shape, fill_value=fill_t,
                              requires_grad=requires_grad)
-    return A.to_sparse(layout=layout, blocksize=BLOCKSIZE if layout in BLOCK_LAYOUTS else None)
+    return A.to_sparse(layout=layout, blocksize=blocksize_for(layout))
 
 
 def _batched_random_tensor(pattern, fill, layout: Batched, *, dtype, seed, size, domain,
@@ -195,7 +209,7 @@ def _batched_random_tensor(pattern, fill, layout: Batched, *, dtype, seed, size,
         stored = parts[1]._with(torch.zeros_like(v), torch.ones_like(f1)).to_dense() == 0
         x[1] = torch.where(stored, x[1], f[1])
     A = sf.to_sparse(x, fill_value=f, layout=layout.layout, dense_dim=dense_dim,
-                     blocksize=BLOCKSIZE if layout.layout in BLOCK_LAYOUTS else None)
+                     blocksize=blocksize_for(layout.layout))
     return A.detach().requires_grad_() if requires_grad else A
 
 
@@ -205,25 +219,28 @@ def leaf(t: torch.Tensor) -> torch.Tensor:
     return t.detach().clone().requires_grad_()
 
 
-def leaves(A: sf.SparseFillTensor):
-    """(A, values, fill): A detached (coalesced when COO) and fresh leaves of
-    its stored values and fill that require grad; `rebuild(A, values, fill)`
-    is A again, differentiable in both.
+def leaves(A: sf.SparseFillTensor, *, coalesce: bool = True):
+    """(A, values, fill): A detached (coalesced first when COO, unless
+    `coalesce=False` keeps its pattern and flag as they are, so that the
+    uncoalesced paths run) and fresh leaves of its stored values and fill
+    that require grad; `rebuild(A, values, fill)` is A again,
+    differentiable in both.
 
         >>> A, v, f = leaves(random_tensor("random", 1.5))
         >>> rebuild(A, v, f).sum().backward()   # v.grad, f.grad
     """
-    A = (A.coalesce() if A.layout == torch.sparse_coo else A).detach()
+    if coalesce and A.layout == torch.sparse_coo:
+        A = A.coalesce()
+    A = A.detach()
     return A, leaf(A._values()), leaf(A._fill_value())
 
 
 def rebuild(A: sf.SparseFillTensor, values, fill) -> sf.SparseFillTensor:
-    """A's pattern with other values and fill (any fill shape A's shape
-    broadcasts to: per-slice fills too).
+    """A's pattern (as it is: `values` are in A's order) with other values
+    and fill (any fill shape A's shape broadcasts to: per-slice fills too).
 
         >>> rebuild(A, A._values() * 2, torch.tensor(0.5, dtype=A.dtype))
     """
-    A = A.coalesce() if A.layout == torch.sparse_coo else A
     return A._with(values, torch.as_tensor(fill, dtype=values.dtype, device=values.device))
 
 

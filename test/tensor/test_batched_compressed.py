@@ -22,15 +22,7 @@ COMPRESSED = [torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse
 FILLS = [1.5, 0.0, math.inf, -math.inf, math.nan, [2.0, -math.inf], [0.5, -3.0]]
 
 
-def _fill_id(f):
-    return "per-batch" if isinstance(f, list) else f"fill{f}"
-
-
-def _blocksize(layout):
-    return T.BLOCKSIZE if layout in T.BLOCK_LAYOUTS else None
-
-
-def _dense(fill, batch=(2,), size=(4, 6), seed=0, density=0.3, dense_shape=()):
+def _strided(fill, batch=(2,), size=(4, 6), seed=0, density=0.3, dense_shape=()):
     """A strided tensor of fill-valued elements with some others: batch 1
     holds more of them than batch 0 (so conversions must pad)."""
     g = torch.Generator().manual_seed(seed)
@@ -50,25 +42,19 @@ def _fill_tensor(fill, nb=1, dense_dim=0):
 
 
 def _batched(layout, fill, **kw):
-    x = _dense(fill, **kw)
+    x = _strided(fill, **kw)
     nb = len(kw.get("batch", (2,)))
     dense_dim = len(kw.get("dense_shape", ()))
     A = sf.to_sparse(x, fill_value=_fill_tensor(fill, nb, dense_dim), layout=layout,
-                     blocksize=_blocksize(layout), dense_dim=dense_dim)
+                     blocksize=T.blocksize_for(layout), dense_dim=dense_dim)
     return A, x
-
-
-def _components(A):
-    if A.layout in (torch.sparse_csr, torch.sparse_bsr):
-        return A.crow_indices(), A.col_indices()
-    return A.ccol_indices(), A.row_indices()
 
 
 def _valid_for_torch(A):
     """torch accepts A's components as a batched tensor of its layout."""
-    native = torch.sparse_compressed_tensor(*_components(A), A.values().detach(), A.shape,
+    native = torch.sparse_compressed_tensor(*T.compressed_indices(A), A.values().detach(), A.shape,
                                             layout=A.layout, check_invariants=True)
-    torch._validate_sparse_compressed_tensor_args(*_components(A), A.values().detach(),
+    torch._validate_sparse_compressed_tensor_args(*T.compressed_indices(A), A.values().detach(),
                                                   A.shape, A.layout)
     return native
 
@@ -79,10 +65,10 @@ def _valid_for_torch(A):
 def test_constructor_matches_torch(layout):
     """With fill 0 our tensor is torch's, component for component (torch
     needs the same nse in every batch: the second is the first flipped)."""
-    y = _dense(0.0, size=(6, 6))[0]
+    y = _strided(0.0, size=(6, 6))[0]
     x = torch.stack([y, y.flip(0, 1) * 2])
-    native = x.to_sparse(layout=layout, blocksize=_blocksize(layout))
-    ours = sf.sparse_compressed_tensor(*_components(native), native.values(), native.shape,
+    native = x.to_sparse(layout=layout, blocksize=T.blocksize_for(layout))
+    ours = sf.sparse_compressed_tensor(*T.compressed_indices(native), native.values(), native.shape,
                                        layout=layout)
     assert ours.layout == layout and ours.shape == native.shape
     assert (ours.sparse_dim(), ours.dense_dim()) == (native.sparse_dim(), native.dense_dim())
@@ -108,7 +94,7 @@ def test_named_constructors_and_size_inference():
     assert_dense_equal(C.to_dense(), torch.tensor([[[9., 9.], [5., 9.]]]))
 
 
-@pytest.mark.parametrize("fill", [0.0, math.inf, math.nan, [2.0, -math.inf]], ids=_fill_id)
+@pytest.mark.parametrize("fill", [0.0, math.inf, math.nan, [2.0, -math.inf]], ids=T.fill_id)
 @pytest.mark.parametrize("target", COMPRESSED + [torch.sparse_coo, "strided"], ids=str)
 @pytest.mark.parametrize("source", COMPRESSED, ids=T.layout_id)
 def test_every_conversion(source, target, fill):
@@ -118,7 +104,7 @@ def test_every_conversion(source, target, fill):
     assert_dense_equal(A.to_dense(), x)
     if target == "strided":
         return
-    B = A.to_sparse(layout=target, blocksize=_blocksize(target))
+    B = A.to_sparse(layout=target, blocksize=T.blocksize_for(target))
     assert B.layout == target and B.shape == x.shape
     assert_dense_equal(B.to_dense(), x)
     assert_dense_equal(B.fill_value().expand(x.shape) if B._has_per_slice_fill()
@@ -128,7 +114,7 @@ def test_every_conversion(source, target, fill):
         _valid_for_torch(B)
     else:
         assert B.sparse_dim() == 3
-        back = B.to_sparse(layout=source, blocksize=_blocksize(source))
+        back = B.to_sparse(layout=source, blocksize=T.blocksize_for(source))
         assert back.layout == source
         assert_dense_equal(back.to_dense(), x)
 
@@ -142,7 +128,7 @@ def test_padding_stores_fill_valued_elements(layout):
     x = fill.expand(2, 6, 6).clone()
     x[0, 0, 0] = 1.0
     x[1, 2:5, 3] = 2.0
-    A = sf.to_sparse(x, fill_value=fill, layout=layout, blocksize=_blocksize(layout))
+    A = sf.to_sparse(x, fill_value=fill, layout=layout, blocksize=T.blocksize_for(layout))
     _valid_for_torch(A)
     assert_dense_equal(A.to_dense(), x)
     assert A.values().shape[0] == 2
@@ -157,18 +143,18 @@ def test_padding_stores_fill_valued_elements(layout):
 def test_two_batch_dims_and_hybrid(layout):
     A, x = _batched(layout, -math.inf, batch=(2, 3), size=(6, 6), dense_shape=(2,))
     assert (A.dense_dim(), A.sparse_dim(), A._batch_dim()) == (1, 2, 2)
-    assert _components(A)[0].shape[:2] == (2, 3)
+    assert T.compressed_indices(A)[0].shape[:2] == (2, 3)
     _valid_for_torch(A)
     assert_dense_equal(A.to_dense(), x)
-    _close(A * 2, x * 2)
-    _close(A.sum((0, 2)), x.sum((0, 2)))
+    T.assert_matches_dense(A * 2, x * 2)
+    T.assert_matches_dense(A.sum((0, 2)), x.sum((0, 2)))
 
 
 @pytest.mark.parametrize("layout", COMPRESSED, ids=T.layout_id)
 def test_from_batched_coo_and_to_unbatched(layout):
     A, x = _batched(layout, 1.5, size=(6, 6))
     C = sf.to_sparse(x, fill_value=1.5)  # COO with 3 sparse dims
-    B = C.to_sparse(layout=layout, blocksize=_blocksize(layout))
+    B = C.to_sparse(layout=layout, blocksize=T.blocksize_for(layout))
     assert B.layout == layout and B._batch_dim() == 1
     assert_dense_equal(B.to_dense(), x)
     if layout == torch.sparse_csr:
@@ -250,13 +236,7 @@ def test_transpose_of_the_sparse_dims_swaps_the_layout(layout):
 
 # ---- op families, equal to dense ------------------------------------------------------
 
-def _close(out, expected):
-    if isinstance(out, sf.SparseFillTensor):
-        out = out.to_dense()
-    assert_dense_equal(out, expected)
-
-
-@pytest.mark.parametrize("fill", FILLS, ids=_fill_id)
+@pytest.mark.parametrize("fill", FILLS, ids=T.fill_id)
 @pytest.mark.parametrize("layout", COMPRESSED, ids=T.layout_id)
 def test_elementwise(layout, fill):
     A, x = _batched(layout, fill, size=(6, 6), seed=1)
@@ -267,23 +247,23 @@ def test_elementwise(layout, fill):
                           (A + y[0], x + y[0])):
         if isinstance(out, sf.SparseFillTensor):
             assert out.layout == layout
-        _close(out, expected)
+        T.assert_matches_dense(out, expected)
 
 
-@pytest.mark.parametrize("fill", FILLS, ids=_fill_id)
+@pytest.mark.parametrize("fill", FILLS, ids=T.fill_id)
 @pytest.mark.parametrize("layout", COMPRESSED, ids=T.layout_id)
 def test_products(layout, fill):
     A, x = _batched(layout, fill, size=(6, 6), seed=3)
     g = torch.Generator().manual_seed(4)
     X = torch.randn(2, 6, 3, generator=g, dtype=torch.float64)
     Y = torch.randn(5, 6, generator=g, dtype=torch.float64)
-    _close(A @ X, x @ X)
-    _close(torch.bmm(A, X), torch.bmm(x, X))
-    _close(A @ X[0], x @ X[0])
-    _close(Y @ A, Y @ x)
+    T.assert_matches_dense(A @ X, x @ X)
+    T.assert_matches_dense(torch.bmm(A, X), torch.bmm(x, X))
+    T.assert_matches_dense(A @ X[0], x @ X[0])
+    T.assert_matches_dense(Y @ A, Y @ x)
 
 
-@pytest.mark.parametrize("fill", FILLS, ids=_fill_id)
+@pytest.mark.parametrize("fill", FILLS, ids=T.fill_id)
 @pytest.mark.parametrize("layout", COMPRESSED, ids=T.layout_id)
 def test_softmax_and_reductions(layout, fill):
     A, x = _batched(layout, fill, size=(6, 6), seed=5)
@@ -295,9 +275,9 @@ def test_softmax_and_reductions(layout, fill):
                 # families compute it or refuse (RFC.md 6), never silently wrong.
                 _close_or_refused(lambda t: op(t, dim), A, x)
             else:
-                _close(op(A, dim), op(x, dim))
+                T.assert_matches_dense(op(A, dim), op(x, dim))
     _close_or_refused(torch.sum, A, x)
-    _close(A.mean((1, 2)), x.mean((1, 2)))
+    T.assert_matches_dense(A.mean((1, 2)), x.mean((1, 2)))
 
 
 def _close_or_refused(fn, A, x):
@@ -306,57 +286,50 @@ def _close_or_refused(fn, A, x):
     except NotImplementedError as e:
         assert "per-slice fill" in str(e)
         return
-    _close(out, fn(x))
+    T.assert_matches_dense(out, fn(x))
 
 
 @pytest.mark.parametrize("layout", COMPRESSED, ids=T.layout_id)
 def test_shape_ops(layout):
     A, x = _batched(layout, -math.inf, size=(6, 6), seed=6)
-    _close(A[:, 1:5], x[:, 1:5])
-    _close(torch.cat([A, A]), torch.cat([x, x]))
-    _close(A.narrow(2, 1, 3), x.narrow(2, 1, 3))
-    _close(A.sum(0, keepdim=True), x.sum(0, keepdim=True))
-    _close(A.unsqueeze(0), x.unsqueeze(0))
+    T.assert_matches_dense(A[:, 1:5], x[:, 1:5])
+    T.assert_matches_dense(torch.cat([A, A]), torch.cat([x, x]))
+    T.assert_matches_dense(A.narrow(2, 1, 3), x.narrow(2, 1, 3))
+    T.assert_matches_dense(A.sum(0, keepdim=True), x.sum(0, keepdim=True))
+    T.assert_matches_dense(A.unsqueeze(0), x.unsqueeze(0))
     out = A.clone()
     out.mul_(2)
-    _close(out, x * 2)
+    T.assert_matches_dense(out, x * 2)
     out += A
-    _close(out, x * 3)
+    T.assert_matches_dense(out, x * 3)
 
 
 # ---- gradients ------------------------------------------------------------------------
 
-def _leaf(layout, fill, seed=7):
-    A, _ = _batched(layout, fill, size=(4, 3), seed=seed, density=0.4)
-    v = A.values().detach().clone().requires_grad_()
-    f = A._fill_value().detach().clone().requires_grad_()
-    return A, v, f
-
-
-@pytest.mark.parametrize("fill", [1.5, [0.5, -2.0]], ids=_fill_id)
+@pytest.mark.parametrize("fill", [1.5, [0.5, -2.0]], ids=T.fill_id)
 @pytest.mark.parametrize("layout", COMPRESSED, ids=T.layout_id)
 def test_gradients_first_and_second_order(layout, fill):
-    A, v, f = _leaf(layout, fill)
+    A, v, f = T.leaves(_batched(layout, fill, size=(4, 3), seed=7, density=0.4)[0])
     X = torch.randn(2, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
 
     def run(v, f):
-        B = sf.sparse_compressed_tensor(*_components(A), v, A.shape, layout=layout,
+        B = sf.sparse_compressed_tensor(*T.compressed_indices(A), v, A.shape, layout=layout,
                                         fill_value=f)
         out = torch.softmax(torch.sin(B) * 2, -1) @ X + B.sum(0).to_dense()[None, :, :1]
-        return out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        return T.dense(out)
 
     torch.autograd.gradcheck(run, (v, f))
     if layout in (torch.sparse_csr, torch.sparse_bsc):  # second order: the two extremes
         torch.autograd.gradgradcheck(run, (v, f))
 
 
-@pytest.mark.parametrize("fill", [1.5, -math.inf, [0.5, math.nan]], ids=_fill_id)
+@pytest.mark.parametrize("fill", [1.5, -math.inf, [0.5, math.nan]], ids=T.fill_id)
 @pytest.mark.parametrize("layout", COMPRESSED, ids=T.layout_id)
 def test_gradients_equal_dense(layout, fill):
     A, x = _batched(layout, fill, size=(6, 6), seed=9)
     A = A.detach().requires_grad_()
     out = (torch.exp(A * 0.5) + A).sum((1, 2))
-    (out.to_dense() if isinstance(out, sf.SparseFillTensor) else out).sum().backward()
+    (T.dense(out)).sum().backward()
     D = x.clone().requires_grad_()
     (torch.exp(D * 0.5) + D).sum((1, 2)).sum().backward()
     g = A.grad

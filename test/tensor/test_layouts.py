@@ -19,16 +19,6 @@ ALL = T.ALL_LAYOUTS
 FILLS = [1.5, -math.inf, math.nan]
 
 
-def _blocksize(layout):
-    return T.BLOCKSIZE if layout in T.BLOCK_LAYOUTS else None
-
-
-def _components(A):
-    if A.layout in (torch.sparse_csr, torch.sparse_bsr):
-        return A.crow_indices(), A.col_indices()
-    return A.ccol_indices(), A.row_indices()
-
-
 # ---- construction and conversions ---------------------------------------------------
 
 @pytest.mark.parametrize("layout", T.EXTRA_LAYOUTS, ids=T.layout_id)
@@ -36,8 +26,8 @@ def test_constructor_matches_torch(layout):
     """With fill 0 our tensor is torch's, component for component."""
     D = torch.randn(6, 9, dtype=torch.float64)
     D[D.abs() < 0.8] = 0
-    native = D.to_sparse(layout=layout, blocksize=_blocksize(layout))
-    ours = sf.sparse_compressed_tensor(*_components(native), native.values(), native.shape,
+    native = D.to_sparse(layout=layout, blocksize=T.blocksize_for(layout))
+    ours = sf.sparse_compressed_tensor(*T.compressed_indices(native), native.values(), native.shape,
                                        layout=layout)
     assert ours.layout == layout and ours.shape == native.shape
     assert ours.nse() == native._nnz() and ours.dense_dim() == 0 and ours.sparse_dim() == 2
@@ -65,7 +55,7 @@ def test_named_constructors():
 @pytest.mark.parametrize("pattern", ["random", "hybrid", "empty", "full"])
 def test_every_conversion(source, target, fill, pattern):
     A = random_tensor(pattern, fill, source, size=(6, 9))
-    B = A.to_sparse(layout=target, blocksize=_blocksize(target))
+    B = A.to_sparse(layout=target, blocksize=T.blocksize_for(target))
     assert B.layout == target and B.shape == A.shape
     assert_dense_equal(B.to_dense(), A.to_dense())
     assert_dense_equal(B.fill_value(), A.fill_value())
@@ -73,7 +63,7 @@ def test_every_conversion(source, target, fill, pattern):
         assert B.values().shape[1:3] == T.BLOCKSIZE
     # from strided, with the same fill
     C = sf.to_sparse(A.to_dense(), fill_value=A._fill_value(), layout=target,
-                     blocksize=_blocksize(target), dense_dim=A.dense_dim())
+                     blocksize=T.blocksize_for(target), dense_dim=A.dense_dim())
     assert_dense_equal(C.to_dense(), A.to_dense())
 
 
@@ -106,7 +96,7 @@ def test_conversion_gradients():
     """Conversions are differentiable in values and fill, first and second order."""
     def fn(v, f, target):
         A = sf.sparse_csr_tensor(crow, col, v, (4, 6), fill_value=f)
-        B = A.to_sparse(layout=target, blocksize=_blocksize(target) and (2, 3))
+        B = A.to_sparse(layout=target, blocksize=T.blocksize_for(target) and (2, 3))
         return (B._values() ** 2).sum() + B.to_dense().sum() * 0.5
 
     crow, col = torch.tensor([0, 2, 2, 3, 3]), torch.tensor([1, 4, 5])
@@ -301,7 +291,7 @@ def test_reductions_and_softmax(layout, fill, dim):
     for name in ("sum", "mean", "amax", "amin", "prod"):
         args = () if dim is None else (dim,)
         out = getattr(torch, name)(A, *args)
-        out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        out = T.dense(out)
         assert_dense_equal(out, getattr(torch, name)(D, *args))
     if dim is not None:
         for fn in (torch.softmax, torch.log_softmax):
@@ -320,7 +310,7 @@ def test_shape_and_indexing(layout):
               (A.reshape(3, 18, 3), D.reshape(3, 18, 3)),
               (A.select(2, 1), D.select(2, 1))]
     for out, expected in checks:
-        out = out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        out = T.dense(out)
         assert_dense_equal(out, expected)
     assert torch.cat([A, A], 0).layout == layout
 
@@ -345,7 +335,7 @@ def test_scipy_and_pydata(layout):
 def test_full_every_layout(layout, size, fill):
     """sf.full/zeros/ones in every layout (BSR/BSC with blocksize=; leading
     dims of a compressed layout are batch dims, RFC.md 15.4): nothing stored."""
-    A = sf.full(size, fill, layout=layout, blocksize=_blocksize(layout) and (2, 3),
+    A = sf.full(size, fill, layout=layout, blocksize=T.blocksize_for(layout) and (2, 3),
                 dtype=torch.float64)
     assert A.layout == layout and A.shape == size and A.nse() == 0
     assert_dense_equal(A.to_dense(), torch.full(size, fill, dtype=torch.float64))
@@ -353,9 +343,9 @@ def test_full_every_layout(layout, size, fill):
         assert A.values().shape[-2:] == (2, 3)
     if layout != torch.sparse_coo:
         assert A._batch_dim() == len(size) - 2
-    Z = sf.zeros(*size, layout=layout, blocksize=_blocksize(layout) and 2)
+    Z = sf.zeros(*size, layout=layout, blocksize=T.blocksize_for(layout) and 2)
     assert_dense_equal(Z.to_dense(), torch.zeros(size))
-    assert_dense_equal((Z + sf.ones(size, layout=layout, blocksize=_blocksize(layout) and 2))
+    assert_dense_equal((Z + sf.ones(size, layout=layout, blocksize=T.blocksize_for(layout) and 2))
                        .to_dense(), torch.ones(size))
 
 

@@ -8,6 +8,7 @@ import pickle
 import pytest
 import torch
 
+import sf_testing as T
 import torch_sparsefill as sf
 from sf_testing import LAYOUTS, assert_dense_equal
 
@@ -27,14 +28,6 @@ def per_col(layout=torch.sparse_coo):
                                 fill_value=fill).to_sparse(layout=layout)
 
 
-def dense_of(A):
-    """The reference: the fill broadcast over the shape, stored values on top."""
-    out = A._fill_value().expand(A.shape).clone()
-    B = A.to_sparse_coo().coalesce()
-    out[tuple(B.indices())] = B.values()
-    return out
-
-
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_per_slice_to_dense_and_accessors(layout):
     A = per_row(layout)
@@ -43,7 +36,7 @@ def test_per_slice_to_dense_and_accessors(layout):
     expected = torch.tensor([[0.5, 1.0, 0.5, -2.0, 0.5], [-1.0] * 5, [3.5, 2.0, 2.0, 2.0, 2.0],
                              [7.0, 7.0, 4.0, 7.0, 7.0]], dtype=torch.float64)
     assert_dense_equal(A.to_dense(), expected)
-    assert_dense_equal(dense_of(A), expected)
+    assert_dense_equal(T.dense_of(A), expected)
 
 
 def test_per_slice_fill_constant_over_sparse_dims_is_stored_dense_part():

@@ -3,7 +3,6 @@ autograd of construction/to_dense, and the no-silent-zero rule. The
 reference is always the dense tensor."""
 import copy
 import io
-from pathlib import Path
 import math
 import pickle
 
@@ -209,7 +208,7 @@ def test_save_load_deepcopy_keep_the_fill(layout):
 
 
 OLD_HOMES = [b"torch_sparsefill._factories", b"torch_sparsefill._tensor"]
-SAVED_BY_FLAT_LAYOUT = Path(__file__).parent / "data" / "saved_by_flat_layout.pt"
+SAVED_BY_FLAT_LAYOUT = T.DATA / "saved_by_flat_layout.pt"
 
 
 @pytest.mark.parametrize("weights_only", [True, False])

@@ -33,7 +33,7 @@ class _Ops(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _dense(rows, cols, blocksize, fill, seed, share=0.4, dtype=F64):
+def _block_matrix(rows, cols, blocksize, fill, seed, share=0.4, dtype=F64):
     """A dense matrix whose blocks are either random or all `fill`."""
     g = T.rng(seed)
     r, c = blocksize
@@ -52,7 +52,7 @@ def _block_tensor(D, layout, blocksize, fill):
 @pytest.mark.parametrize("blocksize", [(2, 3), (4, 4), (1, 5)])
 def test_products_equal_dense(layout, fill, blocksize):
     r, c = blocksize
-    D = _dense(4 * r, 3 * c, blocksize, fill, seed=r * 10 + c)
+    D = _block_matrix(4 * r, 3 * c, blocksize, fill, seed=r * 10 + c)
     A = _block_tensor(D, layout, blocksize, fill)
     X = torch.randn(3 * c, 5, dtype=F64)
     Y = torch.randn(2, 4 * r, dtype=F64)
@@ -73,7 +73,7 @@ def test_products_equal_dense(layout, fill, blocksize):
 def test_nonfinite_dense_operand(layout, fill, bad):
     """inf, -inf or nan in the strided operand, inside and outside the
     columns that meet stored blocks: no inf - inf where dense has none."""
-    D = _dense(6, 8, (2, 2), fill, seed=3)
+    D = _block_matrix(6, 8, (2, 2), fill, seed=3)
     A = _block_tensor(D, layout, (2, 2), fill)
     X = torch.randn(8, 4, dtype=F64)
     X[0, 1], X[5, 2], X[7, 0] = bad, bad, -bad if not math.isnan(bad) else 0.0
@@ -126,7 +126,7 @@ def test_gradients_match_dense_autograd(layout, fill):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_reduced_precision(dtype):
-    D = _dense(8, 12, (4, 4), 0.25, seed=11, dtype=dtype)
+    D = _block_matrix(8, 12, (4, 4), 0.25, seed=11, dtype=dtype)
     A = _block_tensor(D, torch.sparse_bsr, (4, 4), 0.25)
     X = torch.randn(12, 6, dtype=dtype)
     out = A @ X
@@ -137,7 +137,7 @@ def test_reduced_precision(dtype):
 def test_per_slice_fill_takes_the_general_route():
     """A per-row fill is not the op's (one fill element): the result still
     equals dense, through CSR."""
-    D = _dense(6, 6, (2, 2), 1.0, seed=1)
+    D = _block_matrix(6, 6, (2, 2), 1.0, seed=1)
     X = torch.randn(6, 3, dtype=F64)
     per_row = torch.arange(6, dtype=F64).view(6, 1)
     B = sf.to_sparse(D, layout=torch.sparse_bsr, blocksize=(2, 2), fill_value=per_row)
@@ -150,7 +150,7 @@ def test_per_slice_fill_takes_the_general_route():
 
 @pytest.mark.cpu_only(reason="thread counts are the CPU kernel's")
 def test_threads_do_not_change_a_bit():
-    D = _dense(512, 256, (16, 16), 0.5, seed=2, share=0.2, dtype=torch.float32)
+    D = _block_matrix(512, 256, (16, 16), 0.5, seed=2, share=0.2, dtype=torch.float32)
     A = _block_tensor(D, torch.sparse_bsr, (16, 16), 0.5)
     X = torch.randn(256, 64)
     threads = torch.get_num_threads()

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+import sf_testing as T
 import torch_sparsefill as sf
 from sf_testing import assert_dense_equal, rng
 
@@ -25,10 +26,6 @@ def sparse(term, fill, seed):
 
 def strided(term, seed):
     return torch.randn(tuple(SIZES[ch] for ch in term), generator=rng(seed), dtype=torch.float64)
-
-
-def dense(x):
-    return x.to_dense() if isinstance(x, sf.SparseFillTensor) else x
 
 
 EQUATIONS = [
@@ -50,8 +47,8 @@ def test_matches_dense(equation, kinds, fill):
     ops = [sparse(t, fill, 10 + n) if kind == "s" else strided(t, 10 + n)
            for n, (t, kind) in enumerate(zip(terms, kinds))]
     out = torch.einsum(equation, *ops)
-    expected = torch.einsum(equation, *[dense(x) for x in ops])
-    assert_dense_equal(dense(out), expected)
+    expected = torch.einsum(equation, *[T.dense(x) for x in ops])
+    assert_dense_equal(T.dense(out), expected)
 
 
 def test_list_form_and_gradients():

@@ -34,24 +34,6 @@ def _real(name):
     return T.on_test_device(sf.from_scipy(m, fill_value=0.0))
 
 
-def _dense_of(A: SparseFillTensor) -> torch.Tensor:
-    """The oracle's dense A, built here (also for per-slice fills): the fill
-    broadcast over the full shape, stored values written over it.
-    Differentiable in values and fill."""
-    A = A.coalesce() if A.layout == torch.sparse_coo else A
-    idx = A._coo_indices()
-    out = A._sf_fill.expand(A.shape).clone()
-    return out.index_put(tuple(idx), A._sf_values)
-
-
-def _with_fill(A: SparseFillTensor, fill) -> SparseFillTensor:
-    """A's pattern and values with another fill (any shape), via the trusted constructor."""
-    A = A.coalesce() if A.layout == torch.sparse_coo else A
-    fill = torch.as_tensor(fill, dtype=A.dtype)
-    return SparseFillTensor(A.layout, A.shape, A._sf_values, fill, indices=A._sf_indices,
-                            crow=A._sf_crow, col=A._sf_col, coalesced=True)
-
-
 def _random(m, k, fill, layout=torch.sparse_coo, *, density=0.3, seed=0, dtype=torch.float64):
     g = T.rng(seed)
     mask = torch.rand(m, k, generator=g) < density
@@ -65,10 +47,8 @@ def _randn(*shape, seed=1, dtype=torch.float64):
     return torch.randn(*shape, generator=T.rng(seed), dtype=dtype)
 
 
-def _close(actual, expected, **kw):
-    assert isinstance(actual, torch.Tensor) and not isinstance(actual, SparseFillTensor)
-    assert actual.layout == torch.strided and actual.dtype == expected.dtype
-    torch.testing.assert_close(actual, expected, **kw)
+# The products' results are finite here: a NaN anywhere fails.
+_close = functools.partial(T.assert_dense_equal, equal_nan=False)
 
 
 # ---- real matrices --------------------------------------------------------------------
@@ -81,8 +61,8 @@ def test_real_matrix_products(path):
     m, k = A0.shape
     for f_i, fill in enumerate(FILLS):
         layout = (torch.sparse_coo, torch.sparse_csr)[f_i % 2]
-        A = _with_fill(A0, fill).to_sparse(layout=layout)
-        D = _dense_of(A)
+        A = T.with_fill(A0, fill).to_sparse(layout=layout)
+        D = T.dense_of(A)
         scale = 1 + D.abs().max().item()
         for n in (1, 7, 64):
             B = _randn(k, n, seed=n)
@@ -98,8 +78,8 @@ def test_skewed_tols4000_per_row_and_per_column_fills():
     m, k = A0.shape
     B = _randn(k, 7)
     for fill in (_randn(m, 1, seed=4), _randn(1, k, seed=5)):
-        A = _with_fill(A0, fill)
-        D = _dense_of(A)
+        A = T.with_fill(A0, fill)
+        D = T.dense_of(A)
         _close(A @ B, D @ B, rtol=1e-9, atol=1e-9 * (1 + D.abs().max().item()) * k)
 
 
@@ -120,8 +100,8 @@ def _fill_of(form, m, k, seed=9):
 @pytest.mark.parametrize("form", FILL_FORMS)
 def test_sparse_dense_entry_points(layout, form):
     m, k, n = 9, 6, 4
-    A = _with_fill(_random(m, k, 0.0, layout), _fill_of(form, m, k))
-    D = _dense_of(A)
+    A = T.with_fill(_random(m, k, 0.0, layout), _fill_of(form, m, k))
+    D = T.dense_of(A)
     B, x, L = _randn(k, n), _randn(k, seed=2), _randn(3, m, seed=3)
     M = _randn(m, n, seed=4)
     _close(torch.mm(A, B), D @ B)
@@ -152,10 +132,10 @@ def test_sparse_input_of_addmm():
 
 def test_empty_rows_empty_matrix_and_zero_sizes():
     A = _random(8, 5, 1.5, density=0.2)
-    A = _with_fill(A, 1.5)
+    A = T.with_fill(A, 1.5)
     assert (A._coo_indices()[0].bincount(minlength=8) == 0).any()  # has empty rows
     B = _randn(5, 3)
-    _close(A @ B, _dense_of(A) @ B)
+    _close(A @ B, T.dense_of(A) @ B)
     E = sf.full((4, 5), 2.5, dtype=torch.float64)
     _close(E @ B, torch.full((4, 5), 2.5, dtype=torch.float64) @ B)
     _close(E.to_sparse_csr() @ B[:, 0], torch.full((4, 5), 2.5, dtype=torch.float64) @ B[:, 0])
@@ -172,7 +152,7 @@ def test_low_precision_dtypes(dtype):
     B = _randn(30, 8, dtype=dtype)
     out = A @ B
     assert out.dtype == dtype
-    expected = (_dense_of(A).double() @ B.double())
+    expected = (T.dense_of(A).double() @ B.double())
     tol = {torch.float32: 1e-5, torch.float16: 2e-2, torch.bfloat16: 5e-2}[dtype]
     torch.testing.assert_close(out.double(), expected, rtol=tol, atol=tol * 10)
     out_v = A @ B[:, 0]
@@ -184,7 +164,7 @@ def test_multithreaded_split_matches_dense():
     """Large enough for the row ranges to be split across threads."""
     A = _random(600, 500, -0.75, density=0.05, seed=3)
     B = _randn(500, 40)
-    D = _dense_of(A)
+    D = T.dense_of(A)
     with_threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
@@ -218,12 +198,12 @@ def test_sparse_sparse_fill_zero_gives_sparse(layout):
                                    ("col", "col"), ("zero", "col")])
 def test_sparse_sparse_with_fills_is_dense(fa, fb):
     m, k, n = 7, 6, 5
-    A = _with_fill(_random(m, k, 0.0, seed=1), _fill_of(fa, m, k, seed=11))
-    B = _with_fill(_random(k, n, 0.0, torch.sparse_csr, seed=2), _fill_of(fb, k, n, seed=12))
+    A = T.with_fill(_random(m, k, 0.0, seed=1), _fill_of(fa, m, k, seed=11))
+    B = T.with_fill(_random(k, n, 0.0, torch.sparse_csr, seed=2), _fill_of(fb, k, n, seed=12))
     if fa == "zero" and fb == "zero":
         pytest.skip("covered by the fill-0 test")
     C = A @ B
-    _close(C, _dense_of(A) @ _dense_of(B))
+    _close(C, T.dense_of(A) @ T.dense_of(B))
 
 
 def test_sparse_sparse_scalar_identity_has_abk_once():
@@ -236,7 +216,7 @@ def test_sparse_sparse_scalar_identity_has_abk_once():
 def test_native_torch_sparse_operand_reads_fill_zero():
     A = _random(5, 4, 1.0)
     N = torch.eye(4, dtype=torch.float64).to_sparse()
-    _close(A @ N, _dense_of(A))
+    _close(A @ N, T.dense_of(A))
 
 
 # ---- batched ---------------------------------------------------------------------------
@@ -262,47 +242,35 @@ def test_batched():
     _close(torch.bmm(L, A), torch.bmm(L, D))
     # a fill per batch (b, 1, 1) and per batch-row (b, m, 1)
     for fill in (_randn(3, 1, 1, seed=5), _randn(3, 5, 1, seed=6)):
-        P = _with_fill(A, fill)
-        _close(torch.bmm(P, B), torch.bmm(_dense_of(P), B))
+        P = T.with_fill(A, fill)
+        _close(torch.bmm(P, B), torch.bmm(T.dense_of(P), B))
 
 
 # ---- gradients -------------------------------------------------------------------------
-
-def _leaf(A: SparseFillTensor):
-    A = A.coalesce() if A.layout == torch.sparse_coo else A
-    v = A._sf_values.detach().clone().requires_grad_()
-    f = A._sf_fill.detach().clone().requires_grad_()
-    return A, v, f
-
-
-def _rebuild(A, v, f):
-    return SparseFillTensor(A.layout, A.shape, v, f, indices=A._sf_indices, crow=A._sf_crow,
-                            col=A._sf_col, coalesced=True)
-
 
 @pytest.mark.parametrize("layout", T.LAYOUTS, ids=["coo", "csr"])
 @pytest.mark.parametrize("form", ["scalar", "row", "col"])
 def test_gradcheck_sparse_dense(layout, form):
     m, k, n = 6, 5, 3
-    A, v, f = _leaf(_with_fill(_random(m, k, 0.0, layout, seed=2), _fill_of(form, m, k)))
+    A, v, f = T.leaves(T.with_fill(_random(m, k, 0.0, layout, seed=2), _fill_of(form, m, k)))
     B = _randn(k, n).requires_grad_()
     x = _randn(k, seed=3).requires_grad_()
     L = _randn(2, m, seed=4).requires_grad_()
     M = _randn(m, n, seed=5).requires_grad_()
     checks = [
-        (lambda v, f, B: torch.mm(_rebuild(A, v, f), B), (v, f, B)),
-        (lambda v, f, x: torch.mv(_rebuild(A, v, f), x), (v, f, x)),
-        (lambda v, f, L: L @ _rebuild(A, v, f), (v, f, L)),
-        (lambda v, f, M, B: torch.addmm(M, _rebuild(A, v, f), B, beta=0.5, alpha=2.0),
+        (lambda v, f, B: torch.mm(T.rebuild(A, v, f), B), (v, f, B)),
+        (lambda v, f, x: torch.mv(T.rebuild(A, v, f), x), (v, f, x)),
+        (lambda v, f, L: L @ T.rebuild(A, v, f), (v, f, L)),
+        (lambda v, f, M, B: torch.addmm(M, T.rebuild(A, v, f), B, beta=0.5, alpha=2.0),
          (v, f, M, B)),
-        (lambda v, f, B: torch.sparse.mm(_rebuild(A, v, f), B), (v, f, B)),
+        (lambda v, f, B: torch.sparse.mm(T.rebuild(A, v, f), B), (v, f, B)),
     ]
     for fn, inputs in checks:
         assert torch.autograd.gradcheck(fn, inputs)
     # and the gradients equal the dense computation's
     W = _randn(m, n, seed=6)
-    ours = torch.autograd.grad((torch.mm(_rebuild(A, v, f), B) * W).sum(), (v, f, B))
-    dense = torch.autograd.grad((torch.mm(_dense_of(_rebuild(A, v, f)), B) * W).sum(), (v, f, B))
+    ours = torch.autograd.grad((torch.mm(T.rebuild(A, v, f), B) * W).sum(), (v, f, B))
+    dense = torch.autograd.grad((torch.mm(T.dense_of(T.rebuild(A, v, f)), B) * W).sum(), (v, f, B))
     for a, b in zip(ours, dense):
         torch.testing.assert_close(a, b)
 
@@ -311,64 +279,57 @@ def test_gradcheck_sparse_dense(layout, form):
                                    ("zero", "scalar")])
 def test_gradcheck_sparse_sparse_with_fills(fa, fb):
     m, k, n = 5, 4, 6
-    A, va, fa_t = _leaf(_with_fill(_random(m, k, 0.0, seed=1), _fill_of(fa, m, k, seed=3)))
-    B, vb, fb_t = _leaf(_with_fill(_random(k, n, 0.0, torch.sparse_csr, seed=2),
+    A, va, fa_t = T.leaves(T.with_fill(_random(m, k, 0.0, seed=1), _fill_of(fa, m, k, seed=3)))
+    B, vb, fb_t = T.leaves(T.with_fill(_random(k, n, 0.0, torch.sparse_csr, seed=2),
                                    _fill_of(fb, k, n, seed=4)))
     assert torch.autograd.gradcheck(
-        lambda va, fa_t, vb, fb_t: _rebuild(A, va, fa_t) @ _rebuild(B, vb, fb_t),
+        lambda va, fa_t, vb, fb_t: T.rebuild(A, va, fa_t) @ T.rebuild(B, vb, fb_t),
         (va, fa_t, vb, fb_t))
 
 
 def test_gradcheck_spgemm_fill_zero():
-    A, va, _ = _leaf(_random(6, 5, 0.0, seed=1))
-    B, vb, _ = _leaf(_random(5, 7, 0.0, torch.sparse_csr, seed=2))
+    A, va, _ = T.leaves(_random(6, 5, 0.0, seed=1))
+    B, vb, _ = T.leaves(_random(5, 7, 0.0, torch.sparse_csr, seed=2))
     zero = torch.zeros((), dtype=torch.float64)
-    out = _rebuild(A, va, zero) @ _rebuild(B, vb, zero)
+    out = T.rebuild(A, va, zero) @ T.rebuild(B, vb, zero)
     assert isinstance(out, SparseFillTensor)
     assert torch.autograd.gradcheck(
-        lambda va, vb: (_rebuild(A, va, zero) @ _rebuild(B, vb, zero)).to_dense(), (va, vb))
+        lambda va, vb: (T.rebuild(A, va, zero) @ T.rebuild(B, vb, zero)).to_dense(), (va, vb))
 
 
 def test_fill_zero_that_requires_grad_gives_dense_result_with_fill_gradient():
     """A zero fill in autograd: the product's unspecified elements depend on it,
     so the result is dense and the fill gets its gradient."""
-    A, va, fa = _leaf(_random(4, 3, 0.0, seed=1))
-    B, vb, fb = _leaf(_random(3, 5, 0.0, seed=2))
-    C = _rebuild(A, va, fa) @ _rebuild(B, vb, fb)
+    A, va, fa = T.leaves(_random(4, 3, 0.0, seed=1))
+    B, vb, fb = T.leaves(_random(3, 5, 0.0, seed=2))
+    C = T.rebuild(A, va, fa) @ T.rebuild(B, vb, fb)
     assert not isinstance(C, SparseFillTensor)
     C.sum().backward()
-    Dv = _dense_of(_rebuild(A, va.detach(), fa.detach().requires_grad_()))
-    Dv2 = Dv @ _dense_of(_rebuild(B, vb.detach(), fb.detach()))
+    Dv = T.dense_of(T.rebuild(A, va.detach(), fa.detach().requires_grad_()))
+    Dv2 = Dv @ T.dense_of(T.rebuild(B, vb.detach(), fb.detach()))
     (g,) = torch.autograd.grad(Dv2.sum(), Dv)
     assert fa.grad is not None
-    assert torch.isclose(fa.grad, g[~_stored_mask(A)].sum())
-
-
-def _stored_mask(A):
-    mask = torch.zeros(A.shape, dtype=torch.bool)
-    idx = A._coo_indices()
-    mask[idx[0], idx[1]] = True
-    return mask
+    assert torch.isclose(fa.grad, g[~T.stored_mask(A)].sum())
 
 
 def test_gradcheck_batched():
-    A, v, f = _leaf(_batched(2, 4, 3, 0.5))
+    A, v, f = T.leaves(_batched(2, 4, 3, 0.5))
     B = _randn(2, 3, 2).requires_grad_()
-    assert torch.autograd.gradcheck(lambda v, f, B: torch.bmm(_rebuild(A, v, f), B), (v, f, B))
+    assert torch.autograd.gradcheck(lambda v, f, B: torch.bmm(T.rebuild(A, v, f), B), (v, f, B))
 
 
 def test_grad_on_real_matrix_equals_dense():
-    A, v, f = _leaf(_with_fill(_real("west0479"), -3.0))
+    A, v, f = T.leaves(T.with_fill(_real("west0479"), -3.0))
     B = _randn(A.shape[1], 7).requires_grad_()
     W = _randn(A.shape[0], 7, seed=8)
-    ours = torch.autograd.grad((_rebuild(A, v, f) @ B * W).sum(), (v, f, B))
-    dense = torch.autograd.grad((_dense_of(_rebuild(A, v, f)) @ B * W).sum(), (v, f, B))
+    ours = torch.autograd.grad((T.rebuild(A, v, f) @ B * W).sum(), (v, f, B))
+    dense = torch.autograd.grad((T.dense_of(T.rebuild(A, v, f)) @ B * W).sum(), (v, f, B))
     for a, b in zip(ours, dense):
         torch.testing.assert_close(a, b)
 
 
 def test_opcheck():
-    A = _with_fill(_random(6, 5, 0.0, torch.sparse_csr), -1.5)
+    A = T.with_fill(_random(6, 5, 0.0, torch.sparse_csr), -1.5)
     v = A._sf_values.detach().clone().requires_grad_()
     f = A._sf_fill.detach().clone().requires_grad_()
     B = _randn(5, 3).requires_grad_()
@@ -398,7 +359,7 @@ def test_errors():
         torch.mv(A, _randn(3, 1))
     with pytest.raises(RuntimeError, match="reduce"):  # the others: test_sparse_mm_reduce.py
         torch.sparse.mm(A, _randn(3, 2), "prod")
-    full_fill = _with_fill(A, _randn(4, 3))
+    full_fill = T.with_fill(A, _randn(4, 3))
     with pytest.raises(NotImplementedError, match=r"fill of shape \(4, 3\)"):
         full_fill @ _randn(3, 2)
     H = sf.sparse_coo_tensor([[0], [1]], [[1., 2.]], (4, 3, 2), fill_value=0.5)
@@ -473,8 +434,8 @@ def test_hot_path_product_is_the_routes(fill, layout):
     included), and None for what they leave to the route."""
     from torch_sparsefill.functions import routing as _routing
     from torch_sparsefill.functions.linalg import products as _products
-    A = _with_fill(_random(9, 6, 0.0, layout, seed=5), fill)
-    D = _dense_of(A)
+    A = T.with_fill(_random(9, 6, 0.0, layout, seed=5), fill)
+    D = T.dense_of(A)
     x, B = _randn(6, seed=2), _randn(6, 3, seed=3)
     x[1] = 0.0  # inf * 0 in the dense sum
     for func, b, want in ((torch.Tensor.__matmul__, x, D @ x), (torch.matmul, B, D @ B),
@@ -512,8 +473,8 @@ def test_hot_product_in_c_is_the_op(fill, dtype):
     a vector's result is 1-D without a reshape around the op."""
     from torch_sparsefill import _C
     from torch_sparsefill.functions.linalg import products as _products
-    A = _with_fill(_random(9, 6, 0.0, torch.sparse_csr, seed=5, dtype=dtype), fill)
-    D = _dense_of(A)
+    A = T.with_fill(_random(9, 6, 0.0, torch.sparse_csr, seed=5, dtype=dtype), fill)
+    D = T.dense_of(A)
     x, B = _randn(6, seed=2, dtype=dtype), _randn(6, 3, seed=3, dtype=dtype)
     x[1] = 0.0  # inf * 0 in the dense sum
     crow, col, values = _products._csr(A)
@@ -541,14 +502,14 @@ def test_hot_product_in_c_leaves_the_rest_to_its_fallback():
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch_sparsefill import _C
     handler = _C.hot_product(_fell_back, True, True)
-    A = _with_fill(_random(9, 6, 0.0, torch.sparse_csr, seed=5), 0.5)
+    A = T.with_fill(_random(9, 6, 0.0, torch.sparse_csr, seed=5), 0.5)
     x, B = _randn(6, seed=2), _randn(6, 3, seed=3)
     assert isinstance(handler((A, x)), torch.Tensor)
-    coo = _with_fill(_random(9, 6, 0.0, seed=5), 0.5)
-    grad_values = _with_fill(A, 0.5)
+    coo = T.with_fill(_random(9, 6, 0.0, seed=5), 0.5)
+    grad_values = T.with_fill(A, 0.5)
     grad_values._sf_values = grad_values._sf_values.clone().requires_grad_()
-    grad_fill = _with_fill(A, torch.tensor(0.5, dtype=torch.float64, requires_grad=True))
-    cached = _with_fill(A, 0.5)
+    grad_fill = T.with_fill(A, torch.tensor(0.5, dtype=torch.float64, requires_grad=True))
+    cached = T.with_fill(A, 0.5)
     cached.note = 1
     full = sf.to_sparse(torch.full((3, 2), 7.0, dtype=torch.float64), fill_value=0.5)
     full = full.to_sparse(layout=torch.sparse_csr)

@@ -8,17 +8,8 @@ import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
 import torch_sparsefill as sf
-from sf_testing import CASES, LAYOUTS, MATRICES, case_id, random_tensor, rng, on_test_device
-
-
-def dense(x):
-    return x.to_dense() if isinstance(x, sf.SparseFillTensor) else x
-
-
-def close(actual, expected, **kw):
-    actual = dense(actual)
-    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
-    torch.testing.assert_close(actual, expected, equal_nan=True, **kw)
+from sf_testing import (CASES, LAYOUTS, MATRICES, assert_matches_dense, case_id, dense, leaves,
+                        on_test_device, random_tensor, rng)
 
 
 def tied(A):
@@ -51,13 +42,13 @@ def test_softmax_dense_equivalence(case, layout):
             assert isinstance(out, sf.SparseFillTensor) and out.layout == layout
             assert out.nse() == A.coalesce().nse() if layout == torch.sparse_coo else \
                 out.nse() == A.nse()
-            close(out, fn(D, d))
+            assert_matches_dense(out, fn(D, d))
 
 
 def test_softmax_all_equal_values_and_fill():
     A = sf.sparse_coo_tensor([[0, 0, 1], [0, 2, 1]], [0.5, 0.5, 0.5], (3, 4), fill_value=0.5)
     for d in (0, 1):
-        close(torch.softmax(A, d), torch.softmax(A.to_dense(), d))
+        assert_matches_dense(torch.softmax(A, d), torch.softmax(A.to_dense(), d))
 
 
 def test_softmax_rfc_point5_example():
@@ -102,22 +93,16 @@ def test_softmax_dtype_argument():
     A = random_tensor("random", 0.5, dtype=torch.float32)
     out = torch.softmax(A, 1, dtype=torch.float64)
     assert out.dtype == torch.float64
-    close(out, torch.softmax(A.to_dense(), 1, dtype=torch.float64))
+    assert_matches_dense(out, torch.softmax(A.to_dense(), 1, dtype=torch.float64))
     with pytest.raises(TypeError, match="needs dim"):
         F.softmax(A)
-
-
-def _leaf(pattern, fill, layout, seed=5, size=(4, 6)):
-    A = random_tensor(pattern, fill, layout, seed=seed, size=size).detach()
-    v = A._values().clone().requires_grad_()
-    f = A._fill_value().clone().requires_grad_()
-    return A, v, f
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("pattern", ["random", "hybrid", "full", "empty"])
 def test_softmax_gradcheck(pattern, layout):
-    A, v, f = _leaf(pattern, 0.7, layout, size=(3, 4) if pattern == "hybrid" else (4, 6))
+    size = (3, 4) if pattern == "hybrid" else (4, 6)
+    A, v, f = leaves(random_tensor(pattern, 0.7, layout, seed=5, size=size), coalesce=False)
     for fn in (torch.softmax, torch.log_softmax):
         for d in range(A.dim()):
             assert torch.autograd.gradcheck(lambda v, f: fn(A._with(v, f), d).to_dense(), (v, f))
@@ -181,7 +166,7 @@ def test_reductions_dense_equivalence(case, layout):
                 no_sparse_left = {0, 1} <= reduced
                 if no_sparse_left and not keepdim:
                     assert not isinstance(out, sf.SparseFillTensor), (name, d)
-                close(out, expected)
+                assert_matches_dense(out, expected)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -189,19 +174,19 @@ def test_reductions_dense_equivalence(case, layout):
 def test_prod_max_min_dense_equivalence(case, layout):
     A = random_tensor(case.pattern, case.fill, layout)
     D = A.to_dense()
-    close(torch.prod(A), torch.prod(D))
+    assert_matches_dense(torch.prod(A), torch.prod(D))
     T = tied(A)
     E = T.to_dense()
     for d in range(D.dim()):
         for keepdim in (False, True):
-            close(A.prod(d, keepdim), D.prod(d, keepdim))
+            assert_matches_dense(A.prod(d, keepdim), D.prod(d, keepdim))
             for fn in (torch.max, torch.min):
                 values, indices = fn(T, d, keepdim)
                 ev, ei = fn(E, d, keepdim)
-                close(values, ev)
+                assert_matches_dense(values, ev)
                 assert torch.equal(dense(indices), ei), (fn, d, keepdim)
-    close(torch.max(T), torch.max(E))
-    close(T.min(), E.min())
+    assert_matches_dense(torch.max(T), torch.max(E))
+    assert_matches_dense(T.min(), E.min())
 
 
 def test_max_first_occurrence_counts_unspecified_positions():
@@ -214,17 +199,17 @@ def test_max_first_occurrence_counts_unspecified_positions():
 
 def test_reduction_dtype_arguments_and_integers():
     A = random_tensor("random", 2.0, dtype=torch.float32)
-    close(torch.sum(A, 1, dtype=torch.float64), torch.sum(A.to_dense(), 1, dtype=torch.float64))
-    close(A.mean(0, dtype=torch.float64), A.to_dense().mean(0, dtype=torch.float64))
+    assert_matches_dense(torch.sum(A, 1, dtype=torch.float64), torch.sum(A.to_dense(), 1, dtype=torch.float64))
+    assert_matches_dense(A.mean(0, dtype=torch.float64), A.to_dense().mean(0, dtype=torch.float64))
     I = A._with((A._values() * 4).round().to(torch.int64), torch.tensor(3))
-    close(I.sum(1), I.to_dense().sum(1))
-    close(I.sum(), I.to_dense().sum())
-    close(I.amax(0), I.to_dense().amax(0))
-    close(torch.max(I, 1).values, torch.max(I.to_dense(), 1).values)
+    assert_matches_dense(I.sum(1), I.to_dense().sum(1))
+    assert_matches_dense(I.sum(), I.to_dense().sum())
+    assert_matches_dense(I.amax(0), I.to_dense().amax(0))
+    assert_matches_dense(torch.max(I, 1).values, torch.max(I.to_dense(), 1).values)
     B = I > 0
-    close(B.sum(0), B.to_dense().sum(0))
-    close(B.any(1), B.to_dense().any(1))
-    close(B.all(), B.to_dense().all())
+    assert_matches_dense(B.sum(0), B.to_dense().sum(0))
+    assert_matches_dense(B.any(1), B.to_dense().any(1))
+    assert_matches_dense(B.all(), B.to_dense().all())
     with pytest.raises(RuntimeError, match="could not infer output dtype"):
         I.mean()
 
@@ -240,22 +225,23 @@ def test_reduction_results_keep_sparse_dims_with_reduced_fill():
     assert K.shape == (3, 1) and K.sparse_dim() == 2
     C = A.to_sparse_csr().sum(1, keepdim=True)
     assert C.layout == torch.sparse_csr
-    close(C, A.to_dense().sum(1, keepdim=True))
+    assert_matches_dense(C, A.to_dense().sum(1, keepdim=True))
 
 
 def test_reductions_of_per_slice_fills():
     A = random_tensor("random", 0.5, size=(5, 7))
     S = torch.softmax(A, 1)  # per-row fill
     D = S.to_dense()
-    close(S.sum(1), torch.ones(5, dtype=torch.float64))
-    close(S.sum(0), D.sum(0))          # the fill varies along dim 0: the linear path
-    close(S.sum(), D.sum())
-    close(S.mean(0, keepdim=True), D.mean(0, keepdim=True))
-    close(S.amax(1), D.amax(1))
-    close(S.logsumexp(1), D.logsumexp(1))
+    assert_matches_dense(S.sum(1), torch.ones(5, dtype=torch.float64))
+    assert_matches_dense(S.sum(0), D.sum(0))          # the fill varies along dim 0: the linear path
+    assert_matches_dense(S.sum(), D.sum())
+    assert_matches_dense(S.mean(0, keepdim=True), D.mean(0, keepdim=True))
+    assert_matches_dense(S.amax(1), D.amax(1))
+    assert_matches_dense(S.logsumexp(1), D.logsumexp(1))
     with pytest.raises(NotImplementedError, match="per-slice fill"):
         S.amax(0)
-    A, v, f = _leaf("random", 0.3, torch.sparse_coo)
+    A, v, f = leaves(random_tensor("random", 0.3, torch.sparse_coo, seed=5, size=(4, 6)),
+                     coalesce=False)
     assert torch.autograd.gradcheck(lambda v, f: torch.softmax(A._with(v, f), 1).sum(0).to_dense(),
                                     (v, f))
     assert torch.autograd.gradcheck(lambda v, f: torch.log_softmax(A._with(v, f), 0).var(0)
@@ -269,7 +255,8 @@ GRAD_REDUCTIONS = ["sum", "mean", "amax", "amin", "logsumexp", "norm1", "norm2",
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("pattern", ["random", "hybrid", "full", "empty"])
 def test_reductions_gradcheck(pattern, layout):
-    A, v, f = _leaf(pattern, 0.7, layout, size=(3, 4) if pattern in ("hybrid", "full") else (4, 6))
+    size = (3, 4) if pattern in ("hybrid", "full") else (4, 6)
+    A, v, f = leaves(random_tensor(pattern, 0.7, layout, seed=5, size=size), coalesce=False)
     dims = [None, 0, 1] + ([(0, 2), 2] if pattern == "hybrid" else [])
     for name in GRAD_REDUCTIONS:
         fn = REDUCTIONS[name]
@@ -367,12 +354,12 @@ def test_real_matrices(path):
                                          dtype=torch.float64))
         D = A.to_dense()
         for d in (0, 1):
-            close(torch.softmax(A, d), torch.softmax(D, d))
-            close(A.sum(d), D.sum(d))
-            close(A.amax(d), D.amax(d))
-            close(A.var(d), D.var(d))
-        close(A.mean(), D.mean())
-        close(torch.logsumexp(A, (0, 1)), torch.logsumexp(D, (0, 1)))
+            assert_matches_dense(torch.softmax(A, d), torch.softmax(D, d))
+            assert_matches_dense(A.sum(d), D.sum(d))
+            assert_matches_dense(A.amax(d), D.amax(d))
+            assert_matches_dense(A.var(d), D.var(d))
+        assert_matches_dense(A.mean(), D.mean())
+        assert_matches_dense(torch.logsumexp(A, (0, 1)), torch.logsumexp(D, (0, 1)))
 
 
 @pytest.mark.cpu_only("CPU thread counts")
@@ -395,9 +382,9 @@ def test_one_thread_and_two_agree():
 def test_half_precision_computes_in_float():
     A = random_tensor("random", 0.5, dtype=torch.float16)
     D = A.to_dense().float()
-    close(torch.softmax(A, 1), torch.softmax(D, 1).half(), atol=1e-3, rtol=1e-3)
-    close(A.sum(0), D.sum(0).half(), atol=1e-2, rtol=1e-3)
-    close(A.amax(1), D.amax(1).half())
+    assert_matches_dense(torch.softmax(A, 1), torch.softmax(D, 1).half(), atol=1e-3, rtol=1e-3)
+    assert_matches_dense(A.sum(0), D.sum(0).half(), atol=1e-2, rtol=1e-3)
+    assert_matches_dense(A.amax(1), D.amax(1).half())
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -415,7 +402,7 @@ def test_reductions_compact_plan_for_many_empty_slices(layout):
         for dim in (0, 1):
             for keepdim in (False, True):
                 for name in ("sum", "amax", "var", "logsumexp", "prod", "mean"):
-                    close(getattr(torch, name)(A, dim, keepdim=keepdim),
+                    assert_matches_dense(getattr(torch, name)(A, dim, keepdim=keepdim),
                           getattr(torch, name)(D, dim, keepdim=keepdim))
         B = A.to_sparse_coo()
         vv = B.values().detach().clone().requires_grad_()
@@ -457,8 +444,8 @@ def test_sum_along_non_leading_kept_dims(fill, dims):
     D = torch.where(keep, D, torch.tensor(fill, dtype=torch.float64))
     A = sf.to_sparse(D, fill_value=fill)
     for keepdim in (False, True):
-        close(A.sum(dims, keepdim=keepdim), D.sum(dims, keepdim=keepdim))
-        close(A.mean(dims, keepdim=keepdim), D.mean(dims, keepdim=keepdim))
+        assert_matches_dense(A.sum(dims, keepdim=keepdim), D.sum(dims, keepdim=keepdim))
+        assert_matches_dense(A.mean(dims, keepdim=keepdim), D.mean(dims, keepdim=keepdim))
 
 
 def test_sum_along_columns_gradients():
@@ -497,7 +484,7 @@ def test_slot_reductions_along_non_leading_dims(layout, fill, dtype):
         A = sf.to_sparse(D, fill_value=fill, layout=layout, dense_dim=len(dense_shape))
         for name in SLOT_REDUCTIONS:
             for keepdim in (False, True):
-                close(getattr(A, name)(0, keepdim=keepdim), getattr(D, name)(0, keepdim=keepdim),
+                assert_matches_dense(getattr(A, name)(0, keepdim=keepdim), getattr(D, name)(0, keepdim=keepdim),
                       rtol=1e-5 if dtype == torch.float32 else None,
                       atol=1e-5 if dtype == torch.float32 else None)
 
@@ -514,7 +501,7 @@ def test_slot_reductions_of_batched_coo(fill):
         for dims in (1, (0, 2), 0):
             if name == "prod" and isinstance(dims, tuple):
                 continue  # torch's prod takes one dim
-            close(getattr(A, name)(dims), getattr(D, name)(dims))
+            assert_matches_dense(getattr(A, name)(dims), getattr(D, name)(dims))
 
 
 def test_slot_reductions_one_thread_and_two_agree():
@@ -533,7 +520,7 @@ def test_slot_reductions_one_thread_and_two_agree():
         torch.set_num_threads(old)
     for x, y in zip(*results):
         assert torch.equal(x, y)
-    close(results[0][0], A.to_dense().sum(0), rtol=1e-5, atol=1e-4)
+    assert_matches_dense(results[0][0], A.to_dense().sum(0), rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("dim", [0, 1])
@@ -565,7 +552,7 @@ def test_slot_sum_gradients_include_the_fill(fill, dim):
             lambda v, f: getattr(sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=f)
                                  .to_dense(), name)(dim) * weights,
             (v.detach(), f.detach()), (torch.ones_like(v), torch.ones_like(f)))[1]
-        close(tangent, dense_tangent)
+        assert_matches_dense(tangent, dense_tangent)
     # A non-finite fill: the gradients equal dense autograd's.
     fi = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
     reduced(v, fi, "sum").sum().backward()
@@ -573,8 +560,8 @@ def test_slot_sum_gradients_include_the_fill(fill, dim):
     vd = v.detach().clone().requires_grad_()
     (sf.sparse_coo_tensor(A._indices(), vd, A.shape, fill_value=fd).to_dense().sum(dim)
      * weights).sum().backward()
-    close(fi.grad, fd.grad)
-    close(v.grad, vd.grad)
+    assert_matches_dense(fi.grad, fd.grad)
+    assert_matches_dense(v.grad, vd.grad)
 
 
 def test_tracked_prod_and_amax_take_the_segment_path():
@@ -628,7 +615,7 @@ def test_float32_softmax_matches_dense(layout, fill):
     A = sf.to_sparse(D, fill_value=fill, layout=layout)
     for d in (0, 1):
         for fn in (torch.softmax, torch.log_softmax):
-            close(fn(A, d), fn(D, d), rtol=1e-5, atol=1e-6)
+            assert_matches_dense(fn(A, d), fn(D, d), rtol=1e-5, atol=1e-6)
 
 
 # ---- sorted slots (kept dims leading: slot_reduce in one pass of whole runs) ------
@@ -655,7 +642,7 @@ def test_slot_reductions_along_trailing_dims_of_coo(fill, dtype):
                 if name == "prod" and isinstance(dims, tuple):
                     continue  # torch's prod takes one dim
                 for keepdim in (False, True):
-                    close(getattr(A, name)(dims, keepdim=keepdim),
+                    assert_matches_dense(getattr(A, name)(dims, keepdim=keepdim),
                           getattr(D, name)(dims, keepdim=keepdim),
                           rtol=1e-5 if dtype == torch.float32 else None,
                           atol=1e-5 if dtype == torch.float32 else None)
@@ -679,8 +666,8 @@ def test_sorted_slots_one_thread_and_two_agree():
         torch.set_num_threads(old)
     for x, y in zip(*results):
         assert torch.equal(x, y)
-    close(results[0][0], A.to_dense().sum(1), rtol=1e-5, atol=1e-4)
-    close(results[0][-2], I.to_dense().sum(1))
+    assert_matches_dense(results[0][0], A.to_dense().sum(1), rtol=1e-5, atol=1e-4)
+    assert_matches_dense(results[0][-2], I.to_dense().sum(1))
 
 
 def test_slot_reduce_any_slot_order():
@@ -763,7 +750,7 @@ def test_slot_softmax_along_non_leading_dims(fill, dtype):
         for fn in (torch.softmax, torch.log_softmax):
             assert _sparsefill_ops(lambda: fn(A, 0)) >= {"slot_softmax"}
             assert "slice_plan" not in _sparsefill_ops(lambda: fn(A, 0))
-            close(fn(A, 0), fn(D, 0), **tol)
+            assert_matches_dense(fn(A, 0), fn(D, 0), **tol)
     g = torch.Generator().manual_seed(2)
     D3 = torch.randn(4, 5, 3, dtype=torch.float64, generator=g)
     D3 = torch.where(torch.rand(4, 5, 3, generator=g) < 0.5, D3, fill).to(dtype)
@@ -771,7 +758,7 @@ def test_slot_softmax_along_non_leading_dims(fill, dtype):
     for d in (0, 1):
         assert "slot_softmax" in _sparsefill_ops(lambda: torch.softmax(A3, d))
         for fn in (torch.softmax, torch.log_softmax):
-            close(fn(A3, d), fn(D3, d), **tol)
+            assert_matches_dense(fn(A3, d), fn(D3, d), **tol)
 
 
 @pytest.mark.cpu_only("slot_softmax is the CPU path")
@@ -783,8 +770,8 @@ def test_slot_softmax_of_csr_columns_and_per_column_fills(fill):
     D, A = _columns_case(fill, torch.float64)
     C = A.to_sparse_csr()
     assert "slot_softmax" in _sparsefill_ops(lambda: torch.softmax(C, 0))
-    close(torch.softmax(C, 0), torch.softmax(D, 0))
-    close(torch.log_softmax(C, 0), torch.log_softmax(D, 0))
+    assert_matches_dense(torch.softmax(C, 0), torch.softmax(D, 0))
+    assert_matches_dense(torch.log_softmax(C, 0), torch.log_softmax(D, 0))
     for dense_shape in ((), (2,)):
         D, A = _columns_case(0.0, torch.float64, dense_shape, seed=3)
         per_col = torch.tensor([fill, -1.0, 2.0, fill, -math.inf, 0.25], dtype=torch.float64)
@@ -793,7 +780,7 @@ def test_slot_softmax_of_csr_columns_and_per_column_fills(fill):
         assert B._has_per_slice_fill()
         Dp = B.to_dense()
         for fn in (torch.softmax, torch.log_softmax):
-            close(fn(B, 0), fn(Dp, 0))
+            assert_matches_dense(fn(B, 0), fn(Dp, 0))
     rowfill = A._with(A._values(), torch.arange(9, dtype=torch.float64).reshape(9, 1, 1)
                       .expand(9, 1, 2).contiguous())
     with pytest.raises(NotImplementedError, match="varies along"):
@@ -827,7 +814,7 @@ def test_slot_softmax_one_thread_and_two_agree():
         assert torch.equal(x, y)
     # against float64 (torch's float32 softmax over 3000 elements is off by 3e-5)
     reference = torch.softmax(A.to_dense().double(), 0)[tuple(A._indices())].float()
-    close(results[0][0], reference, rtol=2e-6, atol=1e-9)
+    assert_matches_dense(results[0][0], reference, rtol=2e-6, atol=1e-9)
 
 
 @pytest.mark.cpu_only("slot_softmax is the CPU path")
@@ -860,7 +847,7 @@ def test_slot_softmax_gradients_include_the_fill(fill, log):
             lambda v, f: fn(sf.sparse_coo_tensor(A._indices(), v, A.shape, fill_value=f)
                             .to_dense(), 0) * w,
             (v.detach(), f.detach()), (torch.ones_like(v), torch.ones_like(f)))[1]
-        close(tangent, dense_tangent)
+        assert_matches_dense(tangent, dense_tangent)
         # the fill itself non-finite: gradients as dense autograd gives them
         grads = []
         for to_dense_first in (False, True):
@@ -870,8 +857,8 @@ def test_slot_softmax_gradients_include_the_fill(fill, log):
             out = fn(X.to_dense(), 0) if to_dense_first else fn(X, 0).to_dense()
             (out.nan_to_num(0.0, 0.0, 0.0) * w).sum().backward()
             grads.append((vi.grad, fi.grad))
-        close(grads[0][0], grads[1][0])
-        close(grads[0][1], grads[1][1])
+        assert_matches_dense(grads[0][0], grads[1][0])
+        assert_matches_dense(grads[0][1], grads[1][1])
 
 
 def test_slot_softmax_rejects_bad_arguments():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import sf_testing as T
 import torch_sparsefill as sf
 from sf_testing import dense_of, random_tensor
 from sf_testing.shapes import COO, CSC, CSR, TENSORS, assert_canonical
@@ -311,12 +312,9 @@ def test_expand_fill_is_not_shared():
 # ---- gradients ------------------------------------------------------------------
 
 def _leaves(name):
-    A = TENSORS[name]
-    A = A.coalesce() if A.layout == COO else A
-    v = A._values().detach().clone().requires_grad_()
-    f = A._fill_value().detach().clone()
-    f = torch.nan_to_num(f, nan=0.25, posinf=3.0, neginf=-3.0).requires_grad_()
-    return A, v, f
+    """T.leaves of TENSORS[name] with a finite fill (gradcheck perturbs it)."""
+    A, v, f = T.leaves(TENSORS[name])
+    return A, v, T.leaf(torch.nan_to_num(f, nan=0.25, posinf=3.0, neginf=-3.0))
 
 
 GRAD_OPS = {
