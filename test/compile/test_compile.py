@@ -1,4 +1,4 @@
-"""torch.compile never gives another result than eager (issue 15, deliverable 1).
+"""torch.compile never gives another result than eager.
 
 Programs that chain every family of ops (element-wise, products, softmax,
 reductions, shape, indexing, concatenation, to_dense, two model blocks) run

@@ -1,6 +1,5 @@
 """sf.compile: a function of SparseFillTensors compiled whole, as one graph
-with fullgraph=True, forward and backward (issue 15, deliverable 2; RFC.md
-12.1 "Compiled whole").
+with fullgraph=True, forward and backward (RFC.md 12.1 "Compiled whole").
 
 Every program runs eagerly and through `sf.compile` on a sequence of inputs
 whose data would pick other eager paths (fills 0, 0.5, inf, -inf, nan; other

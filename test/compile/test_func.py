@@ -1,9 +1,9 @@
-"""torch.func and forward-mode AD through the products, softmax and
-reductions (issue 15, deliverable 5): grad, vjp, jacrev, jvp, forward_ad
-dual numbers, vmap (of the function and of its gradient) and the Hessian
-(jacfwd of jacrev) of functions of a SparseFillTensor's components and of
-dense operands, each equal to the same function of the dense tensor, with
-finite and non-finite fills; and the gradients in float16 and bfloat16.
+"""torch.func and forward-mode AD through the products, softmax and reductions:
+grad, vjp, jacrev, jvp, forward_ad dual numbers, vmap (of the function and
+of its gradient) and the Hessian (jacfwd of jacrev) of functions of a
+SparseFillTensor's components and of dense operands, each equal to the same
+function of the dense tensor, with finite and non-finite fills; and the
+gradients in float16 and bfloat16.
 
 These ops have a derivative of their own (torch_sparsefill/_autograd.py,
 reached from their Autograd kernels when a gradient is tracked, RFC.md

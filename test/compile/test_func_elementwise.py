@@ -1,9 +1,9 @@
-"""torch.func and forward-mode AD through the element-wise ops (issue 15,
-deliverable 5): grad, vjp, jacrev, jvp, forward_ad dual numbers and vmap
-over functions of a SparseFillTensor's components, each equal to the same
-function of the dense tensor, for every kind of element-wise op (unary,
-scalar, dense operand, same pattern, union of patterns, three patterns) and
-finite and non-finite fills.
+"""torch.func and forward-mode AD through the element-wise ops: grad, vjp,
+jacrev, jvp, forward_ad dual numbers and vmap over functions of a
+SparseFillTensor's components, each equal to the same function of the dense
+tensor, for every kind of element-wise op (unary, scalar, dense operand,
+same pattern, union of patterns, three patterns) and finite and non-finite
+fills.
 
 The element-wise kernels are CompositeImplicitAutograd over ATen (RFC.md
 12.2), so these transforms see ATen ops; the dense reference builds the

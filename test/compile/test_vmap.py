@@ -1,12 +1,11 @@
-"""vmap over SparseFillTensor arguments (issue 15, deliverable 5; RFC.md 12.2):
-`sf.vmap(f)(A)` and `torch.func.vmap` inside `sf.vmappable()` take a batched
-SparseFillTensor (a 3-D COO, a batched CSR) apart into its slices along dim 0.
-Each program's result equals f stacked over the slices and the same program
-vmapped over the dense tensor, values and gradients (of A's values and fill
-through the vmap, and vmap of grad), with fills 0.3, inf, -inf and nan. The
-registration is scoped: outside it a SparseFillTensor is one pytree leaf and
-a transform refuses it, also after an error and with threads.
-"""
+"""vmap over SparseFillTensor arguments (RFC.md 12.2): `sf.vmap(f)(A)` and
+`torch.func.vmap` inside `sf.vmappable()` take a batched SparseFillTensor (a
+3-D COO, a batched CSR) apart into its slices along dim 0. Each program's
+result equals f stacked over the slices and the same program vmapped over
+the dense tensor, values and gradients (of A's values and fill through the
+vmap, and vmap of grad), with fills 0.3, inf, -inf and nan. The registration
+is scoped: outside it a SparseFillTensor is one pytree leaf and a transform
+refuses it, also after an error and with threads."""
 import math
 import threading
 

@@ -1,5 +1,5 @@
-"""Issue 20: code written for torch.sparse runs unchanged on a SparseFillTensor.
-Each check runs the same code on torch's sparse tensor and on ours with fill 0
+"""Code written for torch.sparse runs unchanged on a SparseFillTensor. Each
+check runs the same code on torch's sparse tensor and on ours with fill 0
 and compares, then with other fills against the dense computation."""
 import math
 import pickle

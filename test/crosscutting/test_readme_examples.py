@@ -1,6 +1,6 @@
-"""The README's torch.func and torch.compile examples run as written (issue
-15, deliverable 7): every ```python block of those sections, in order, in
-one namespace; each block asserts its results against the dense tensor."""
+"""The README's torch.func and torch.compile examples run as written: every
+```python block of those sections, in order, in one namespace; each block
+asserts its results against the dense tensor."""
 import re
 
 import pytest

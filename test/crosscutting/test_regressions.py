@@ -1,6 +1,6 @@
-"""Regression tests of issue 14 ("never silently wrong"): each test is named
-after a defect that once gave a wrong value (or a wrong exception) and checks
-the case against the dense computation.
+"""Regression tests ("never silently wrong"): each test is named after a defect
+that once gave a wrong value (or a wrong exception) and checks the case
+against the dense computation.
 """
 from __future__ import annotations
 

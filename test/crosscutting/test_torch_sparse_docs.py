@@ -1,7 +1,7 @@
-"""Issue 20, deliverable 2: walk what the torch.sparse documentation lists as
-supporting sparse COO inputs (names copied below from its "Supported Linear
-Algebra operations" table, the sparse Tensor methods, the Tensor methods that
-support sparse COO tensors, "Sparse tensor functions" and "Other functions").
+"""Walk what the torch.sparse documentation lists as supporting sparse COO
+inputs (names copied below from its "Supported Linear Algebra operations"
+table, the sparse Tensor methods, the Tensor methods that support sparse COO
+tensors, "Sparse tensor functions" and "Other functions").
 
 Each name has a call that runs unchanged on torch's sparse tensor and on a
 SparseFillTensor. With fill 0 ours must give torch's result; with other fills

@@ -276,8 +276,8 @@ def _fsdp(rank, world):
 def _row_sharded(rank, world):
     g = T.rng(21)
     for layout in T.LAYOUTS:
-        # non-finite fills in products are issue 14's (A @ B with an inf fill
-        # differs from the dense product in one process already)
+        # finite fills: products with non-finite ones are checked in one
+        # process (crosscutting/test_regressions.py)
         for fill in (0.0, -1.5, 2.0, "per row", "per column"):
             if isinstance(fill, str):  # a per-slice fill: the lean path (rows), the gather
                 dim = 1 if fill == "per row" else 0

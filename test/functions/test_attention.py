@@ -1,5 +1,5 @@
-"""Sampled products, masks and sparse attention (issue 17, deliverables 3 and
-4): every result against the dense computation, gradients included."""
+"""Sampled products, masks and sparse attention: every result against the
+dense computation, gradients included."""
 from __future__ import annotations
 
 import math

@@ -1,6 +1,6 @@
 """CSR row pointers from sorted row indices (COO -> CSR), split over torch's
-threads by element ranges (issue 18): the same pointers on 1 and 2 threads,
-those of the definition, and every bad row refused in any range."""
+threads by element ranges: the same pointers on 1 and 2 threads, those of
+the definition, and every bad row refused in any range."""
 import pytest
 import torch
 

@@ -1,6 +1,5 @@
 """Double backward of every differentiable registered op: exact or raising,
-never silently wrong (issue 15, deliverable "gradgradcheck of every
-differentiable registered op").
+never silently wrong.
 
 The ops are enumerated from the dispatcher's registry (every
 `sparsefill::` op with an autograd kernel, or a composite one that

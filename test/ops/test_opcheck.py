@@ -1,6 +1,5 @@
-"""torch.library.opcheck over every op of the registry (issue 15,
-deliverable 3): schema, fake kernel, autograd registration and the
-dispatcher's consistency checks.
+"""torch.library.opcheck over every op of the registry: schema, fake kernel,
+autograd registration and the dispatcher's consistency checks.
 
 The ops are enumerated from the dispatcher, so none can be forgotten:
 - the element-wise ops (every variant the YAML generates) are opchecked by
@@ -108,7 +107,7 @@ ELEMENTWISE = set(REAL_ELEMENTWISE) | set(NOT_REAL)
 # check (schema, autograd registration, fake kernel) passes and is asserted.
 # strict: an op that starts passing must leave this list.
 AOT_FAILS = {
-    # Refuses its own gradient by design (issue 17): only a backward that
+    # Refuses its own gradient by design: only a backward that
     # records no graph calls it; SDPA's double backward takes differentiable
     # ops. The AOT test differentiates it and meets the refusal.
     "sparse_attention_backward": "refuses its own gradient (never differentiated)",

@@ -1,8 +1,8 @@
-"""The union of two patterns (RFC.md 9, issue 18): union_plan and the fused
-union_values, whose chunks run on torch's threads. The element-wise ops take
-union_values when nothing is differentiated or traced and union_plan with
-ATen gathers otherwise; both must give the dense result, the same bits, and
-the same bits on 1 and 2 threads."""
+"""The union of two patterns (RFC.md 9): union_plan and the fused union_values,
+whose chunks run on torch's threads. The element-wise ops take union_values
+when nothing is differentiated or traced and union_plan with ATen gathers
+otherwise; both must give the dense result, the same bits, and the same bits
+on 1 and 2 threads."""
 import math
 
 import pytest

@@ -4,7 +4,7 @@ validation, conversions to and from COO, strided and unbatched tensors,
 padding to one nse per batch, the O(1) transposes, every op family and
 gradients, each against the dense computation, over finite, non-finite and
 per-batch fills. The element-wise ops run on these layouts in
-test_elementwise_generated.py (sf_testing.BATCHED_CASES)."""
+test_elementwise_table.py (sf_testing.BATCHED_CASES)."""
 import copy
 import io
 import math

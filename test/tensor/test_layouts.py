@@ -1,7 +1,7 @@
 """CSC, BSR and BSC (RFC.md section 15): constructors against torch's own
 layouts, validation, conversions between every pair, the O(1) transposes,
 and every op family through CSR, each against the dense computation. The
-element-wise ops run on these layouts in test_elementwise_generated.py
+element-wise ops run on these layouts in test_elementwise_table.py
 (sf_testing.LAYOUT_CASES)."""
 import copy
 import io
@@ -241,8 +241,8 @@ def test_in_place_writes_into_the_components(layout):
     assert L.contiguous() is L
 
 
-# Products with a non-finite fill are wrong on CSR today (inf - inf in the fill
-# correction; issue 14 owns it): the new layouts inherit them once fixed.
+# Finite fills: products with non-finite ones are checked on COO and CSR
+# (crosscutting/test_regressions.py), which these layouts go through.
 @pytest.mark.parametrize("layout", T.EXTRA_LAYOUTS, ids=T.layout_id)
 @pytest.mark.parametrize("fill", [1.5, 0.0, -2.0])
 def test_products(layout, fill):
@@ -278,7 +278,7 @@ def test_product_gradients(layout):
 
     def fn(v, f, X):
         return sf.sparse_compressed_tensor(crow, col, v, size, layout=layout, fill_value=f) @ X
-    # first order: double backward of sparse @ dense fails on CSR today (issue 15)
+    # first order: double backward of sparse @ dense fails on CSR today
     torch.autograd.gradcheck(fn, (v, f, X))
 
 

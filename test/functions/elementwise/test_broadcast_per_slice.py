@@ -1,6 +1,6 @@
-"""Element-wise ops with an operand that broadcasts along sparse dims (issue
-17, deliverable 2): a row (m, 1) or column (1, n) vector keeps the pattern and
-makes a per-slice fill; results and gradients equal the dense computation."""
+"""Element-wise ops with an operand that broadcasts along sparse dims: a row
+(m, 1) or column (1, n) vector keeps the pattern and makes a per-slice fill;
+results and gradients equal the dense computation."""
 from __future__ import annotations
 
 import math

@@ -1,6 +1,6 @@
-"""Batched and broadcasting matrix products (issue 17, deliverable 1):
-matmul / bmm / baddbmm with any number of batch dims, either operand sparse,
-checked against the same product of the dense tensors."""
+"""Batched and broadcasting matrix products: matmul / bmm / baddbmm with any
+number of batch dims, either operand sparse, checked against the same
+product of the dense tensors."""
 from __future__ import annotations
 
 import pytest
@@ -10,8 +10,8 @@ import sf_testing as T
 import torch_sparsefill as sf
 from sf_testing import assert_dense_equal, rng
 
-# Non-finite fills: the 2-D products' correction (inf - inf) is issue 14's; each
-# batch here is one 2-D product, so those fills join this list with its fix.
+# Finite fills: each batch here is one 2-D product, whose non-finite fills
+# crosscutting/test_regressions.py checks.
 FILLS = [0.0, 1.5, -2.0]
 
 

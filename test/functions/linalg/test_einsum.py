@@ -1,6 +1,6 @@
-"""torch.einsum with SparseFillTensor operands (issue 17, deliverable 5):
-the contractions that are products, reductions, transposes and element-wise
-products; the result equals the dense einsum."""
+"""torch.einsum with SparseFillTensor operands: the contractions that are
+products, reductions, transposes and element-wise products; the result
+equals the dense einsum."""
 from __future__ import annotations
 
 import math

@@ -1,6 +1,6 @@
-"""torch.sparse.mm(A, x, reduce=...) of a SparseFillTensor (issue 17,
-deliverable 5): each output row reduces over all columns of A, the fill
-counted for the unspecified ones, as the dense tensor would."""
+"""torch.sparse.mm(A, x, reduce=...) of a SparseFillTensor: each output row
+reduces over all columns of A, the fill counted for the unspecified ones, as
+the dense tensor would."""
 from __future__ import annotations
 
 import math

@@ -1,5 +1,5 @@
-"""torch.sparse.sum of a SparseFillTensor (issue 17, deliverable 5): the fill
-counted as the dense tensor counts it."""
+"""torch.sparse.sum of a SparseFillTensor: the fill counted as the dense tensor
+counts it."""
 from __future__ import annotations
 
 import math

@@ -1,10 +1,10 @@
-"""index_select along a sparse dim other than the first (RFC.md 9.1, issue
-18): one threaded C pass (sparsefill::index_select_plan) gives the result's
-indices, coalesced without a global sort, and each element's source; the
-values are gathered by ATen, which carries the gradients. Checked against
-the dense computation for every fill, against the same call on the dense
-tensor for any index (repeats, unsorted, empty), on 1 and 2 threads (the
-same bits), and on bad input (a clear error naming the argument)."""
+"""index_select along a sparse dim other than the first (RFC.md 9.1): one
+threaded C pass (sparsefill::index_select_plan) gives the result's indices,
+coalesced without a global sort, and each element's source; the values are
+gathered by ATen, which carries the gradients. Checked against the dense
+computation for every fill, against the same call on the dense tensor for
+any index (repeats, unsorted, empty), on 1 and 2 threads (the same bits),
+and on bad input (a clear error naming the argument)."""
 import math
 
 import pytest

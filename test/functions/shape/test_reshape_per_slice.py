@@ -1,7 +1,7 @@
-"""Reshapes of a tensor with a per-slice fill (issue 17, deliverable 1):
-dims merged or split together with the fill when it varies along all or
-none of the dims merged into one, e.g. attention weights (B*H, S, S) <->
-(B, H, S, S); the result equals the dense reshape."""
+"""Reshapes of a tensor with a per-slice fill: dims merged or split together
+with the fill when it varies along all or none of the dims merged into one,
+e.g. attention weights (B*H, S, S) <-> (B, H, S, S); the result equals the
+dense reshape."""
 from __future__ import annotations
 
 import math
