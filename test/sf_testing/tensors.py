@@ -165,6 +165,14 @@ def random_tensor(pattern: str, fill, layout=torch.sparse_coo, *, dtype=torch.fl
         idx = torch.tensor([[rows // 2], [cols - 1]])
     elif pattern == "full":
         idx = torch.cartesian_prod(torch.arange(rows), torch.arange(cols)).t()
+    elif layout in BLOCK_LAYOUTS:
+        # A block layout stores whole blocks: drawn block by block, so that
+        # about a third of them are stored (drawn element by element, nearly
+        # every block would hold one, the fill would hardly show, and the
+        # gradient checks would perturb every element).
+        r, c = BLOCKSIZE
+        mask = torch.rand(rows // r, cols // c, generator=g) < 0.35
+        idx = mask.repeat_interleave(r, 0).repeat_interleave(c, 1).nonzero().t()
     else:
         mask = torch.rand(rows, cols, generator=g) < 0.35
         idx = mask.nonzero().t()
