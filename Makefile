@@ -120,8 +120,9 @@ SEED ?= 0
 fuzz-ops: build
 	$(PY) tools/fuzz_ops.py --seed $(SEED) -n $(N)
 
+# The slowest tests are listed at the end: the budget is test/README.md's.
 pytest: build
-	$(PY) -m pytest -q test
+	$(PY) -m pytest -q --durations=10 test
 
 test-slow: build
 	$(PY) -m pytest -q -m slow test

@@ -273,7 +273,7 @@ def test_bsr_matmul_shortcut(fill, blocksize):
 
 @pytest.mark.parametrize("layout", T.EXTRA_LAYOUTS, ids=T.layout_id)
 def test_product_gradients(layout):
-    (crow, col), v, f, size = T._leaf_parts(3, 0.5, layout, "real")
+    (crow, col), v, f, size = T.leaf_parts(3, 0.5, layout, "real")
     X = torch.randn(size[1], 3, dtype=torch.float64, requires_grad=True)
 
     def fn(v, f, X):

@@ -251,11 +251,11 @@ def test_load_file_saved_by_the_flat_package(weights_only):
 @pytest.mark.parametrize("layout", T.LAYOUTS)
 @pytest.mark.parametrize("pattern", ["random", "hybrid", "empty", "full"])
 def test_gradcheck_construction_to_dense(layout, pattern):
-    idx, v, f, size = T._leaf_parts(0, 1.5, layout, "real", pattern=pattern)
-    assert torch.autograd.gradcheck(lambda v, f: T._build(layout, idx, v, f, size).to_dense(),
+    idx, v, f, size = T.leaf_parts(0, 1.5, layout, "real", pattern=pattern)
+    assert torch.autograd.gradcheck(lambda v, f: T.build(layout, idx, v, f, size).to_dense(),
                                     (v, f))
     assert torch.autograd.gradgradcheck(
-        lambda v, f: T._build(layout, idx, v, f, size).to_dense().pow(2), (v, f))
+        lambda v, f: T.build(layout, idx, v, f, size).to_dense().pow(2), (v, f))
 
 
 def test_gradcheck_coalesce_and_to_sparse():

@@ -87,7 +87,7 @@ def test_nonfinite_dense_operand(layout, fill, bad):
 def test_gradients(layout, side):
     """gradcheck and gradgradcheck (float64) of values, fill and the dense
     operand, both sides of the product."""
-    (crow, col), v, f, size = T._leaf_parts(5, 0.5, layout, "real")
+    (crow, col), v, f, size = T.leaf_parts(5, 0.5, layout, "real")
     if side == "left":
         X = torch.randn(size[1], 3, dtype=F64, requires_grad=True)
 
@@ -111,7 +111,7 @@ def test_gradients(layout, side):
 def test_gradients_match_dense_autograd(layout, fill):
     """Where gradcheck cannot go (a non-finite fill), the gradients of the
     values and of the dense operand against those of the dense product."""
-    (crow, col), v, f, size = T._leaf_parts(7, fill, layout, "real")
+    (crow, col), v, f, size = T.leaf_parts(7, fill, layout, "real")
     X = torch.randn(size[1], 4, dtype=F64, requires_grad=True)
     G = torch.randn(size[0], 4, dtype=F64)
     A = sf.sparse_compressed_tensor(crow, col, v, size, layout=layout, fill_value=f)
