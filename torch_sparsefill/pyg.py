@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from .functions import attention as _attention
+from .ops.products import block_csr, row_softmax
 from .tensor import SparseFillTensor, build
 
 _ops = torch.ops.sparsefill
@@ -188,8 +189,8 @@ def _sparse_gat(conv, h, a_src, a_dst, A, bias):
     scores = F.leaky_relu(a_src.t().reshape(-1).index_select(0, heads * n + cc) +
                           a_dst.t().reshape(-1).index_select(0, heads * n + rr),
                           conv.negative_slope) + bias.repeat(H)
-    crow, col, rows = _attention._block_csr(heads, rr, cc, H, n, n)
-    weights = _attention._row_softmax(scores, rows, H * n)
+    crow, col, rows = block_csr(heads, rr, cc, H, n, n)
+    weights = row_softmax(scores, rows, H * n)
     weights = F.dropout(weights, conv.dropout, conv.training)
     zero = torch.zeros((), dtype=weights.dtype, device=weights.device)
     out = _ops.spmm(crow, col, weights, zero, h.transpose(0, 1).reshape(H * n, C), H * n)

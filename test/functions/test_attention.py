@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 import sf_testing as T
 import torch_sparsefill as sf
-from torch_sparsefill.ops import products as _attention
+from torch_sparsefill.functions import attention as _attention
+from torch_sparsefill.ops import products as _attention_ops
 from sf_testing import assert_dense_equal, rng
 
 LAYOUTS = [torch.sparse_coo, torch.sparse_csr]
@@ -320,8 +321,8 @@ def test_backward_kernel_matches_dense(nb, bias, with_lse, values):
 
 def test_plain_backward_takes_the_kernel_double_backward_the_composed_ops(monkeypatch):
     calls = []
-    composed = _attention._composed_backward
-    monkeypatch.setattr(_attention, "_composed_backward",
+    composed = _attention_ops._composed_backward
+    monkeypatch.setattr(_attention_ops, "_composed_backward",
                         lambda *a: calls.append(1) or composed(*a))
     kernel = []
     real = _ops.sparse_attention_backward
@@ -330,7 +331,7 @@ def test_plain_backward_takes_the_kernel_double_backward_the_composed_ops(monkey
         def __call__(self, *a):
             kernel.append(1)
             return real(*a)
-    monkeypatch.setattr(_attention, "_ops", type("Ops", (), {
+    monkeypatch.setattr(_attention_ops, "_ops", type("Ops", (), {
         "__getattr__": lambda self, name: Spy() if name == "sparse_attention_backward"
         else getattr(_ops, name)})())
     A = attention_mask((6, 7), 73, values="random")

@@ -22,7 +22,7 @@ def get_include() -> str:
         >>> os.path.exists(os.path.join(sf.get_include(), "sparsefill_core.h"))
         True
     """
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # torch_sparsefill/, beside ops/
     for folder in (package / "include", package.parent / "aten_ext"):
         if (folder / _HEADER).is_file():
             return str(folder)
