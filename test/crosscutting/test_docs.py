@@ -7,7 +7,7 @@ The rules (docs/README.md#citing-the-documents says how to cite):
 - A citation is a markdown file's path, `#` and an anchor
   (`RFC.md#per-slice-fills`) anywhere in a tracked text file (code, tests,
   documents; the path from the repository's root, or from the citing file's
-  folder), or a markdown link to one (`[text](../RFC.md#union)`, `(#union)`
+  folder), or a markdown link to one (`[text](../../RFC.md#union)`, `(#union)`
   within a file) in a markdown file (from the file's folder). Its anchor must exist in the
   target: an explicit `<a id="anchor"></a>` line, or a heading's GitHub slug.
   Section numbers are not citations: "RFC.md 5.2" or "RFC section 5" fails.
@@ -27,8 +27,8 @@ The rules (docs/README.md#citing-the-documents says how to cite):
   heading outside code blocks (but "Contents"), in order, indented two spaces
   per level below `##`, `- [heading](#anchor)`. Every such heading of RFC.md
   and docs/design.md has an explicit anchor (stable when sections move or
-  are renamed). `python test/crosscutting/test_docs.py --write-toc` rewrites the three
-  tables of contents from the headings.
+  are renamed). `python test/crosscutting/test_docs.py --write-toc` rewrites
+  the three tables of contents from the headings.
 """
 from __future__ import annotations
 
