@@ -123,13 +123,18 @@ class _Recorder:
         return torch._dynamo.lookup_backend(self.inner)(gm, example_inputs)
 
 
+def _check_calls(compiled, fn, layout, calls):
+    """Each call's values and gradients through `compiled` equal eager's."""
+    for nse, fill, seed in calls:
+        A, x = _sparse(nse, fill, layout, seed), _dense_x(seed)
+        _assert_same(_value_and_grads(compiled, A, x), _value_and_grads(fn, A, x))
+
+
 def _run_sequence(name, layout, backend, calls):
     fn = PROGRAMS[name]
     recorder = _Recorder(backend)
     compiled = sf.compile(fn, backend=recorder)
-    for nse, fill, seed in calls:
-        A, x = _sparse(nse, fill, layout, seed), _dense_x(seed)
-        _assert_same(_value_and_grads(compiled, A, x), _value_and_grads(fn, A, x))
+    _check_calls(compiled, fn, layout, calls)
     return compiled, recorder
 
 
@@ -149,11 +154,21 @@ def _matrix():
                                marks=() if fast else pytest.mark.slow)
 
 
+# Programs whose eager path depends on the pattern, and calls after a trace
+# on partial patterns: a fully stored matrix and an empty pattern.
+FULL_AND_EMPTY = {"matmul-dense", "softmax", "sum-dim", "elementwise", "gcn-block", "prod"}
+_FULL_AND_EMPTY_CALLS = [(_N * _M, 0.5, 1), (_N * _M, math.inf, 2), (0, 0.5, 3),
+                         (0, -math.inf, 4), (1, 2.0, 5), (7, math.nan, 6)]
+
+
 @pytest.mark.parametrize("name,layout,backend", list(_matrix()))
 def test_one_graph_equals_eager(name, layout, backend):
     """Values and gradients equal eager's on every call; one trace serves
     every nse and fill; the sparse ops are in the graph (no graph break:
-    fullgraph=True would raise)."""
+    fullgraph=True would raise). Then, for the programs in FULL_AND_EMPTY
+    (backend eager), a fully stored matrix and an empty pattern: a correct
+    new trace where the routing's guards ask for it, never a reused one
+    whose path does not hold."""
     from torch._dynamo.utils import counters
     counters.clear()
     compiled, recorder = _run_sequence(name, layout, backend, _SEQUENCE)
@@ -161,6 +176,8 @@ def test_one_graph_equals_eager(name, layout, backend):
     assert recorder.graphs and not counters["graph_break"]
     targets = {str(n.target) for gm in recorder.graphs for n in gm.graph.nodes}
     assert any(t.startswith("sparsefill.") for t in targets), targets
+    if backend == "eager" and name in FULL_AND_EMPTY:
+        _check_calls(compiled, PROGRAMS[name], layout, _FULL_AND_EMPTY_CALLS)
 
 
 @pytest.mark.parametrize("name", INDUCTOR)
@@ -171,18 +188,6 @@ def test_one_graph_inductor(name):
             torch._functorch.config.patch(enable_autograd_cache=False):
         compiled, _ = _run_sequence(name, "csr", "inductor", _SEQUENCE[:3])
     assert compiled.traces == 1
-
-
-@pytest.mark.parametrize("layout", ["coo", "csr"])
-@pytest.mark.parametrize("name", ["matmul-dense", "softmax", "sum-dim", "elementwise",
-                                  "gcn-block", "prod"])
-def test_full_and_empty_patterns(name, layout):
-    """A fully stored matrix and an empty pattern after a trace on a partial
-    one: a correct new trace where the routing's guards ask for it, never a
-    reused one whose path does not hold."""
-    _run_sequence(name, layout, "eager", [(6, 0.5, 0), (_N * _M, 0.5, 1), (_N * _M, math.inf, 2),
-                                          (0, 0.5, 3), (0, -math.inf, 4), (1, 2.0, 5),
-                                          (7, math.nan, 6)])
 
 
 def test_products_past_the_fast_bound():
