@@ -23,17 +23,17 @@ from .compare import assert_all_close, assert_dense_equal, assert_matches_dense
 from .gradients import build, check_dense_gradients, leaf_parts
 from .reference import dense, dense_from_parts, dense_of, sparse_from_parts, stored_mask
 from .repo import DATA, MATRICES, ROOT, tool
-from .tensors import (ALL_LAYOUTS, BATCHED_CASES, BATCHED_LAYOUTS, BLOCK_LAYOUTS, BLOCKSIZE,
-                      CASES, EXTRA_CASES, EXTRA_LAYOUTS, FILLS, LAYOUT_CASES, LAYOUTS, Batched,
-                      Case, base_layout, blocksize_for, case_id, compressed_indices, fill_id, layout_case_id, layout_id, leaf,
-                      leaves, on_test_device, random_tensor, rebuild, rng, size_for_layout,
-                      with_fill)
+from .tensors import (ALL_LAYOUTS, BATCHED_CASES, BATCHED_LAYOUTS, BLOCK_LAYOUTS, BLOCKSIZE, CASES,
+                      EXTRA_CASES, EXTRA_LAYOUTS, FILLS, LAYOUT_CASES, LAYOUTS, Batched, Case,
+                      base_layout, blocksize_for, case_id, compressed_indices, fill_id,
+                      layout_case_id, layout_id, leaf, leaves, on_test_device, random_tensor,
+                      rebuild, rng, size_for_layout, with_fill)
 
-__all__ = ["ALL_LAYOUTS", "BATCHED_CASES", "BATCHED_LAYOUTS", "BLOCK_LAYOUTS",
-           "BLOCKSIZE", "CASES", "DATA", "EXTRA_CASES", "EXTRA_LAYOUTS", "FILLS",
-           "LAYOUT_CASES", "LAYOUTS", "MATRICES", "ROOT", "assert_all_close",
-           "assert_dense_equal", "assert_matches_dense", "base_layout", "Batched", "blocksize_for", "compressed_indices",
-           "build", "Case", "case_id", "check_dense_gradients", "dense", "dense_from_parts", "dense_of",
+__all__ = ["ALL_LAYOUTS", "BATCHED_CASES", "BATCHED_LAYOUTS", "BLOCK_LAYOUTS", "BLOCKSIZE",
+           "CASES", "DATA", "EXTRA_CASES", "EXTRA_LAYOUTS", "FILLS", "LAYOUT_CASES", "LAYOUTS",
+           "MATRICES", "ROOT", "assert_all_close", "assert_dense_equal", "assert_matches_dense",
+           "base_layout", "Batched", "blocksize_for", "build", "Case", "case_id",
+           "check_dense_gradients", "compressed_indices", "dense", "dense_from_parts", "dense_of",
            "fill_id", "layout_case_id", "layout_id", "leaf", "leaf_parts", "leaves",
-           "on_test_device", "random_tensor", "rebuild", "rng", "size_for_layout", "sparse_from_parts",
-           "stored_mask", "tool", "with_fill"]
+           "on_test_device", "random_tensor", "rebuild", "rng", "size_for_layout",
+           "sparse_from_parts", "stored_mask", "tool", "with_fill"]

@@ -96,6 +96,8 @@ def _retype(A: sf.SparseFillTensor, dtypes: str, domain: str) -> sf.SparseFillTe
 
 
 def in_domain(v, domain):
+    """v mapped into an op's input domain (YAML `domain`: real, positive,
+    unit, unit01, ge1), e.g. in_domain(torch.randn(3), "positive") > 0."""
     if domain == "positive":
         return v.abs() + 0.1
     if domain == "unit":
@@ -155,6 +157,10 @@ def _ternary_operands(A, case, layout, spec):
 
 
 def check_op(spec: OpSpec, case: Case, layout):
+    """The op on a tensor of `case` and `layout` (and, binary or ternary, on
+    every kind of other operand) equals the op on the dense tensors, values
+    and fill; where dense torch raises, ours raises too:
+    check_op(OPS["exp"], Case("random", 1.5), torch.sparse_csr)."""
     A = _operand(case, layout, spec)
     if spec.kind == "ternary":
         for ops in _ternary_operands(A, case, layout, spec):
@@ -203,6 +209,8 @@ def _is_number(x):
 
 
 def check_route(spec: OpSpec, func):
+    """A torch callable routed to the op gives the dense result:
+    check_route(OPS["abs"], torch.Tensor.__abs__)."""
     case = Case("random", 1.5)
     A = _operand(case, torch.sparse_coo, spec)
     if spec.kind == "unary":
@@ -336,7 +344,8 @@ def _check_not_differentiable(spec, layout):
 # ---- opcheck ---------------------------------------------------------------------
 
 def opcheck_op(spec: OpSpec):
-    """torch.library.opcheck on every op the YAML entry generates."""
+    """torch.library.opcheck on every op the YAML entry generates (NAME,
+    NAME_same, NAME_dense, NAME_scalar): opcheck_op(OPS["mul"])."""
     ops = torch.ops.sparsefill
     grad = spec.differentiable and spec.dtypes not in ("bool", "int")
     case = Case("random", 1.5)

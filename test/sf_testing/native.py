@@ -22,7 +22,8 @@ F64 = torch.float64
 
 
 def registry():
-    """Every sparsefill op autograd differentiates: {name: dispatch key}."""
+    """Every sparsefill op autograd differentiates: {name: dispatch key},
+    e.g. registry()["spmm"] == "Autograd"."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     out = {}
     for qualified in torch._C._dispatch_get_all_op_names():
