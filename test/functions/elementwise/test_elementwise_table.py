@@ -10,7 +10,7 @@ property, each parametrized over every op of the table:
 
 The YAML is read through the generator's own loader (sf_testing.elementwise),
 so an op added to the YAML is tested here with nothing else to write. Test ids
-name the op first: test_dense_equivalence[exp-random-fill1.5-csr].
+name the op after the device pass: test_dense_equivalence[cpu-exp-random-fill1.5-csr].
 """
 import pytest
 import torch
