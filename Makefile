@@ -116,15 +116,16 @@ fuzz:
 	$(BUILD)-fuzz/fuzz_core -runs=$(FUZZ_RUNS) -print_final_stats=1 \
 	  -artifact_prefix=$(BUILD)-fuzz/ $(BUILD)-fuzz/corpus test/fuzz/corpus
 
-# Random op chains on SparseFillTensors against dense torch (test/fuzz_ops.py);
+# Random op chains on SparseFillTensors against dense torch (tools/fuzz_ops.py);
 # `make test` runs a bounded budget of them.
 N ?= 5000
 SEED ?= 0
 fuzz-ops: build
-	$(PY) test/fuzz_ops.py --seed $(SEED) -n $(N)
+	$(PY) tools/fuzz_ops.py --seed $(SEED) -n $(N)
 
+# The slowest tests are listed at the end: the budget is test/README.md's.
 pytest: build
-	$(PY) -m pytest -q test
+	$(PY) -m pytest -q --durations=10 test
 
 test-slow: build
 	$(PY) -m pytest -q -m slow test
@@ -147,7 +148,7 @@ examples: build
 # environment, so that .venv keeps the CPU build. The extension is built with
 # its CUDA parts under build/cuda, never in the source tree (whose _C is the
 # CPU build's); then the whole suite runs against it: without a GPU, that is
-# the CPU pass of the CUDA build (torch 2.14) plus test/test_cuda*.py's check
+# the CPU pass of the CUDA build (torch 2.14) plus test/cuda's check
 # that every op has its CUDA kernel registered (their GPU tests skip); with
 # one, every test runs on the CPU and on CUDA.
 # `make cuda-ci` (CI, after `make test`) does this whenever the CUDA torch's
@@ -217,7 +218,7 @@ coverage: build
 
 # The CUDA build proven on a GPU machine with its own python (no venv, no
 # pip): versions, build for GPU_ARCH (default 9.0) on GPU_JOBS cores (default
-# all), the CUDA tests (GPU_TESTS, default test/test_cuda*.py), the bench's
+# all), the CUDA tests (GPU_TESTS, default test/cuda), the bench's
 # GPU rows, a report in $$OUT or build/gpu-check/report (tools/gpu_check.sh).
 GPU_PYTHON ?= python3
 gpu-check:

@@ -1,17 +1,17 @@
 """Every test runs on every device this machine has: CPU always, CUDA where
-torch.cuda.is_available() (issue 6). The `device` fixture is session-scoped
+torch.cuda.is_available(). The `device` fixture is session-scoped
 and autouse, so pytest runs the whole suite once per device; for a device
 other than the CPU it makes that device torch's default, so the tests'
 factory calls (torch.tensor, sf.full, torch.randn, ...) build their inputs
 there and the dense reference is computed there too.
 
-Tests that choose devices themselves (test_cuda.py compares CPU against
+Tests that choose devices themselves (test/cuda/ compares CPU against
 CUDA explicitly) or that only make sense on the CPU (scipy interop, thread
 counts) carry `@pytest.mark.cpu_only`: they run in the CPU pass only.
 
 The default device does not reach into the library: its functions create
-tensors on their inputs' device explicitly, which test_cuda.py checks with
-the CPU as the default device.
+tensors on their inputs' device explicitly, which test/cuda/test_cuda.py
+checks with the CPU as the default device.
 """
 import pytest
 import torch

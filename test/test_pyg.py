@@ -1,9 +1,9 @@
-"""torch_geometric with a SparseFillTensor adjacency (issue 17, deliverable
-6). PyG's layers that aggregate with ``torch.sparse.mm`` (GCNConv with
-normalize=False, GraphConv, ...) reach our product and compute with the fill;
-``gcn_norm`` (normalize=True) reads ``crow_indices()``/``values()`` and
-rebuilds its own tensor, so it sees only the stored values: the route for a
-background weight normalises outside the layer (README, "Graph layers")."""
+"""torch_geometric with a SparseFillTensor adjacency. PyG's layers that
+aggregate with ``torch.sparse.mm`` (GCNConv with normalize=False, GraphConv,
+...) reach our product and compute with the fill; ``gcn_norm``
+(normalize=True) reads ``crow_indices()``/``values()`` and rebuilds its own
+tensor, so it sees only the stored values: the route for a background weight
+normalises outside the layer (README, "Graph layers")."""
 from __future__ import annotations
 
 import math

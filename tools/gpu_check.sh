@@ -6,8 +6,9 @@
 # no venv, no pip. In order: the versions (nvcc, ninja, nproc, python, torch,
 # the GPU); the extension built for $GPU_ARCH (default 9.0: H100/H200) with
 # $GPU_JOBS parallel compiles (default: every core) into build/gpu-check (the
-# source tree's _C is left alone); the CUDA tests ($GPU_TESTS, selected with
-# -k cuda: the test_cuda*.py files whole, the other files' CUDA pass only);
+# source tree's _C is left alone); the CUDA tests ($GPU_TESTS, default
+# test/cuda, selected with -k cuda; GPU_TESTS=test adds every other file's
+# CUDA pass);
 # the GPU rows of bench/bench.py; then a short report, gpu-check.md, with the
 # logs beside it, in $OUT when it is set, else build/gpu-check/report.
 # A failed build skips the tests and the bench; the exit status is that of
@@ -21,7 +22,7 @@ cd "$(dirname "$0")/.."
 PY=${GPU_PYTHON:-python3}
 ARCH=${GPU_ARCH:-9.0}
 JOBS=${GPU_JOBS:-$(nproc)}
-TESTS=${GPU_TESTS:-$(ls test/test_cuda*.py | tr '\n' ' ')}
+TESTS=${GPU_TESTS:-test/cuda}
 WORK=build/gpu-check
 REPORT_DIR=${OUT:-$WORK/report}
 mkdir -p "$WORK" "$REPORT_DIR"

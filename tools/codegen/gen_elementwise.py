@@ -5,8 +5,9 @@ Outputs (committed; never edit them by hand):
   aten_ext/ops/generated/elementwise_ops.h      per op: name, formula (traits)
   aten_ext/ops/generated/elementwise_schemas.h  the schemas (ops/library.cpp defines them)
   torch_sparsefill/ops/elementwise.py      the routing table torch callable -> op
-  test/test_elementwise_generated.py       one dense-equivalence/gradcheck/opcheck test per op
   RFC.md                                   the op table between the GENERATED markers
+The tests read the YAML through load_spec() themselves
+(test/functions/elementwise/test_elementwise_table.py): nothing is generated for them.
 
 Per YAML entry the C++ ops are
   unary  NAME(values, fill, *args)                 -> (values, fill)
@@ -273,45 +274,6 @@ def gen_py(ops) -> str:
     return "\n".join(lines)
 
 
-def gen_tests(ops) -> str:
-    out = [f'"""{HEADER}', "", "One test group per op: dense equivalence over the shared cases and layouts,",
-           "every routed torch callable, float64 gradcheck on (values, fill) and against",
-           "the dense gradients, gradgradcheck for smooth ops, and opcheck.", '"""',
-           "import pytest", "import torch", "import torch.nn.functional as F", "",
-           "import sf_testing as T", ""]
-    for op in ops:
-        n, kind = op["name"], op["kind"]
-        fns = op["torch"] + op["reflected"]
-        call = f"T.OpSpec({n!r}, {fns[0]}, kind={kind!r}, domain={op['domain']!r}, " \
-               f"dtypes={op['dtypes']!r}, scalars={op['scalars']!r}, " \
-               f"test_args={tuple(op['test_args'])!r}, reflected=({', '.join(op['reflected'])}{',' if op['reflected'] else ''}), " \
-               f"differentiable={op['differentiable']!r}, smooth={op['smooth']!r}, " \
-               f"number={op['number']!r})"
-        out.append(f"""
-SPEC_{n.upper()} = {call}
-
-
-@pytest.mark.parametrize("case,layout", T.LAYOUT_CASES, ids=T.layout_case_id)
-def test_{n}_dense_equivalence(case, layout):
-    T.check_op(SPEC_{n.upper()}, case, layout)
-
-
-@pytest.mark.parametrize("func", [{', '.join(fns)}])
-def test_{n}_routes(func):
-    T.check_route(SPEC_{n.upper()}, func)
-
-
-@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
-def test_{n}_gradients(layout):
-    T.check_gradients(SPEC_{n.upper()}, layout)
-
-
-def test_{n}_opcheck():
-    T.opcheck_op(SPEC_{n.upper()})
-""")
-    return "\n".join(out)
-
-
 def gen_rfc_table(ops) -> str:
     rows = ["| op | kind | f | gradient | torch callables |",
             "| --- | --- | --- | --- | --- |"]
@@ -327,7 +289,6 @@ def outputs(ops) -> dict[Path, str]:
         ROOT / "aten_ext" / "ops" / "generated" / "elementwise_ops.h": gen_cpp_traits(ops),
         ROOT / "aten_ext" / "ops" / "generated" / "elementwise_schemas.h": gen_cpp_schemas(ops),
         ROOT / "torch_sparsefill" / "ops" / "elementwise.py": gen_py(ops),
-        ROOT / "test" / "test_elementwise_generated.py": gen_tests(ops),
     }
     rfc = ROOT / "RFC.md"
     if rfc.exists():

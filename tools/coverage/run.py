@@ -17,7 +17,7 @@ the rest. A full run writes bench/results/coverage.json and coverage.md and
 compares every status with tools/coverage/expected.json: it fails when an op
 got worse or a new wrong/error appears, and names the ops that improved
 (--update, `make coverage UPDATE=1`, rewrites the file; from a full run it
-also picks the bounded subset that `make test` runs, test/test_op_coverage.py).
+also picks the bounded subset that `make test` runs, test/crosscutting/test_op_coverage.py).
 
 Routes of later work: --dense-route reruns every refused case under
 ``sf.auto_densify()`` (the opt-in dense route) and reports the share that

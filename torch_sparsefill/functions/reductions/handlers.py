@@ -87,7 +87,7 @@ def with_fill_term(total, fill, count):
     an infinite or NaN fill that covers no element does not leak in. Every
     path of ``A.sum()`` computes it so (the route, the fast handler, and the
     C hot path ``_C.hot_sum``'s ``at::add(total, fill, count)``): their bits
-    are equal (test/test_fast_paths.py)."""
+    are equal (test/functions/test_fast_paths.py)."""
     if isinstance(count, torch.SymInt):
         # A traced nse (sf.compile): comparing it would guard on data (an
         # unbacked nse cannot be), so the term is masked instead.

@@ -1,0 +1,39 @@
+"""The op-chain differential fuzzer (tools/fuzz_ops.py) within `make test`'s
+budget, and the rule that every routed torch callable is drawn by it.
+
+The run is the fixed window of seeds SPARSEFILL_FUZZ_SEED (default 0) to
++ SPARSEFILL_FUZZ_N (default 6000; about a minute), so every run checks the
+same programs; SPARSEFILL_FUZZ_S (default 240) caps its seconds on a slow
+machine. `make fuzz-ops N=... SEED=...` runs as many as asked.
+"""
+import os
+import warnings
+
+import pytest
+
+import sf_testing as T
+
+fuzz_ops = T.tool("fuzz_ops.py")
+
+
+def test_every_routed_callable_is_fuzzed_or_excused():
+    """A new op joins the fuzzer by its family's recipe, or is named in
+    fuzz_ops.NOT_FUZZED with the reason."""
+    missing = fuzz_ops.unfuzzed_routes()
+    assert not missing, f"routed callables without a fuzz recipe: {missing}"
+
+
+@pytest.mark.cpu_only(reason="the programs build their operands on the CPU")
+def test_op_chains_equal_dense():
+    budget = float(os.environ.get("SPARSEFILL_FUZZ_S", "240"))
+    count = int(os.environ.get("SPARSEFILL_FUZZ_N", "6000"))
+    seed = int(os.environ.get("SPARSEFILL_FUZZ_SEED", "0"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's own, e.g. var() with dof <= 0
+        result = fuzz_ops.run(seed, count, budget_s=budget)
+    print(f"{result['ran']} programs: {dict(result['counts'])}; known defects: "
+          f"{dict(result['known'])}; refused by op: {dict(result['refusals'])}")
+    assert result["ran"] >= 100, "the budget ran too few programs to mean anything"
+    assert not result["failures"], "\n\n".join(
+        f"{text}\n{detail}\nreplay: .venv/bin/python tools/fuzz_ops.py --seed {s} -n 1 -v"
+        for s, text, detail in result["failures"][:5])
