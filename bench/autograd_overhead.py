@@ -1,7 +1,7 @@
-"""Per-op eager overhead of the autograd mechanism (issue 15): tiny operands,
+"""Per-op eager overhead of the autograd mechanism: tiny operands,
 with and without requires_grad, each against torch COO's own op measured
-in the same run (the ratio is what to compare between builds; issue 18's
-target is <= 1.5x).
+in the same run (the ratio is what to compare between builds; the
+goal is <= 1.5x, bench.py GOALS).
 
     .venv/bin/python bench/autograd_overhead.py [--repeat 15]
 

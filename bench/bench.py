@@ -36,7 +36,7 @@ warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitl
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-# (row name contains, anchor name contains, goal ratio ours/anchor): issue 18's table.
+# (row name contains, anchor name contains, goal ratio ours/anchor): the performance goals.
 GOALS = [
     ("per-op overhead: A * 2", "torch COO * 2", 1.5),
     ("per-op overhead: -A", "torch COO neg", 1.5),
@@ -57,7 +57,7 @@ GOALS = [
     ("-> BSR", "torch", 1.2),
     ("BSR -> dense", "torch BSR to_dense", 1.2),
     ("BSR -> CSR", "torch BSR", 1.2),
-    # issue 15's compile rows
+    # the compile rows
     ("compile 6-op chain, 1,000,000 stored (components)", "the chain, eager", 0.5),
     ("compile 6-op chain, 3 elements (components", "the chain on dense, eager", 1.0),
     ("compile 6-op chain, 1,000,000 stored (sf.compile)", "the chain, eager", 0.5),
@@ -127,7 +127,7 @@ def random_coo(shape, density, fill, seed=0, dtype=torch.float32, requires_grad=
     idx = torch.stack(torch.unravel_index(linear, shape))
     values = torch.randn(nse, generator=g, dtype=dtype) + 10  # never equal to the fill
     # Sorted and unique (randperm, sorted): say so, as torch code would, so
-    # values() is readable (RFC.md 1.4).
+    # values() is readable (RFC.md#stored-elements).
     A = sf.sparse_coo_tensor(idx, values, shape, fill_value=fill, requires_grad=requires_grad,
                              is_coalesced=True)
     native = torch.sparse_coo_tensor(idx, values, shape, check_invariants=False).coalesce()
@@ -221,7 +221,7 @@ def _random_large(rows, cols, nse, fill, seed=0):
 
 
 def shape_rows(quick: bool):
-    """Shape and indexing (RFC.md 11): index_select and CSR row slicing against
+    """Shape and indexing (RFC.md#shape-and-indexing): index_select and CSR row slicing against
     torch's own sparse ops. torch has no index_select or slicing for CSR, so
     its COO index_select / narrow_copy on the same data are the anchors."""
     m = 2000 if quick else 4000
@@ -367,7 +367,7 @@ def stratified(m, n, k, fill, seed=0, dtype=torch.float32):
 
 
 def reduction_rows(quick: bool):
-    """Softmax and reductions (RFC.md 6) against torch.sparse.softmax /
+    """Softmax and reductions (RFC.md#reductions-and-softmax) against torch.sparse.softmax /
     torch.sparse.sum on the same native tensor, and dense softmax at 1%."""
     m, k = (10_000, 100) if quick else (100_000, 100)  # 1M or 10M stored
     A, N = stratified(m, 10_000, k, -float("inf"))
@@ -407,7 +407,7 @@ def reduction_rows(quick: bool):
 
 
 def finiteness_rows(quick: bool):
-    """The range check every sparse @ dense product makes (RFC.md 5.5: the
+    """The range check every sparse @ dense product makes (docs/design.md#range-check: the
     subtracting fast path runs only when k max|B| (max|v| + 2 max|f|) is
     finite and below a quarter of the dtype's range, so no intermediate
     overflows; one host sync per product) against the whole product it
@@ -567,7 +567,7 @@ def _memory_main(name: str, quick: bool) -> None:
 
 
 def memory_rows(quick: bool):
-    """Peak memory of one call (issue 18's goal: at most 2x the bytes of the
+    """Peak memory of one call (the goal: at most 2x the bytes of the
     inputs plus the output's new components), each case in a fresh process."""
     import subprocess
     import sys
@@ -676,7 +676,7 @@ def _synced(fn):
 
 
 def gpu_rows(quick: bool):
-    """GPU rows (issue 6), when torch sees a CUDA device: element-wise against
+    """GPU rows, when torch sees a CUDA device: element-wise against
     a device-to-device copy of the same values (the note gives the share of
     copy bandwidth reached: both read and write every value once), CSR @ dense
     against cuSPARSE through torch plus the manual fill correction, softmax
@@ -720,7 +720,7 @@ def gpu_rows(quick: bool):
 
 
 def layout_rows(quick: bool):
-    """CSC, BSR, BSC (RFC.md 15). BSR @ dense with a fill against torch's BSR @
+    """CSC, BSR, BSC (RFC.md#compressed-layouts). BSR @ dense with a fill against torch's BSR @
     dense (fill 0) on the same blocks; t() of CSR at two nse (O(1): the two
     rows take the same time); conversions to and from BSR against torch's."""
     m, n = (1024, 64) if quick else (2048, 128)
@@ -819,7 +819,7 @@ def _peak_main(spec: str) -> None:
 
 
 def attention_rows(quick: bool):
-    """Sparse attention (issue 17): F.scaled_dot_product_attention forward +
+    """Sparse attention: F.scaled_dot_product_attention forward +
     backward with a SparseFillTensor mask of fill -inf (stored biases 0) on a
     random pattern, against torch's SDPA with the same mask as a dense float
     tensor (-inf off the pattern). One batch, H heads, head dim d. S = 16384
@@ -859,7 +859,7 @@ def _chain(A):
 
 def _chain_components(values, fill):
     """The same chain on a tensor's values and fill (torch.ops.sparsefill):
-    what compiles with fullgraph=True (RFC.md 12.1)."""
+    what compiles with fullgraph=True (RFC.md#compile-components)."""
     ops = torch.ops.sparsefill
     v, f = ops.mul_scalar(values, fill, 2.0, False)
     v, f = ops.add_scalar(v, f, 1.0, False)
@@ -889,13 +889,13 @@ class _ChainOnComponents(torch.nn.Module):
 def _own_code(fn):
     """fn with a code object of its own: Dynamo keeps its cache entries and
     skip marks per code object (compiling `_chain` on a SparseFillTensor
-    leaves its frame to eager, RFC.md 12.1)."""
+    leaves its frame to eager, RFC.md#compile-graph-breaks)."""
     return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__)
 
 
 def compile_rows(quick: bool):
-    """torch.compile (issue 15): the 6-op chain on n stored values, compiled
-    against eager. A SparseFillTensor graph-breaks at each op (RFC.md 12.1),
+    """torch.compile: the 6-op chain on n stored values, compiled
+    against eager. A SparseFillTensor graph-breaks at each op (RFC.md#compile-graph-breaks),
     so the compiled public API is eager plus Dynamo's overhead; the fullgraph
     route is a function of the components (inductor: the element-wise ops are
     CompositeImplicitAutograd, decomposed into ATen and fused into one loop).
@@ -903,7 +903,7 @@ def compile_rows(quick: bool):
     dense tensor in eager; the anchor rows: torch.compile of that dense
     chain (torch's own floor: one input, one output) and our chain with
     values and fill in one tensor (what one input and one output across
-    the graph's boundary cost, RFC.md 12.1)."""
+    the graph's boundary cost, docs/design.md#compile-per-call-cost)."""
     n = 100_000 if quick else 1_000_000
     A, _ = random_coo((2 * n,), 0.5, 0.25, seed=4)
     values, fill = A.values(), A.fill_value()

@@ -1,5 +1,5 @@
 """Benchmark rows of the row-sharded product (torch_sparsefill.distributed,
-RFC.md 13.5): A (CSR, with a fill) @ B (strided), both sharded by rows, on
+RFC.md#distributed): A (CSR, with a fill) @ B (strided), both sharded by rows, on
 1, 2 and 4 processes (gloo on 127.0.0.1, one thread each); the anchor is the
 same product in this process on one thread. Time: the median of repeated
 runs on rank 0, each between barriers. On a machine with fewer cores than

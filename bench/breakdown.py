@@ -1,4 +1,4 @@
-"""Where a call's time goes (RFC.md 9.1): each piece of the hot path of
+"""Where a call's time goes (docs/design.md#hot-path): each piece of the hot path of
 `torch.exp(A)`, `A * 2` and `A.sum()` on 3 stored elements, and of
 `index_select` of 400 columns of a 4000^2 COO matrix (1%), timed alone with
 thread CPU time (other processes on a shared machine do not count), the

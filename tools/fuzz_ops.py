@@ -186,9 +186,9 @@ def make_operand(g: random.Random, dtype, size=None, sparse_dim=None, layout=Non
     dense_shape = tuple(size[sparse_dim:])
     if layout is None:
         # compressed: plain, hybrid (a dense dim) or batched (a leading batch
-        # dim, RFC 15.4) alike
+        # dim, RFC.md#batched-compressed) alike
         layout = torch.sparse_csr if sparse_dim >= 2 and g.random() < 0.35 else torch.sparse_coo
-        if layout == torch.sparse_csr and g.random() < 0.3:  # the layouts of RFC 15
+        if layout == torch.sparse_csr and g.random() < 0.3:  # the layouts of RFC.md#compressed-layouts
             layout = g.choice([torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc])
     positions = 1
     for s in size[:sparse_dim]:

@@ -1,4 +1,4 @@
-"""Graph layers with a background weight (RFC.md section 16.8): torch_geometric's
+"""Graph layers with a background weight (RFC.md#graph-layers): torch_geometric's
 normalising layers computed with the fill.
 
 PyG's ``GCNConv(normalize=True)`` (through ``gcn_norm``) and ``GATConv``

@@ -6,7 +6,7 @@
  * and F B is a rank-one term: a scalar or per-row fill r gives r_i (1^T B),
  * a per-column fill c gives (c^T B) on every row. The kernels below write
  * that correction row first and accumulate the sparse part on top, so C is
- * written once, in the same pass (RFC.md section 5).
+ * written once, in the same pass (RFC.md#products).
  *
  * Every function works on the rows [row_begin, row_end) only, so that the
  * caller can run disjoint row ranges on several threads. Index data is
@@ -129,7 +129,7 @@ static void sf_sorted_columns(int64_t *x, int64_t cnt, uint64_t *bits, int64_t c
 /* ---- the range facts of a product's fast path ------------------------------------
  *
  * max |x| (NaN if x holds one) and the sum of a dense block in one read,
- * for the test that picks a product's fast path (RFC.md section 5.5). The
+ * for the test that picks a product's fast path (RFC.md#non-finite-products). The
  * sum runs in eight double lanes (float's too): no worse than a float
  * cascade for the sizes a product's operand has, and deterministic. */
 #define SF_TEMPLATE "templates/facts.h"

@@ -1,5 +1,5 @@
 /*
- * sf_reduce.c -- segmented reductions and softmax with a fill (RFC.md 6).
+ * sf_reduce.c -- segmented reductions and softmax with a fill (RFC.md#reductions-and-softmax).
  *
  * A segment is one slice being reduced: the stored rows
  * values[seg_ptr[s] .. seg_ptr[s+1]) (each row `w` wide: the flattened

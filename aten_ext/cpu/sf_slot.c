@@ -1,5 +1,5 @@
 /*
- * sf_slot.c -- reductions and softmax by output slot (RFC.md 6): for reducing
+ * sf_slot.c -- reductions and softmax by output slot (RFC.md#reductions-and-softmax): for reducing
  * dims that the stored order does not group (sum along dim 0 of a matrix,
  * softmax along COO dim 0), in stored order, with no reordering of the stored
  * elements. Stored row k belongs to slot slot[k]; a slot is one slice of n

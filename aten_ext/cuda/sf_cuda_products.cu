@@ -2,7 +2,7 @@
 // behind the C ABI of sparsefill_cuda.h. No torch headers.
 //
 // A (m x k) with fill F is A0 + F, A0 = the stored values minus F at their
-// positions (RFC.md 5.2). A @ B = A0 @ B + F @ B, and F @ B is rank one:
+// positions (RFC.md#sparse-at-dense). A @ B = A0 @ B + F @ B, and F @ B is rank one:
 // rf_i (1^T B) + (cf^T B). The correction is written by one kernel of ours,
 // then cuSPARSE's SpMM / SpMV adds A0 @ B on top (beta = 1): C is written
 // by the correction and updated once by the library, and nothing of size

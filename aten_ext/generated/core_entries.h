@@ -244,7 +244,7 @@ sf_status sf_csr_spmv_f64(double *y, int64_t incy, const int64_t *crow, const in
  * NaN, 0 when empty) and, if sum is not NULL, *sum = the sum of its
  * elements (in double lanes, in a fixed order). The products' fast path is
  * exact when k max|B| (max|v| + 2 max|f|) stays below a quarter of the
- * dtype's largest value (RFC.md section 5.5); the caller takes max|B| and
+ * dtype's largest value (docs/design.md#range-check); the caller takes max|B| and
  * max|f| from here, max|v| from the product's own pass. */
 sf_status sf_dense_facts_f32(float *absmax, float *sum, const float *x, int64_t rows, int64_t cols,
                              int64_t ld);
@@ -434,7 +434,7 @@ sf_status sf_bsr_spmm_f64(double *c, int64_t ldc, const int64_t *crow, const int
 
 /* ---- softmax and reductions (sf_reduce.c, sf_slot.c) -------------------- */
 
-/* Segments for a reduction (RFC.md 6). A segment s is one slice: the stored
+/* Segments for a reduction (RFC.md#reductions-and-softmax). A segment s is one slice: the stored
  * rows values[seg_ptr[s] .. seg_ptr[s+1]) -- each row `w` wide (the flattened
  * dense part, row-major [nse x w]) -- plus u_s = n - (seg_ptr[s+1] -
  * seg_ptr[s]) unspecified elements equal to the segment's fill row
@@ -527,7 +527,7 @@ sf_status sf_seg_softmax_backward_f32(float *grad_values, float *grad_fill, cons
                                       int64_t seg_begin, int64_t seg_end, int64_t w, int64_t n,
                                       int log_softmax);
 
-/* Reductions by output slot (RFC.md 6): for reducing dims that the stored
+/* Reductions by output slot (RFC.md#reductions-and-softmax): for reducing dims that the stored
  * order does not group (sum along dim 0 of a matrix), no reordering of the
  * stored elements. Stored row k (values[k*w .. k*w+w)) belongs to slot
  * slot[k] in [0, nslots); a slot is one slice of n elements, the ones not
@@ -588,7 +588,7 @@ sf_status sf_slot_runs_i64(int64_t *out, int64_t *total, const int64_t *values, 
                            int64_t nslots, int64_t w, int64_t n, int op);
 
 /* Softmax (log_softmax = 0) or log_softmax along slices that the stored
- * order does not group (softmax along COO dim 0; RFC.md 6.2, 9.3), in stored
+ * order does not group (softmax along COO dim 0; RFC.md#softmax, docs/design.md#softmax-kernel), in stored
  * order: no sort, no gather, no scatter. Stored row k belongs to slot slot[k]
  * in [0, nslots); slot s is a slice of n elements, the u = n - count[s]
  * unspecified ones equal to fill[s * fill_stride .. + w) (fill_stride 0: one

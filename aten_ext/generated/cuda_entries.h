@@ -95,7 +95,7 @@ sf_status sf_cuda_gather_rows_with_fill(sf_cuda_report *report, void *out, const
 
 /* ---- matrix products (aten_ext/cuda/sf_cuda_products.cu) ----------------
  *
- * The matrix products (ops/products.h, RFC.md section 5) on the device: the
+ * The matrix products (ops/products.h, RFC.md#products) on the device: the
  * sparse @ dense product and the fill-0 SpGEMM through cuSPARSE's generic
  * API, the fill correction, the sampled product and the transposed pattern
  * in kernels of this file. `cusparse_handle` is a cusparseHandle_t as void*

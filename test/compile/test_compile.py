@@ -180,7 +180,7 @@ def test_traceable_subclass_protocol(case):
 
 def test_fullgraph_refuses():
     """fullgraph=True cannot hold a SparseFillTensor on torch 2.13: Dynamo
-    refuses it (RFC.md 12.1), a clear error, not a wrong graph. This test
+    refuses it (docs/design.md#why-fullgraph-is-refused), a clear error, not a wrong graph. This test
     fails when torch lifts the limit."""
     torch._dynamo.reset()
     A = sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 2), fill_value=0.5)
@@ -191,7 +191,7 @@ def test_fullgraph_refuses():
 
 
 def test_fake_tensor_drops_the_subclass():
-    """The second limit (RFC.md 12.1): FakeTensor copies a sparse-layout
+    """The second limit (docs/design.md#why-fullgraph-is-refused): FakeTensor copies a sparse-layout
     tensor through its sparse branch before the subclass one, so the fake of
     a SparseFillTensor is a plain torch sparse tensor without its fill. With
     torch functions on, the copy is refused clearly instead. This test fails
@@ -372,7 +372,7 @@ def test_export_of_a_constructor(is_coalesced):
 
 
 # ---- fullgraph over the components ---------------------------------------------------
-# A SparseFillTensor cannot enter a Dynamo graph on torch 2.13 (RFC.md 12.1),
+# A SparseFillTensor cannot enter a Dynamo graph on torch 2.13 (docs/design.md#why-fullgraph-is-refused),
 # but its components can: a function of indices, values, fill and dense
 # operands calling torch.ops.sparsefill compiles with fullgraph=True, forward
 # and backward (each op has a fake kernel, its nse a symbolic size).
@@ -552,7 +552,7 @@ class _Gcn(torch.nn.Module):
 
     def forward(self, A, x):
         # A.sum(1) keeps the rows that store something: a data-dependent
-        # nse, which to_dense traces as an unbacked size (RFC.md 12.1).
+        # nse, which to_dense traces as an unbacked size (RFC.md#compile-components).
         return torch.relu((A @ (x * 0.5)) / A.sum(1).to_dense().unsqueeze(1))
 
 

@@ -1,5 +1,5 @@
 """sf.compile: a function of SparseFillTensors compiled whole, as one graph
-with fullgraph=True, forward and backward (RFC.md 12.1 "Compiled whole").
+with fullgraph=True, forward and backward (RFC.md#sf-compile "Compiled whole").
 
 Every program runs eagerly and through `sf.compile` on a sequence of inputs
 whose data would pick other eager paths (fills 0, 0.5, inf, -inf, nan; other
@@ -316,13 +316,13 @@ def test_data_dependent_branches_refuse():
     with pytest.raises(RuntimeError, match="cannot be traced as one graph"):
         compiled(_sparse(4, 0.5, "coo", 0))
     # The routing's own: a sum over a per-slice fill asks which fill
-    # elements are finite (RFC.md 6.1).
+    # elements are finite (RFC.md#reductions).
     A = _sparse(4, 0.0, "coo", 0)
     P = sf.sparse_coo_tensor(A._indices(), A._values(), (_N, _M),
                              fill_value=torch.tensor([[1.0], [math.inf], [0.5], [2.0]]).double())
     with pytest.raises(RuntimeError, match="cannot be traced as one graph"):
         sf.compile(lambda P: P.sum(), backend="eager")(P)
-    # A result whose nse the trace cannot keep (RFC.md 12.1).
+    # A result whose nse the trace cannot keep (RFC.md#sf-compile).
     B = _sparse(6, 1.5, "coo", 1)
     with pytest.raises(RuntimeError, match="cannot be traced as one graph"):
         sf.compile(lambda A, B: torch.where(A > 0.5, A, B), backend="eager")(A, B)

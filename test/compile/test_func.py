@@ -6,8 +6,8 @@ function of the dense tensor, with finite and non-finite fills; and the
 gradients in float16 and bfloat16.
 
 These ops have a derivative of their own (torch_sparsefill/_autograd.py,
-reached from their Autograd kernels when a gradient is tracked, RFC.md
-12.2); the element-wise ops are composite and checked by
+reached from their Autograd kernels when a gradient is tracked, 
+docs/design.md#autograd-twins); the element-wise ops are composite and checked by
 test_func_elementwise.py. The dense reference builds the same tensor
 differentiably (index_put of the values into the fill) and runs under the
 same transform.
@@ -189,7 +189,7 @@ def test_func_grad_inside_autograd(name):
 
 def test_from_dense_jvp_is_the_transpose_of_its_vjp():
     """sf.to_sparse's gradient projects the fill's gradient onto the
-    unspecified elements (RFC.md 7.4); its jvp is the transpose of that map:
+    unspecified elements (RFC.md#a-grad); its jvp is the transpose of that map:
     <J t, g> = <t, J^T g>."""
     x = torch.tensor([[0.5, 1.0, 0.5], [2.0, 0.5, -1.0]], dtype=F64)
 
@@ -207,7 +207,7 @@ def test_from_dense_jvp_is_the_transpose_of_its_vjp():
 def test_transforms_of_a_sparsefill_tensor_outside_vmappable_refuse():
     # Outside sf.vmappable(), torch's pytree sees a SparseFillTensor as one
     # tensor and the transform wraps it whole (BatchedTensor, grad's
-    # wrapper), whose ops reach ours below __torch_function__ (RFC.md 12.2).
+    # wrapper), whose ops reach ours below __torch_function__ (RFC.md#vmap).
     # Our refusal, naming the ways out (torch 2.13), or functorch's own
     # assertion before our code is reached (torch 2.14): never a result.
     # (vmap over its slices: test_vmap.py.)
@@ -219,7 +219,7 @@ def test_transforms_of_a_sparsefill_tensor_outside_vmappable_refuse():
     # grad's wrapper is refused by torch itself first: torch 2.13 raises
     # ("layout_impl is only implemented for TensorImpl subclasses"), torch
     # 2.14's functorch to_dense rule aborts the process (SIGABRT, torch's own
-    # defect, RFC.md 12.2). Either way never a result; run apart so that an
+    # defect, RFC.md#vmap). Either way never a result; run apart so that an
     # abort fails nothing else.
     program = (
         "import torch, torch_sparsefill as sf\n"

@@ -5,8 +5,8 @@ tensor, for every kind of element-wise op (unary, scalar, dense operand,
 same pattern, union of patterns, three patterns) and finite and non-finite
 fills.
 
-The element-wise kernels are CompositeImplicitAutograd over ATen (RFC.md
-12.2), so these transforms see ATen ops; the dense reference builds the
+The element-wise kernels are CompositeImplicitAutograd over ATen (
+docs/design.md#composite-elementwise), so these transforms see ATen ops; the dense reference builds the
 same tensor differentiably (index_put of the values into the fill).
 """
 import math

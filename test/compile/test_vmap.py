@@ -1,4 +1,4 @@
-"""vmap over SparseFillTensor arguments (RFC.md 12.2): `sf.vmap(f)(A)` and
+"""vmap over SparseFillTensor arguments (RFC.md#vmap): `sf.vmap(f)(A)` and
 `torch.func.vmap` inside `sf.vmappable()` take a batched SparseFillTensor (a
 3-D COO, a batched CSR) apart into its slices along dim 0. Each program's
 result equals f stacked over the slices and the same program vmapped over
@@ -79,7 +79,7 @@ def test_vmap_over_slices(name, layout, fill):
     torch.testing.assert_close(T.dense(got), want, equal_nan=True)
     torch.testing.assert_close(stacked, want, equal_nan=True)
     if isinstance(got, sf.SparseFillTensor):  # stacked back with a leading batch dim
-        # (a BSR's slices are COO under vmap: RFC.md 12.2)
+        # (a BSR's slices are COO under vmap: RFC.md#vmap)
         slice_layout = torch.sparse_coo if layout == "bsr" else prog(A[0]).layout
         assert got.shape == want.shape and got.layout == slice_layout
     grads = torch.autograd.grad(_loss(got), (v, f), allow_unused=True, materialize_grads=True)

@@ -1,4 +1,4 @@
-"""Batching SparseFillTensor samples (RFC.md section 13.4): sf.collate and
+"""Batching SparseFillTensor samples (RFC.md#data-loading): sf.collate and
 torch's default_collate / DataLoader, worker processes included."""
 import math
 

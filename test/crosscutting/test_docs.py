@@ -10,7 +10,7 @@ The rules (docs/README.md#citing-the-documents says how to cite):
   folder), or a markdown link to one (`[text](../../RFC.md#union)`, `(#union)`
   within a file) in a markdown file (from the file's folder). Its anchor must exist in the
   target: an explicit `<a id="anchor"></a>` line, or a heading's GitHub slug.
-  Section numbers are not citations: "RFC.md 5.2" or "RFC section 5" fails.
+  Section numbers are not citations: "RFC.md#sparse-at-dense" or "RFC.md#products" fails.
 - A document (a tracked `.md` file) cites no issue number ("issue 18") and no
   path outside the repository (a link or a backticked path that climbs out
   of it with `../`).
@@ -57,7 +57,7 @@ ANCHOR_LINE = re.compile(r'^<a id="([A-Za-z0-9_-]+)"></a>\s*$')
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 PLAIN_CITATION = re.compile(r"(?<![\w/.\-])((?:[\w.\-]+/)*[\w.\-]+\.md)#([A-Za-z0-9_-]+)")
 LINK_CITATION = re.compile(r"\]\(([^)\s#]*)#([A-Za-z0-9_-]+)\)")
-# "RFC.md 5.2", "RFC.md section 5", "RFC 15.4", "(RFC.md\n# section 1.5)": numbers
+# "RFC.md#sparse-at-dense", "RFC.md#products", "RFC.md#batched-compressed", "(RFC.md\n# RFC.md#per-slice-fills)": numbers
 # name no stable place. The public proposal's points ("RFC point 9", "the public
 # RFC's 10.2 form") are another document's numbering and allowed.
 NUMBERED_CITATION = re.compile(
@@ -373,23 +373,26 @@ def test_bench_markdown_is_generated_from_the_json():
         "`make bench`, never edit it")
 
 
-def test_autograd_readme_names_every_op_with_an_autograd_kernel():
-    """aten_ext/ops/autograd/README.md names exactly the ops whose Autograd
-    kernel lives in that folder: the ops with an `<op>_autograd` twin (the op
-    names of the registry that appear in the README as words, among the ops
-    with any Autograd kernel)."""
+def test_generated_readme_names_every_op_with_an_autograd_twin():
+    """aten_ext/ops/generated/README.md's op table gives a derivative (the
+    inputs of the op's `<op>_autograd` twin) to exactly the ops of the
+    registry that have such a twin and an Autograd kernel."""
     import torch
     import torch_sparsefill  # noqa: F401  (loads the registry)
     ops = {name.split("::")[1].split(".")[0] for name in torch._C._dispatch_get_all_op_names()
            if name.startswith("sparsefill::")}
-    with_twin = {op for op in ops if f"{op}_autograd" in ops}
-    at_autograd = {op for op in ops if not op.endswith("_autograd") and
-                   torch._C._dispatch_has_kernel_for_dispatch_key(f"sparsefill::{op}", "Autograd")}
-    text = (ROOT / "aten_ext" / "ops" / "autograd" / "README.md").read_text()
-    named = set(re.findall(r"\b[a-z_][a-z0-9_]*\b", text)) & at_autograd
-    assert with_twin and with_twin <= at_autograd, "the registry scan is broken"
-    assert named == with_twin, (f"README names {sorted(named - with_twin)}, whose Autograd kernel "
-                                f"is not there, and misses {sorted(with_twin - named)}")
+    with_twin = {op for op in ops if f"{op}_autograd" in ops and
+                 torch._C._dispatch_has_kernel_for_dispatch_key(f"sparsefill::{op}", "Autograd")}
+    text = (ROOT / "aten_ext" / "ops" / "generated" / "README.md").read_text()
+    named = set()
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`") and cells[3] and \
+                not cells[3].startswith("Python"):
+            named.add(cells[0].strip("`"))
+    assert with_twin, "the registry scan is broken"
+    assert named == with_twin, (f"README gives a twin to {sorted(named - with_twin)}, which have "
+                                f"none, and misses {sorted(with_twin - named)}")
 
 
 def write_tocs() -> None:

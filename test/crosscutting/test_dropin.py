@@ -57,7 +57,7 @@ def test_missing_components_named():
         sf.sparse_csr_tensor([0, 1])
 
 
-# ---- coalesced semantics (RFC.md 1.4) ------------------------------------------------
+# ---- coalesced semantics (RFC.md#stored-elements) ------------------------------------------------
 
 @pytest.mark.parametrize("indices", [[[0, 1]], [[1, 0]], [[1, 1]], [[2]], [[]]])
 def test_is_coalesced_flag_like_torch(indices):
@@ -221,7 +221,7 @@ def test_in_place_autograd():
     C.to_dense().sum().backward()
     Ad = A.to_dense().detach().requires_grad_()
     ((Ad * 2 + B.to_dense()) * B.to_dense()).sum().backward()
-    # RFC.md 7.2: values get the dense gradient at their positions, the fill
+    # RFC.md#gradient-convention: values get the dense gradient at their positions, the fill
     # its sum over the unspecified elements.
     stored = torch.zeros(A.shape, dtype=torch.bool)
     stored[tuple(A._indices())] = True

@@ -10,7 +10,7 @@ from sf_testing import (ALL_LAYOUTS, BATCHED_LAYOUTS, LAYOUTS, assert_dense_equa
 
 
 # Dims counted from the end and mT for the transpose: the same chains on 2-D
-# tensors and on batched compressed ones (RFC.md 15.4), whose batch dim leads.
+# tensors and on batched compressed ones (RFC.md#batched-compressed), whose batch dim leads.
 CHAINS = {
     # softmax gives a per-row fill; the product reads it as F * colsum(B)
     "softmax_then_mm": lambda X, B: torch.softmax(X, -1) @ B,
@@ -70,7 +70,7 @@ def test_gradcheck_softmax_mm(layout):
 
 
 def test_softmax_across_a_varying_fill_is_refused():
-    """RFC.md 10: softmax along a dim where a per-slice fill varies raises
+    """RFC.md#not-supported: softmax along a dim where a per-slice fill varies raises
     rather than computing a wrong result."""
     A = rebuild(*leaves(random_tensor("random", 1.5, torch.sparse_coo), coalesce=False))
     S = torch.softmax(A, 1)

@@ -123,7 +123,7 @@ def test_binary_union(pair, op):
     except RuntimeError:  # e.g. an integer dtype torch refuses for this op
         return
     if op is torch.remainder and not B.dtype.is_floating_point and B.fill_value().eq(0).any():
-        # Known limitation (RFC.md section 4): the result fill op(fill_a, fill_b) is
+        # Known limitation (RFC.md#elementwise): the result fill op(fill_a, fill_b) is
         # computed even when no element is unspecified, so an integer zero fill
         # divides by zero there while the dense computation never does.
         with pytest.raises(RuntimeError):
@@ -142,7 +142,7 @@ def test_unary_family(A, op):
 @given(sparse_fill_tensors(dtype=torch.float64), sparse_fill_tensors(dtype=torch.bool))
 def test_where_with_random_condition(A, cond):
     if cond.shape != A.shape or cond.sparse_dim() != A.sparse_dim():
-        cond = A > 0  # operands must agree on sparse_dim (RFC.md section 4)
+        cond = A > 0  # operands must agree on sparse_dim (RFC.md#elementwise)
     same(torch.where(cond, A, -1.5).to_dense(), torch.where(cond.to_dense(), A.to_dense(), -1.5))
 
 

@@ -463,7 +463,7 @@ def test_sum_across_a_per_slice_fill_with_inf_equals_dense_not_nan():
     """Fuzzer seed 21302: summing across a per-column fill [.5, -inf, -inf]
     gave nan (stored minus own fill: inf - inf) where dense gives -inf; then
     it refused. Now the classes of the unspecified elements are counted: the
-    dense result, for every class mix (RFC.md 6.1)."""
+    dense result, for every class mix (RFC.md#reductions)."""
     A = sf.sparse_coo_tensor([[0, 1], [0, 1]], [1., 2.], (3, 2), fill_value=-math.inf)
     B = torch.hstack([sf.full((3, 1), .5, dtype=A.dtype), A])
     for call in (torch.sum, lambda x: x.sum(1), lambda x: x.mean(1), lambda x: x.sum(0),
@@ -832,7 +832,7 @@ def test_new_full_of_a_bsr_tensor_with_a_batch_dim_the_blocks_do_not_divide():
     """Fuzzer seed 4838: new_full((2, 1, 1)) of a hybrid BSR tensor with
     blocksize (2, 1): the batched CSR result went back to BSR checking the
     blocksize against its batch and row dims, and the conversion raised; a
-    result whose matrices the blocks do not divide stays CSR (RFC.md 15.3)."""
+    result whose matrices the blocks do not divide stays CSR (RFC.md#through-csr)."""
     x = sf.sparse_coo_tensor(torch.tensor([[0], [0]]), torch.tensor([[True]]), (2, 1, 1),
                              fill_value=False).to_sparse_bsr((2, 1))
     y = x.new_full((2, 1, 1), True)
@@ -879,7 +879,7 @@ def test_block_tensor_with_an_empty_dense_dim_converts():
 
 
 def test_union_fill_slices_covering_nothing_keep_second_derivatives_finite():
-    """As seed 107562 with a per-row fill (RFC 8.1's open case): atan2(A, B)
+    """As seed 107562 with a per-row fill (docs/design.md#differential-fuzzer's open case): atan2(A, B)
     stores all of row 0 but not (1, 1), so the result's fill of row 0 covers
     no element while row 1's does. Row 0's fill derivative (0/0 at (0, 0))
     must not reach the Hessian; row 1's stays in it."""

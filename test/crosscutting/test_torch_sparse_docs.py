@@ -104,7 +104,7 @@ def _resize_like(x, size):
 # same for a product whose result torch makes sparse (dense: DENSE);
 # "torch": no dense counterpart, compared with torch's structure; "softmax":
 # torch's convention that unspecified elements are -inf, so only a fill of
-# -inf is accepted (RFC.md 6.2); "refused".
+# -inf is accepted (RFC.md#softmax); "refused".
 CALLS = {
     "torch.mv": (lambda x: torch.mv(x, vec()), "elements"),
     "torch.matmul": (lambda x: torch.matmul(x, mat()), "elements"),

@@ -28,7 +28,7 @@ PRODUCT_OPS = ["spmm", "csr_transpose", "sddmm", "spgemm"]
 # Softmax and reductions (aten_ext/ops/reductions/; their CUDA halves).
 REDUCTIONS = ["slice_plan", "seg_reduce", "seg_max", "seg_softmax", "seg_softmax_backward"]
 # Element-wise ops that merge patterns: composite over union_plan and ATen
-# (RFC.md 12.2), as is gather_with_fill; no per-device kernel.
+# (docs/design.md#composite-elementwise), as is gather_with_fill; no per-device kernel.
 UNION_OPS = [n for n, spec in _generated_ops.OPS.items() if spec["kind"] in ("binary", "ternary")]
 
 def has_cuda_kernel(op):

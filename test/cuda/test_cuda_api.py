@@ -114,7 +114,7 @@ def test_public_api_on_cuda_matches_cpu(name):
 
 @pytest.mark.parametrize("layout", [COO, CSR], ids=str)
 def test_per_slice_fill_on_cuda_matches_cpu(layout):
-    """A per-row fill (RFC 1.5) through softmax, a product and a reduction."""
+    """A per-row fill (RFC.md#per-slice-fills) through softmax, a product and a reduction."""
     outs = []
     for device in ("cpu", "cuda"):
         A = random_tensor("random", 0.0, COO, seed=2).coalesce()

@@ -1,4 +1,4 @@
-"""torch_sparsefill.distributed (RFC.md section 13.5) on 2 and 4 processes:
+"""torch_sparsefill.distributed (RFC.md#distributed) on 2 and 4 processes:
 gloo on 127.0.0.1, every collective against the same reduction of the dense
 tensors in one process, mismatches raising on every rank, data-parallel
 training steps (all_reduce_gradients; DistributedDataParallel) against the
@@ -219,7 +219,7 @@ def _ddp(rank, world):
                 torch.testing.assert_close(got._fill_value().detach(),
                                            want._fill_value().detach())
             torch.testing.assert_close(local.bias.detach(), single.bias.detach())
-    # torch's own class refuses such a module (RFC.md 13.5); ours names itself
+    # torch's own class refuses such a module (RFC.md#distributed); ours names itself
     try:
         torch.nn.parallel.DistributedDataParallel(_Model(torch.sparse_coo))
     except RuntimeError:
@@ -299,7 +299,7 @@ def _row_sharded(rank, world):
             ((Ad @ Bd) ** 2).sum().backward()
             b_start, b_stop = sfd.row_range(9)
             torch.testing.assert_close(B_local.grad, Bd.grad[b_start:b_stop])
-            # the component gradients of the local block (RFC.md 7.2)
+            # the component gradients of the local block (RFC.md#gradient-convention)
             grad_block, block = Ad.grad[start:stop], A_local.to_dense().detach()
             fill_b = A_local._fill_value()
             unspecified = block == fill_b.expand_as(block)
@@ -328,7 +328,7 @@ def _row_sharded(rank, world):
             (want * w).sum().backward()
             for local, dense_grad, rows in ((A_local, Ad.grad, (start, stop)),
                                             (B_local, Bd.grad, sfd.row_range(9))):
-                block = dense_grad[rows[0]:rows[1]]  # the convention of RFC.md 13.1
+                block = dense_grad[rows[0]:rows[1]]  # the convention of RFC.md#parameters
                 fill_l = local._fill_value()
                 unspecified = local.to_dense().detach() == fill_l.detach().expand(block.shape)
                 T.assert_dense_equal(local._values().grad, block[~unspecified])

@@ -1,5 +1,5 @@
 // A downstream extension of torch_sparsefill, as a user would write one
-// (test/test_op_library.py builds it with torch.utils.cpp_extension.load):
+// (test/ops/test_op_library.py builds it with torch.utils.cpp_extension.load):
 // it includes the C ABI header from sf.get_include(), links the library of
 // sf.get_library(), and calls the ops through torch's dispatcher.
 #include <torch/extension.h>

@@ -1,4 +1,4 @@
-"""Autocast (RFC.md section 13.2): a routed call under torch.autocast computes
+"""Autocast (RFC.md#autocast): a routed call under torch.autocast computes
 in the dtype the dense call computes in, with that precision, and gradients
 reach the fp32 components in fp32."""
 import math

@@ -1,4 +1,4 @@
-"""Every fast handler is its route's twin, bit for bit (RFC.md section 9.1).
+"""Every fast handler is its route's twin, bit for bit (docs/design.md#hot-path).
 
 A fast path (functions/routing.py's FAST: a family's handler of plain
 operands, often one C call) computes what its route computes; a rule that

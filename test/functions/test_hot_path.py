@@ -1,4 +1,4 @@
-"""The hot path (RFC.md section 9.1): the fast handlers of plain operands
+"""The hot path (docs/design.md#hot-path): the fast handlers of plain operands
 answer what dense torch answers, hand every other call to the routes, and
 leave the exceptions' rules to them."""
 import pytest

@@ -1,5 +1,5 @@
 """SparseFillTensor parameters and buffers in torch.nn and torch.optim
-(RFC.md section 13): checkpoints, module conversions, the optimisers (foreach
+(RFC.md#models): checkpoints, module conversions, the optimisers (foreach
 on and off) against the equivalent parametrisation by components, gradient
 accumulation and clipping, F.linear."""
 import copy
@@ -118,7 +118,7 @@ def _loss(A, x, target):
 @pytest.mark.parametrize("layout", T.LAYOUTS)
 def test_optimiser_matches_the_components(name, foreach, layout):
     """nn.Parameter(A) steps exactly like its components as parameters, the
-    fill's gradient being the mean over the unspecified elements (RFC.md 13.1)."""
+    fill's gradient being the mean over the unspecified elements (RFC.md#parameters)."""
     g = T.rng(3)
     x = torch.randn(5, SIZE[1], generator=g, dtype=torch.float64)
     target = torch.randn(5, SIZE[0], generator=g, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""The everyday tensor methods with their dense meaning (RFC.md section 13.3):
+"""The everyday tensor methods with their dense meaning (RFC.md#tensor-methods):
 copy_, fill_, item/tolist/bool, isclose/allclose/equal, nbytes, type(),
 share_memory_, pin_memory, numpy(), .data, out=."""
 import math

@@ -1,4 +1,4 @@
-"""The op library as a public API (RFC.md section 13.6): docs/ops.md is the
+"""The op library as a public API (RFC.md#op-library): docs/ops.md is the
 current reference of torch.ops.sparsefill, and a downstream extension builds
 against sf.get_include()/sf.get_library() and calls the C core and the ops."""
 import subprocess

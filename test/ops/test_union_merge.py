@@ -1,4 +1,4 @@
-"""The union of two patterns (RFC.md 9): union_plan and the fused union_values,
+"""The union of two patterns (docs/design.md#architecture): union_plan and the fused union_values,
 whose chunks run on torch's threads. The element-wise ops take union_values
 when nothing is differentiated or traced and union_plan with ATen gathers
 otherwise; both must give the dense result, the same bits, and the same bits

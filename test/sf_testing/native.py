@@ -98,7 +98,7 @@ PROGRAMS = {
         (_X[:3].clone(), _X.flip(0).clone(), _X * 2), None),
     # No element of x equals the fill: at one that does, a perturbation
     # changes the pattern and the fill's one gradient is shared by the
-    # unspecified elements (RFC.md section 7.4), which gradcheck cannot see.
+    # unspecified elements (RFC.md#a-grad), which gradcheck cannot see.
     "from_dense": (lambda x: sf.to_sparse(x, fill_value=0.5).to_dense() ** 2,
                    (torch.tensor([[0.75, 1.25], [2.0, -1.0]], dtype=F64),), None),
     "sum-dim0": (lambda v, f: _coo(v, f).sum(0).to_dense(), (_V, _FILL), None),

@@ -17,7 +17,7 @@ import torch
 import torch_sparsefill as sf
 
 LAYOUTS = [torch.sparse_coo, torch.sparse_csr]
-# The compressed layouts beyond CSR (RFC.md section 15). random_tensor makes
+# The compressed layouts beyond CSR (RFC.md#compressed-layouts). random_tensor makes
 # them (block layouts with BLOCKSIZE, non-square so that a swapped block
 # shows); the element-wise table runs them over EXTRA_CASES. A shared test
 # covers them by parametrizing over ALL_LAYOUTS (or LAYOUT_CASES) and
@@ -68,7 +68,7 @@ EXTRA_CASES = [Case("random", f) for f in FILLS] + [
 
 @dataclass(frozen=True)
 class Batched:
-    """A batched compressed layout in the test matrices (RFC.md 15.4):
+    """A batched compressed layout in the test matrices (RFC.md#batched-compressed):
     random_tensor makes a tensor of `layout` with a leading batch dim of 2
     whose batches have different patterns (so they are padded), with one fill
     per batch when `per_batch` (the case's fill and 0.25).
@@ -203,7 +203,7 @@ def _batched_random_tensor(pattern, fill, layout: Batched, *, dtype, seed, size,
                            requires_grad):
     """Two batches of random_tensor's patterns (seeds `seed` and `seed` + 11)
     as one batched tensor of `layout` (through strided: the padding of
-    RFC.md 15.4 makes the batches' nse equal)."""
+    RFC.md#batched-compressed makes the batches' nse equal)."""
     parts = [random_tensor(pattern, fill, layout.layout, dtype=dtype, seed=seed + 11 * b,
                            size=size, domain=domain) for b in range(2)]
     x = torch.stack([p.to_dense() for p in parts])

@@ -1,4 +1,4 @@
-"""Batched compressed tensors (RFC.md section 15.4): CSR, CSC, BSR and BSC with
+"""Batched compressed tensors (RFC.md#batched-compressed): CSR, CSC, BSR and BSC with
 leading batch dims. Constructors against torch's own batched layouts,
 validation, conversions to and from COO, strided and unbatched tensors,
 padding to one nse per batch, the O(1) transposes, every op family and
@@ -123,7 +123,7 @@ def test_every_conversion(source, target, fill):
 def test_padding_stores_fill_valued_elements(layout):
     """Batches storing different numbers of elements are padded with the
     fill at their first unspecified units, so every batch has one nse and no
-    element changes (RFC.md 15.4)."""
+    element changes (RFC.md#batched-compressed)."""
     fill = torch.tensor([4.0, -math.inf], dtype=torch.float64).reshape(2, 1, 1)
     x = fill.expand(2, 6, 6).clone()
     x[0, 0, 0] = 1.0
@@ -272,7 +272,7 @@ def test_softmax_and_reductions(layout, fill):
         for op in (torch.sum, torch.softmax, torch.log_softmax, torch.amax):
             if per_batch and dim == 0:
                 # A per-slice fill varying along the reduced dim: the COO
-                # families compute it or refuse (RFC.md 6), never silently wrong.
+                # families compute it or refuse (RFC.md#reductions-and-softmax), never silently wrong.
                 _close_or_refused(lambda t: op(t, dim), A, x)
             else:
                 T.assert_matches_dense(op(A, dim), op(x, dim))

@@ -1,4 +1,4 @@
-"""CSC, BSR and BSC (RFC.md section 15): constructors against torch's own
+"""CSC, BSR and BSC (RFC.md#compressed-layouts): constructors against torch's own
 layouts, validation, conversions between every pair, the O(1) transposes,
 and every op family through CSR, each against the dense computation. The
 element-wise ops run on these layouts in test_elementwise_table.py
@@ -334,7 +334,7 @@ def test_scipy_and_pydata(layout):
 @pytest.mark.parametrize("layout", ALL, ids=T.layout_id)
 def test_full_every_layout(layout, size, fill):
     """sf.full/zeros/ones in every layout (BSR/BSC with blocksize=; leading
-    dims of a compressed layout are batch dims, RFC.md 15.4): nothing stored."""
+    dims of a compressed layout are batch dims, RFC.md#batched-compressed): nothing stored."""
     A = sf.full(size, fill, layout=layout, blocksize=T.blocksize_for(layout) and (2, 3),
                 dtype=torch.float64)
     assert A.layout == layout and A.shape == size and A.nse() == 0

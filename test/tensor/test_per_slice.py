@@ -1,4 +1,4 @@
-"""Per-slice fills (RFC.md 1.5): a fill of the tensor's full rank with size 1
+"""Per-slice fills (RFC.md#per-slice-fills): a fill of the tensor's full rank with size 1
 in the dims it does not vary along. Every data-model operation either
 handles one exactly (checked against the dense tensor) or refuses it."""
 import copy
@@ -165,7 +165,7 @@ def test_per_slice_to_sparse_from_strided_with_gradient():
     A = sf.to_sparse(x, fill_value=fill)
     assert A.nse() == 2 and A._fill_value().shape == (2, 1)
     assert_dense_equal(A.to_dense(), x.detach())
-    # RFC.md 7.5: stored positions get their gradient; each fill element's
+    # RFC.md#to-sparse-gradient: stored positions get their gradient; each fill element's
     # gradient is shared equally by the unspecified elements it covers.
     W = torch.tensor([[1.0, 3.0, 10.0], [4.0, 20.0, 8.0]], dtype=torch.float64)
     (A.to_dense() * W).sum().backward()

@@ -7,7 +7,7 @@ the handlers, the constructors) frame by frame, with graph breaks at
 `_make_wrapper_subclass` and resume functions in between. Those frames share
 code objects (one `route` closure per routed callable, one `_binary` for
 every binary op) and their guards did not tell the ops apart: `A * 2 + 1`
-compiled to `A * 2 * 1` (RFC.md section 12.1). A compiled program must give
+compiled to `A * 2 * 1` (docs/design.md#dynamo-skip). A compiled program must give
 eager's result, so every function of the package is kept out of Dynamo:
 
 - its frame is never compiled (execution strategy SKIP, set on the code
@@ -21,13 +21,13 @@ eager's result, so every function of the package is kept out of Dynamo:
 A user's function around our calls still compiles, in pieces: dense work
 before and after a sparse op forms graphs of its own.
 
-torch's tracers cannot take a SparseFillTensor itself on torch 2.13 (RFC.md
-12.1): Dynamo refuses a sparse layout at its inputs, and FakeTensor copies a
+torch's tracers cannot take a SparseFillTensor itself on torch 2.13 (
+docs/design.md#why-fullgraph-is-refused): Dynamo refuses a sparse layout at its inputs, and FakeTensor copies a
 sparse-layout tensor as a plain torch sparse tensor (the subclass and its
 fill lost). Faking starts by asking `_is_view`; the routing refuses it with that
 reason, so torch.export of a module taking a SparseFillTensor fails clearly
 instead of tracing torch's fill-0 semantics. What compiles fullgraph and
-exports is a function of the components (test/test_compile.py), or a
+exports is a function of the components (test/compile/test_compile.py), or a
 function of SparseFillTensors through `sf.compile` (compile/whole_graph.py).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""torch.func.vmap over SparseFillTensor arguments (RFC.md section 12.2).
+"""torch.func.vmap over SparseFillTensor arguments (RFC.md#vmap).
 
 vmap takes its arguments apart with torch's pytree and batches each tensor
 leaf itself (C++ `_add_batch_dim`, seen by no `__torch_function__`); a
@@ -20,7 +20,7 @@ above the slice's (the context) is the number of leading dims to stack
 
 Scoped, never global, and counted: the registration lasts while any thread
 is inside the context (threads may enter and leave in any order); while it
-lasts, every pytree user sees the node (documented in RFC.md 12.2).
+lasts, every pytree user sees the node (documented in RFC.md#vmap).
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def _wrapped(A) -> bool:
 
 def _slice_fill(fill, b, slice_ndim, slice_dense_dim):
     """A's fill as the stacked fills of its b slices along dim 0, each in
-    the form a slice stores (_fill.canonical, RFC.md 1.5)."""
+    the form a slice stores (_fill.canonical, RFC.md#per-slice-fills)."""
     if not _fill.is_per_slice(fill, slice_dense_dim):
         return fill.expand((b,) + tuple(fill.shape))
     inner = fill.expand((b,) + tuple(fill.shape[1:]))  # a per-slice fill of each slice
@@ -91,7 +91,7 @@ def _split(A):
     if sparse_dim < 2:
         return None
     # Through a batched CSR: its padding stores fill-valued elements so that
-    # every batch (every slice's rows) holds one nse (RFC.md 15.4); its COO
+    # every batch (every slice's rows) holds one nse (RFC.md#batched-compressed); its COO
     # form then lists the slices one after another, nse_slice each.
     lifted = coo if sparse_dim >= 3 else coo.unsqueeze(1)
     padded = lifted.to_sparse_csr().to_sparse_coo()

@@ -1,7 +1,7 @@
 """sf.compile: a function of SparseFillTensors compiled whole, as ONE graph
-(RFC.md section 12.1, "Compiled whole").
+(RFC.md#sf-compile, "Compiled whole").
 
-Dynamo refuses a sparse-layout tensor (RFC.md 12.1, limit 1), so the function
+Dynamo refuses a sparse-layout tensor (RFC.md#sf-compile, limit 1), so the function
 is not traced by Dynamo. Per call:
 
 1. its arguments are taken apart with the pytree node of `sf.exportable()`
@@ -315,7 +315,7 @@ class CompiledFunction:
 def compile(fn=None, *, backend="inductor", mode=None, options=None, dynamic=True):
     """Compile `fn`, a function of SparseFillTensors, dense tensors and
     Python constants, as ONE graph, forward and backward: no graph break at
-    the sparse ops (RFC.md 12.1, "Compiled whole"). The function is traced
+    the sparse ops (RFC.md#sf-compile, "Compiled whole"). The function is traced
     without Dynamo (non-strict torch.export on the components), once per
     structure of its arguments (layouts, sizes, dtypes, coalesced facts,
     requires_grad, constants; nse is symbolic with ``dynamic=True``: one

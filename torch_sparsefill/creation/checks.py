@@ -61,8 +61,8 @@ def scalar_castable(x, dtype: torch.dtype) -> bool:
 
 def as_fill(fill_value, dtype: torch.dtype, device, dense_shape, size=None) -> torch.Tensor:
     """The stored fill: a tensor of `dtype` on `device`, broadcastable to the
-    dense part (RFC.md section 1.3) or, given the full `size`, a per-slice
-    fill of rank len(size) that broadcasts to `size` (section 1.5), in its
+    dense part (RFC.md#the-fill) or, given the full `size`, a per-slice
+    fill of rank len(size) that broadcasts to `size` (RFC.md#per-slice-fills), in its
     canonical form. Differentiable when given a tensor."""
     if fill_value is None:
         return torch.zeros((), dtype=dtype, device=device)
@@ -89,13 +89,13 @@ def as_fill(fill_value, dtype: torch.dtype, device, dense_shape, size=None) -> t
             raise ValueError(f"fill_value of shape {tuple(fill.shape)} is neither broadcastable "
                              f"to the dense part's shape {dense_shape} nor a per-slice fill: "
                              f"that has the tensor's {len(size)} dimensions and broadcasts to "
-                             f"its size {size} (RFC.md section 1.5)")
+                             f"its size {size} (RFC.md#per-slice-fills)")
         return _fill.canonical(fill, sparse_dim, len(dense_shape)).to(dtype)
     if not broadcasts_to(fill.shape, dense_shape):
         raise ValueError(f"fill_value of shape {tuple(fill.shape)} is not broadcastable to the "
                          f"dense part's shape {dense_shape}: give a fill that broadcasts to "
                          f"the dense part, or a per-slice fill of the tensor's full rank "
-                         f"(RFC.md section 1.5)")
+                         f"(RFC.md#per-slice-fills)")
     return fill.to(dtype)
 
 

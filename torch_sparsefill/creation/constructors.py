@@ -32,10 +32,10 @@ def sparse_coo_tensor(indices=None, values=None, size=None, *, fill_value=None, 
         size: the full shape; inferred from indices and values when None.
         fill_value: number or tensor broadcastable to the dense part, or a
             per-slice fill of full rank (e.g. shape (m, 1) for one fill per row;
-            RFC.md sections 1.3 and 1.5); default 0. A tensor that requires grad receives the
+            RFC.md#the-fill and RFC.md#per-slice-fills); default 0. A tensor that requires grad receives the
             fill gradient.
         requires_grad: make values and fill autograd leaves.
-        is_coalesced: torch's flag (RFC.md 1.4): by default True only for
+        is_coalesced: torch's flag (RFC.md#stored-elements): by default True only for
             fewer than two elements; True claims sorted unique indices
             (checked: a false claim raises ValueError).
         check_invariants: accepted for torch's signature; the invariants
@@ -162,7 +162,7 @@ def sparse_csr_tensor(crow_indices=None, col_indices=None, values=None, size=Non
                  col=col.contiguous())
 
 
-# ---- CSC, BSR, BSC (RFC.md section 15): CSR rules on the stored pattern ---------------
+# ---- CSC, BSR, BSC (RFC.md#compressed-layouts): CSR rules on the stored pattern ---------------
 
 _NAMES = {torch.sparse_csr: ("crow_indices", "col_indices"),
           torch.sparse_bsr: ("crow_indices", "col_indices"),
@@ -263,7 +263,7 @@ def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=Non
 
 
 def _batched_compressed(layout, compressed, plain, values, size, fill_value, requires_grad):
-    """A batched compressed tensor (RFC.md 15.4), validated with torch's
+    """A batched compressed tensor (RFC.md#batched-compressed), validated with torch's
     rules: `compressed` ``(*batch, P + 1)``, `plain` ``(*batch, nse)``,
     `values` ``(*batch, nse, [r, c,] *dense)``; every batch the same nse."""
     cname, pname = _NAMES[layout]

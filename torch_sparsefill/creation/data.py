@@ -1,4 +1,4 @@
-"""Batching SparseFillTensor samples for torch.utils.data (RFC.md section 13.4).
+"""Batching SparseFillTensor samples for torch.utils.data (RFC.md#data-loading).
 
 `collate` stacks samples of one shape into one tensor with a leading batch
 dim; each sample keeps its fill (a per-slice fill when they differ). The

@@ -25,14 +25,14 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0,
     - strided ``x``: stored elements are those that differ from the fill
       (NaN equals a NaN fill); with ``dense_dim`` > 0 a sparse position is
       stored when any element of its dense part differs. Differentiable with
-      respect to ``x`` (RFC.md section 7.5).
+      respect to ``x`` (RFC.md#to-sparse-gradient).
     - native torch sparse ``x`` (any layout): wrapped without copying its
       values; its unspecified elements take ``fill_value`` (default 0).
     - a SparseFillTensor: converted to ``layout``.
 
     ``layout`` defaults to ``torch.sparse_coo`` for a strided ``x`` and to
     ``x``'s own layout (and blocksize) for a sparse one; ``sparse_bsr`` and
-    ``sparse_bsc`` need ``blocksize`` (RFC.md section 15.2).
+    ``sparse_bsc`` need ``blocksize`` (RFC.md#compressed-conversions).
 
     Example::
 
@@ -93,8 +93,8 @@ def full(size, fill_value, *, layout=torch.sparse_coo, dtype=None, device=None,
     """A SparseFillTensor of `size` with no stored elements: every element is
     `fill_value`. dtype defaults as in ``torch.full``. A compressed `layout`
     (CSR, CSC, and BSR or BSC with `blocksize`) takes the last two dims of
-    `size` as its sparse dims and any before them as batch dims (RFC.md
-    15.4); a per-slice `fill_value` (1.5) is allowed as for the constructors.
+    `size` as its sparse dims and any before them as batch dims (
+    RFC.md#batched-compressed); a per-slice `fill_value` (1.5) is allowed as for the constructors.
 
     Example::
 
@@ -180,7 +180,7 @@ def empty(*size, layout=torch.sparse_coo, dtype=None, device=None,
 
 def fill_value(t: torch.Tensor) -> torch.Tensor:
     """The fill of any sparse tensor: ours, or 0 for native torch sparse ones
-    (shaped like the dense part, RFC.md section 1.3).
+    (shaped like the dense part, RFC.md#the-fill).
 
     Example::
 

@@ -1,4 +1,4 @@
-"""torch.distributed for SparseFillTensors (RFC.md section 13.5): the
+"""torch.distributed for SparseFillTensors (RFC.md#distributed): the
 collectives (collectives.py), data-parallel training of modules holding them
 (modules.py: DistributedDataParallel, fully_shard, broadcast_module +
 all_reduce_gradients) and row-sharded matrices (sharded.py).

@@ -1,4 +1,4 @@
-"""torch.distributed for SparseFillTensors (RFC.md section 13.5): the
+"""torch.distributed for SparseFillTensors (RFC.md#distributed): the
 collectives, data-parallel training (DistributedDataParallel, fully_shard,
 or broadcast_module + all_reduce_gradients) and row-sharded matrices
 (shard_rows, matmul_row_sharded, reduce_rows_sharded).

@@ -1,5 +1,5 @@
-"""Data-parallel training of modules holding SparseFillTensors (RFC.md
-section 13.5): DistributedDataParallel, fully_shard, or broadcast_module +
+"""Data-parallel training of modules holding SparseFillTensors (
+RFC.md#distributed): DistributedDataParallel, fully_shard, or broadcast_module +
 all_reduce_gradients by hand. Gradients are averaged on the components.
 """
 from __future__ import annotations
@@ -87,11 +87,11 @@ class DistributedDataParallel(torch.nn.parallel.DistributedDataParallel):
     (bucketed all_reduce overlapping backward, gradients averaged, ``no_sync``,
     comm hooks, ``find_unused_parameters``, buffers broadcast from rank 0
     before each forward). A SparseFillTensor parameter's gradients live on
-    its components, its values and fill (RFC.md 7.2), so those are what the
+    its components, its values and fill (RFC.md#gradient-convention), so those are what the
     reducer buckets and averages; SparseFillTensors are synchronised at
     construction and buffers before each forward with ``broadcast`` (rank 0's
     tensor, its pattern included). torch's own class refuses such modules
-    (RFC.md 13.5 says why).
+    (RFC.md#distributed says why).
 
     Example (on every rank, after ``init_process_group``)::
 
@@ -201,7 +201,7 @@ def fully_shard(module: torch.nn.Module, **kwargs):
     the ranks as each finishes accumulating in backward, so they train as
     under DistributedDataParallel. The other arguments are torch's; the mesh
     must be one-dimensional. torch's ``fully_shard`` refuses such a module
-    (RFC.md 13.5 says why). Initialise the module identically on every rank
+    (RFC.md#distributed says why). Initialise the module identically on every rank
     (FSDP does not broadcast); call it on submodules and then the root, as
     with torch's.
 

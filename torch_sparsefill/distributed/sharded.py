@@ -1,4 +1,4 @@
-"""Row-sharded SparseFillTensors (RFC.md section 13.5): each rank holds a
+"""Row-sharded SparseFillTensors (RFC.md#distributed): each rank holds a
 contiguous block of rows; products and reductions over the whole matrix
 exchange only what they need.
 """

@@ -1,4 +1,4 @@
-"""Sampled products, masks and sparse attention (RFC.md section 16).
+"""Sampled products, masks and sparse attention (RFC.md#attention-and-graphs).
 
 - :func:`sampled_matmul`: ``mat1 @ mat2`` computed only on a pattern's
   positions (Q K^T on an attention pattern), any fill, batched;

@@ -1,5 +1,5 @@
 """Autocast (torch.autocast / torch.amp) for routed torch functions
-(RFC.md section 13.2).
+(RFC.md#autocast).
 
 torch applies autocast at the dispatcher, to the aten ops a dense call
 reaches; a SparseFillTensor is handled above that, so its ops would see the

@@ -1,5 +1,5 @@
-"""Every op family on the CSC, BSR and BSC layouts, through CSR (RFC.md
-section 15.3): the routing calls `call` for any routed torch function whose
+"""Every op family on the CSC, BSR and BSC layouts, through CSR (
+RFC.md#through-csr): the routing calls `call` for any routed torch function whose
 arguments hold such a tensor (and for the transposes of a CSR tensor).
 
 - The transposes of the two sparse dims are the O(1) swap CSR <-> CSC,
@@ -9,7 +9,7 @@ arguments hold such a tensor (and for the transposes of a CSR tensor).
 - Everything else: each CSC/BSR/BSC operand becomes CSR, the CSR op runs,
   and a CSR result goes back to the first such operand's layout (in place:
   written back into its components).
-- Batched compressed operands (any of the four layouts, RFC.md 15.4) become
+- Batched compressed operands (any of the four layouts, RFC.md#batched-compressed) become
   COO with a sparse dim per batch dim; a COO result with at least two
   sparse dims goes back to the layout, its leading sparse dims the batch.
 """
@@ -125,7 +125,7 @@ def _back(out, like: SparseFillTensor):
 
 def call(func, handler, args, kwargs):
     """`handler` (the routed CSR/COO implementation of `func`) applied with
-    the rules of RFC.md section 15.3."""
+    the rules of RFC.md#through-csr."""
     A = args[0] if args else None
     if func in _SWAPS and type(A) is SparseFillTensor and _swaps_sparse_dims(func, A, args,
                                                                               kwargs):
@@ -159,7 +159,7 @@ def _write_back(A: SparseFillTensor, out: SparseFillTensor, func) -> SparseFillT
     """A becomes `out` (the in-place op's CSR result) in A's layout: into A's
     components when the pattern and fill shape stay and autograd is not
     recording (an optimiser holding them sees the update), else A adopts new
-    components (RFC.md 4.5). A transpose (t_) takes the transposed blocksize."""
+    components (RFC.md#in-place). A transpose (t_) takes the transposed blocksize."""
     name = getattr(func, "__name__", str(func))
     bs = A._sf_blocksize
     nb = out.sparse_dim() - 2  # batch dims: a batched operand ran as COO

@@ -1,5 +1,5 @@
 """What torch.nn and torch.optim call on parameters, buffers and their
-gradients (RFC.md section 13): ``F.linear``, the ``addcmul``/``addcdiv`` and
+gradients (RFC.md#models): ``F.linear``, the ``addcmul``/``addcdiv`` and
 ``torch._foreach_*`` ops the optimisers step with, the whole-tensor
 ``torch.linalg.vector_norm`` that gradient clipping takes, and ``is_sparse``.
 
@@ -157,7 +157,7 @@ def is_sparse(self) -> bool:
     """``A.is_sparse``: True for the COO layout, as torch says; False for a
     gradient read from ``A.grad``, which has a value at every element: torch's
     optimisers read ``is_sparse`` gradients as masked (unspecified = no
-    gradient) and refuse them (Adam) or step them differently (RFC.md 13.1)."""
+    gradient) and refuse them (Adam) or step them differently (RFC.md#parameters)."""
     return self.layout == torch.sparse_coo and self._sf_grad_sink is None
 
 

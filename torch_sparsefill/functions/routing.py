@@ -17,9 +17,9 @@ A routed call with a SparseFillTensor `out=` writes its result there
 (copy_); under an enabled torch.autocast it runs through autocast.py.
 A callable claimed twice is an error at import. A family's handler sees
 only COO and CSR tensors: CSC, BSR and BSC operands go through layouts.py
-(RFC.md section 15.3). Anything not in TABLE raises
+(RFC.md#through-csr). Anything not in TABLE raises
 NotImplementedError naming the function: no torch function ever computes on
-a SparseFillTensor as if its fill were 0 (RFC.md section 8).
+a SparseFillTensor as if its fill were 0 (RFC.md#errors).
 `torch_dispatch` (below autograd) refuses every aten op but prim.layout.
 """
 from __future__ import annotations
@@ -142,7 +142,7 @@ def _refuse_tracing(self, *args, **kwargs):
         "torch_sparsefill: torch.Tensor._is_view is not implemented for SparseFillTensor: "
         "torch's tracers (FakeTensor: torch.export, torch.compile(fullgraph=True)) ask it to "
         "copy a tensor, and on torch 2.13 they copy a sparse layout as a plain torch sparse "
-        "tensor, losing the fill (RFC.md section 12.1); export non-strict inside "
+        "tensor, losing the fill (docs/design.md#why-fullgraph-is-refused); export non-strict inside "
         "torch_sparsefill.exportable(), or compile a function of the components "
         "(A.crow_indices(), A.col_indices(), A.values(), A.fill_value())")
 
@@ -192,7 +192,7 @@ _FAMILY_FUNCS = frozenset(func for _, routes in _FAMILIES for func in routes)
 _METADATA = frozenset(_PASSTHROUGH)
 
 
-# The hot path (RFC.md section 9.1): per callable, a family's fast handler
+# The hot path (docs/design.md#hot-path): per callable, a family's fast handler
 # of plain operands (tensor/plain.py's is_plain), tried before TABLE's handler; a
 # family may only speed up a callable it routes.
 _FAST_FAMILIES = ((_elementwise_fast.FAST, _elementwise.ROUTES), (_reductions.FAST, _reductions.ROUTES),
@@ -257,7 +257,7 @@ def torch_dispatch(func, types, args, kwargs):
         return args[0]._sf_layout
     # Ops reach here only past __torch_function__: an op torch calls below
     # it, or a torch.func transform that wrapped the tensor itself (vmap's
-    # _add_batch_dim, grad's _wrap_for_grad take any tensor; RFC.md 12.2).
+    # _add_batch_dim, grad's _wrap_for_grad take any tensor; RFC.md#vmap).
     # Neither leaves a trace to tell them apart here, so the message names both.
     raise NotImplementedError(
         f"torch_sparsefill: {func} reached a SparseFillTensor below autograd; it has no "

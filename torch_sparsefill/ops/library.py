@@ -1,5 +1,5 @@
 """What a downstream C++ extension needs to build against torch_sparsefill
-(README: the op library; RFC.md section 13.6)."""
+(README: the op library; RFC.md#op-library)."""
 from __future__ import annotations
 
 from pathlib import Path

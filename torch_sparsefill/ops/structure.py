@@ -134,7 +134,7 @@ class _FromDense(_SingleLevelFunction):
         ctx.self_shape = tuple(self.shape)
         ctx.fill_shape = tuple(fill_out.shape)
         dense_dim = self.dim() - sparse_dim
-        # a per-slice fill (RFC.md 1.5) has sparse dims of its own
+        # a per-slice fill (RFC.md#per-slice-fills) has sparse dims of its own
         ctx.per_slice = fill_out.dim() > dense_dim
 
     @staticmethod

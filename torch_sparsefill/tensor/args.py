@@ -4,7 +4,7 @@ dims, integer arguments, the name of a torch callable for messages.
 Each error names the op and the argument. An argument kind that an op does
 not support (a strided tensor where a SparseFillTensor is needed) raises
 NotImplementedError, as an unsupported argument combination does everywhere
-in the package (RFC.md section 8) and as torch does for a layout an op has
+in the package (RFC.md#errors) and as torch does for a layout an op has
 no kernel for.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Batched compressed tensors (RFC.md section 15.4), on components: a CSR,
+"""Batched compressed tensors (RFC.md#batched-compressed), on components: a CSR,
 CSC, BSR or BSC tensor of size ``(*batch, m, n, *dense)`` whose compressed
 indices are ``(*batch, P + 1)``, plain indices ``(*batch, nse)`` and values
 ``(*batch, nse, ...)``: every batch holds the same nse (torch's rule).
@@ -107,7 +107,7 @@ def from_coo(indices, values, fill, size, layout, blocksize):
     batched components ``(compressed, plain, values)`` of `layout`. Batches
     that store fewer elements (blocks) than the fullest are padded with
     explicitly stored fill-valued ones at their first unspecified positions
-    (RFC.md 15.4), so every batch has the same nse, as torch requires.
+    (RFC.md#batched-compressed), so every batch has the same nse, as torch requires.
     Differentiable with respect to values and fill.
 
     Example: a 3-D COO with 1 and 2 elements in its two batches gives a

@@ -1,6 +1,6 @@
 """The compressed layouts beyond CSR, on components: CSC is the CSR pattern
 of the transpose, BSR a CSR pattern over blocks whose values are whole
-blocks, BSC the BSR pattern of the transpose (RFC.md section 15). Every
+blocks, BSC the BSR pattern of the transpose (RFC.md#compressed-layouts). Every
 conversion here is between such components and CSR components, and is
 differentiable with respect to values and fill (indexing and index_put).
 
@@ -102,7 +102,7 @@ def _rank(key, n_keys: int):
 def bsr_from_csr(crow, col, values, fill, blocksize, size):
     """CSR components -> BSR components: a block is stored when it holds a
     stored element; its other elements take the fill at their position
-    (RFC.md section 15.2), so no element changes.
+    (RFC.md#compressed-conversions), so no element changes.
 
     Example: one stored element in a ``(2, 2)`` block stores the block, with
     the fill at its three other elements.

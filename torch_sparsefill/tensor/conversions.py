@@ -1,4 +1,4 @@
-"""The layout conversions of SparseFillTensor (RFC.md section 15): COO, CSR,
+"""The layout conversions of SparseFillTensor (RFC.md#compressed-layouts): COO, CSR,
 CSC, BSR and BSC into one another, batched ones through COO. A mixin of the
 class (sparse_fill_tensor.py), which builds every result through its
 ``_build`` (the module's :func:`build`), so this module needs only the
@@ -111,7 +111,7 @@ class LayoutConversions:
         return self._build(torch.sparse_coo, self._sf_size, self._sf_values, self._sf_fill,
                      crow=self._sf_crow, col=self._sf_col)
 
-    # ---- the other compressed layouts (RFC.md section 15) --------------------
+    # ---- the other compressed layouts (RFC.md#compressed-layouts) --------------------
 
     def _to_csr(self) -> "SparseFillTensor":
         """This CSR, CSC, BSR or BSC tensor as CSR, every element kept."""
@@ -137,10 +137,10 @@ class LayoutConversions:
 
     def _to_layout(self, layout, blocksize=None) -> "SparseFillTensor":
         """This tensor (two sparse dims) in `layout`, every element kept: the
-        one conversion all the to_sparse_* methods share (RFC.md 15.2)."""
+        one conversion all the to_sparse_* methods share (RFC.md#compressed-conversions)."""
         what = "to_sparse(layout=" + str(layout).split(".")[-1] + ")"
         # Batch dims: those of a batched compressed tensor, or a COO tensor's
-        # sparse dims beyond two (RFC.md 15.4).
+        # sparse dims beyond two (RFC.md#batched-compressed).
         nb = self._batch_dim() if self._sf_layout != torch.sparse_coo else max(
             self.sparse_dim() - 2, 0)
         if layout in BLOCK:
@@ -186,7 +186,7 @@ class LayoutConversions:
 
     def _swapped(self) -> "SparseFillTensor":
         """The transpose of a compressed tensor in O(1): CSR <-> CSC, BSR <->
-        BSC, sharing the indices and values (RFC.md section 15.1)."""
+        BSC, sharing the indices and values (RFC.md#compressed-components)."""
         nb, size = self._batch_dim(), self._sf_size
         size = size[:nb] + (size[nb + 1], size[nb]) + tuple(size[nb + 2:])
         values, blocksize = self._sf_values, self._sf_blocksize
@@ -210,7 +210,7 @@ class LayoutConversions:
     def to_sparse_bsr(self, blocksize, dense_dim=None) -> "SparseFillTensor":
         """This tensor in BSR layout with `blocksize` (an int or ``(r, c)``),
         same fill: a block is stored when it holds a stored element, its other
-        elements holding the fill (RFC.md section 15.2).
+        elements holding the fill (RFC.md#compressed-conversions).
 
         Example::
 

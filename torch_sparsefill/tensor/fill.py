@@ -1,4 +1,4 @@
-"""The fill rules, one home for each (RFC.md sections 1.3 and 1.5).
+"""The fill rules, one home for each (RFC.md#the-fill and RFC.md#per-slice-fills).
 
 A tensor stores its fill in one of two forms:
 
@@ -30,7 +30,7 @@ def prod(xs) -> int:
 
 def is_per_slice(fill: torch.Tensor, dense_dim: int) -> bool:
     """Whether a stored fill is in the per-slice form: more dims than the
-    dense part has (the detection rule of RFC.md section 1.5)."""
+    dense part has (the detection rule of RFC.md#per-slice-fills)."""
     return fill.dim() > dense_dim
 
 

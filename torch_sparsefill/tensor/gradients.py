@@ -1,4 +1,4 @@
-"""How a SparseFillTensor takes part in autograd (RFC.md section 7): its
+"""How a SparseFillTensor takes part in autograd (RFC.md#gradients): its
 values and fill are the autograd leaves or results; ``requires_grad``,
 ``grad``, ``is_leaf`` and ``grad_fn`` answer for the pair, and ``_adopt`` is
 every in-place op's last step. A mixin of the class (sparse_fill_tensor.py),
@@ -50,7 +50,7 @@ class ComponentGradients:
         covers: the per-element gradient, so that ``A.grad.to_dense()`` equals
         the dense gradient whenever that gradient is constant over the
         unspecified elements (every element-wise chain), and otherwise is its
-        least-squares projection onto this pattern (RFC.md section 7.4).
+        least-squares projection onto this pattern (RFC.md#a-grad).
         The raw parameter gradients stay on ``_values().grad`` and
         ``_fill_value().grad``; optimise those components.
         """
@@ -70,7 +70,7 @@ class ComponentGradients:
         def write_back(g):
             # In-place changes to the returned gradient (clipping, unscaling,
             # zeroing) reach the component gradients: the fill's as the sum
-            # again (RFC.md section 7.2).
+            # again (RFC.md#gradient-convention).
             def same(x, y):
                 return x is y or (x is not None and y is not None and torch.equal(x, y))
             if g._sf_values.shape != values.shape or g._sf_size != self._sf_size or not all(
@@ -115,7 +115,7 @@ class ComponentGradients:
 
     def _adopt(self, out: "SparseFillTensor", what: str, *, bump: bool = True
                ) -> "SparseFillTensor":
-        """Become `out` in place, keeping this object's identity (RFC.md 4.5):
+        """Become `out` in place, keeping this object's identity (RFC.md#in-place):
         its components, size and coalesced flags become out's. As for torch's
         in-place ops, a leaf that requires grad refuses while grad mode is on,
         stays a leaf that requires grad under no_grad, and `_version` moves on

@@ -1,4 +1,4 @@
-"""Plain tensors, the hot path's operands (RFC.md section 9.1): what makes a
+"""Plain tensors, the hot path's operands (docs/design.md#hot-path): what makes a
 SparseFillTensor plain, and a result on a plain tensor's pattern made without
 build's general case.
 """

@@ -5,7 +5,7 @@ way to make one from its components.
 The wrapper holds component tensors (indices or crow/col, values, fill) and
 carries no storage of its own. Autograd runs on the components: `values` and
 `fill` are ordinary tensors, and every torch.ops.sparsefill op is
-differentiable with respect to them (RFC.md section 7). This module holds the
+differentiable with respect to them (RFC.md#gradients). This module holds the
 data; its layout conversions (conversions.py) and its autograd surface
 (gradients.py) are mixins below it. It imports only the component rules
 (fill.py, compressed.py, batched.py). Which torch function does what is
@@ -63,7 +63,7 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
     _sf_layout: torch.layout
     _sf_size: tuple
     # CSC, BSR, BSC keep their compressed indices in _sf_crow and their plain
-    # indices in _sf_col (RFC.md section 15.1); blocksize is (r, c) for BSR
+    # indices in _sf_col (RFC.md#compressed-components); blocksize is (r, c) for BSR
     # and BSC, None otherwise.
     _sf_blocksize: Optional[tuple]
 
@@ -83,7 +83,7 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
         self._sf_col = col
         self._sf_values = values
         self._sf_fill = fill
-        # Two facts (RFC.md 1.4): whether the COO indices are sorted and
+        # Two facts (RFC.md#stored-elements): whether the COO indices are sorted and
         # unique (what the ops rely on), and torch's is_coalesced() flag (what
         # the user is told; it implies the first, never the reverse).
         is_coo = layout == torch.sparse_coo
@@ -96,7 +96,7 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
     def __init__(self, *args, **kwargs):  # all the work is done in __new__
         super().__init__()
 
-    # ---- the traceable wrapper-subclass protocol (RFC.md section 12.1) ------
+    # ---- the traceable wrapper-subclass protocol (docs/design.md#why-fullgraph-is-refused) ------
     # torch's tracers take a subclass apart into its inner tensors and
     # rebuild it from them plus a context. Ours: the components, and layout,
     # size, the coalesced facts and the blocksize; sf.exportable() uses it.
@@ -168,7 +168,7 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
     def _with(self, values, fill):
         """A tensor with this one's pattern and new values and fill; its dense
         part is that of `values`. An op's result: is_coalesced() reports
-        whether the indices are sorted and unique (RFC.md 1.4)."""
+        whether the indices are sorted and unique (RFC.md#stored-elements)."""
         if values.dim() == self._sf_values.dim() == 1:  # no dense part: the size stays
             size = self._sf_size
         else:
@@ -206,7 +206,7 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
         ``_fill_value()`` expanded to ``values().shape[1:]`` (RFC.md section
         1.3). A per-slice fill (one fill per row after a softmax, say) is
         returned as stored, with the tensor's full rank: it broadcasts to
-        ``shape`` (RFC.md section 1.5).
+        ``shape`` (RFC.md#per-slice-fills).
 
         Example::
 
@@ -244,12 +244,12 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
         return A if f is A._sf_fill else A._with(A._sf_values, f.to(A._sf_fill.dtype))
 
     def _has_per_slice_fill(self) -> bool:
-        """Whether the fill varies over the sparse dims (RFC.md section 1.5)."""
+        """Whether the fill varies over the sparse dims (RFC.md#per-slice-fills)."""
         return _fill.is_per_slice(self._sf_fill, self.dense_dim())
 
     def _fill_value(self) -> torch.Tensor:
         """The fill as stored: the tensor given at construction, possibly
-        smaller than the dense part (RFC.md section 1.3). Changing it in
+        smaller than the dense part (RFC.md#the-fill). Changing it in
         place changes the fill: ``A._fill_value().fill_(1.2)``.
         """
         return self._sf_fill
@@ -264,8 +264,8 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
         return self._sf_values.dim() - (3 if self._sf_blocksize else 1) - self._batch_dim()
 
     def _batch_dim(self) -> int:
-        """Number of leading batch dims of a batched compressed tensor (RFC.md
-        15.4); 0 otherwise."""
+        """Number of leading batch dims of a batched compressed tensor (
+        RFC.md#batched-compressed); 0 otherwise."""
         return _batched.batch_dim(self._sf_layout, self._sf_crow)
 
     def _nnz(self) -> int:
@@ -336,7 +336,7 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
         return self._sf_col
 
     def is_coalesced(self) -> bool:
-        """torch's flag (RFC.md 1.4): True after ``coalesce()``, for op
+        """torch's flag (RFC.md#stored-elements): True after ``coalesce()``, for op
         results, and for a constructor given ``is_coalesced=True`` or fewer
         than two elements; False for other freshly built tensors, even when
         their indices happen to be sorted.
@@ -456,8 +456,8 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
     coalesced), COO otherwise. `coalesced` describes COO `indices` (CSR is
     always coalesced). CSC, BSR and BSC take their compressed and plain
     indices as `crow` and `col` (and BSR/BSC a `blocksize`), never converted
-    here (RFC.md section 15.1). The fill is stored in its canonical form
-    (_fill.canonical, RFC.md section 1.5).
+    here (RFC.md#compressed-components). The fill is stored in its canonical form
+    (_fill.canonical, RFC.md#per-slice-fills).
 
     Example::
 
@@ -492,7 +492,7 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
                                     coalesced_flag=coalesced_flag, blocksize=blocksize)
 
 
-# ---- the hot path (RFC.md section 9.1) ------------------------------------------
+# ---- the hot path (docs/design.md#hot-path) ------------------------------------------
 
 
 # The mixins (conversions.py, gradients.py) build their results through the class.

@@ -1,4 +1,4 @@
-// ops/bsr/bsr.h -- BSR @ dense with a fill (RFC.md section 15.3): bsr_spmm
+// ops/bsr/bsr.h -- BSR @ dense with a fill (RFC.md#through-csr): bsr_spmm
 // (its entry in tools/codegen/native.yaml), whose kernels are bsr.cpp (the C
 // core, sf_bsr.c, over block-row ranges on torch's threads; sf_cuda_bsr.cu on
 // CUDA) with the exact path for non-finite data; the backward in Python

@@ -1,4 +1,4 @@
-// ops/common/fill.h -- the per-slice fill rules (RFC.md 1.5), the C++ home of
+// ops/common/fill.h -- the per-slice fill rules (RFC.md#per-slice-fills), the C++ home of
 // them: which fills are per-slice, which slot of the fill covers a sparse
 // position, the fill's rows at given positions and their gradient; and
 // stored rows or the fill's row, gathered by source position.

@@ -2,7 +2,7 @@
 // asked for transparent huge pages before their first touch.
 //
 // Why: a fresh buffer costs a page fault per 4 KiB page on its first write.
-// On the machines measured (RFC.md 9.3) writing a fresh 40 MB tensor took
+// On the machines measured (docs/design.md#reductions-implementation) writing a fresh 40 MB tensor took
 // 5-10x as long as writing one already touched, most of a 10M-element
 // softmax; with huge pages (one fault per 2 MiB) the gap mostly closes.
 // torch's own allocator does the same under THP_MEM_ALLOC_ENABLE=1; this

@@ -2,7 +2,7 @@
 // registered at CompositeImplicitAutograd: one kernel for CPU, CUDA and
 // Meta, made of ATen ops on the components (and, for the ops that merge
 // patterns, the index-only union_plan), so autograd, double backward, forward
-// AD, vmap and tracing see ATen ops and use ATen's derivatives (RFC.md 12.2).
+// AD, vmap and tracing see ATen ops and use ATen's derivatives (docs/design.md#composite-elementwise).
 #include <torch/library.h>
 
 #include "ops/elementwise/elementwise.h"

@@ -5,7 +5,7 @@
 // schemas (library.cpp reads them); composite.cpp registers each
 // op's instance of these bodies at CompositeImplicitAutograd: every kernel is
 // ATen ops on the components, so gradients (any order, forward mode) and
-// vmap are ATen's and no backward of ours exists (RFC.md 12.2).
+// vmap are ATen's and no backward of ours exists (docs/design.md#composite-elementwise).
 //
 //   unary / scalar / dense:  values -> f(values), fill -> f(fill); same pattern.
 //   binary:  NAME   the union of both patterns; where one operand stores no
@@ -48,7 +48,7 @@ namespace sparsefill {
 
 // ---- the fixed parts ---------------------------------------------------------
 
-// A fill broadcasts to the dense part, or is a per-slice fill (RFC.md 1.5)
+// A fill broadcasts to the dense part, or is a per-slice fill (RFC.md#per-slice-fills)
 // whose trailing dims do: per-value math then broadcasts it unchanged.
 inline void check_unary_args(const Tensor& values, const Tensor& fill) {
   TORCH_CHECK(values.dim() >= 1, "sparsefill: values must have a leading nse dimension, got shape ",
@@ -66,7 +66,7 @@ inline void check_unary_args(const Tensor& values, const Tensor& fill) {
 
 // One operand's elements on the union pattern `indices`: its stored row
 // where src >= 0, its fill's row elsewhere (a per-slice fill's at each
-// position, RFC.md 1.5). ATen's cat and index_select only, so the result is
+// position, RFC.md#per-slice-fills). ATen's cat and index_select only, so the result is
 // differentiable in values and fill, to any order, in forward mode and
 // under vmap; the plan `src` is index data, computed without gradients.
 inline Tensor on_union(const Tensor& values, const Tensor& fill, const Tensor& src,

@@ -1,4 +1,4 @@
-// ops/hot/elementwise.cpp -- the hot path's element-wise functions (RFC.md 9.1),
+// ops/hot/elementwise.cpp -- the hot path's element-wise functions (docs/design.md#hot-path),
 // on the module torch_sparsefill._C: per element-wise op whose extra arguments
 // are all numbers, builtin functions that run the op's own kernel body
 // (elementwise/elementwise.h) on (values, fill) and return (values, fill)
@@ -259,8 +259,8 @@ PyObject* hot_on(PyObject*, PyObject* name) {
 
 namespace {
 
-// _C.hot_fast(whole, extra, fallback, reflected) -> a fast handler (RFC.md
-// 9.1) for one routed callable: called with the call's positional args, it
+// _C.hot_fast(whole, extra, fallback, reflected) -> a fast handler (
+// docs/design.md#hot-path) for one routed callable: called with the call's positional args, it
 // runs `whole` (a function of hot_on) on them (swapped when `reflected`, a
 // binary op's reflected form), then `extra`; where that answers None it
 // returns fallback(args). A fast handler of element-wise ops is then one C

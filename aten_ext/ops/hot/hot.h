@@ -3,7 +3,7 @@
 // ordinary thread), running a body below autograd with any error answering
 // None, Python numbers as Scalars, and the whole call on plain
 // SparseFillTensors (the instance's attributes, the result on an operand's
-// pattern). RFC.md 9.1.
+// pattern). docs/design.md#hot-path.
 #pragma once
 
 #include <Python.h>

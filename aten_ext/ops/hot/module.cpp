@@ -1,5 +1,5 @@
 // ops/hot/module.cpp -- the module torch_sparsefill._C's functions (its init is
-// ops/library.cpp): the hot path's table (RFC.md 9.1), with the sum of a plain
+// ops/library.cpp): the hot path's table (docs/design.md#hot-path), with the sum of a plain
 // tensor and one row of a CSR tensor in one C call each, and the fast handler
 // of A @ x / A @ B for a plain CSR matrix and a strided operand (spmm's CPU
 // kernel, no reshape) before its Python fallback. The element-wise functions
@@ -150,7 +150,7 @@ PyObject* product_enter(PyObject* self, PyObject* args) {
 PyMethodDef kProductEnter = {"product_fast", (PyCFunction)product_enter, METH_O,
                              "a fast handler of a matrix product: A @ b in C, or its fallback"};
 
-// _C.hot_product(fallback, vector, matrix) -> a fast handler (RFC.md 9.1)
+// _C.hot_product(fallback, vector, matrix) -> a fast handler (docs/design.md#product-fast-path)
 // for torch's matmul, mv and mm callables: called with the call's
 // positional args, it answers product_call's result, else fallback(args)
 // (_products' Python handler, which serves COO operands and the rest).

@@ -1,4 +1,4 @@
-// ops/products/products.h -- fill-aware matrix products (RFC.md section 5).
+// ops/products/products.h -- fill-aware matrix products (RFC.md#products).
 // What each op computes is its entry in tools/codegen/native.yaml; its
 // kernels are spmm.cpp (spmm, sddmm, csr_transpose), attention.cpp and
 // spgemm.cpp (the C core, sf_products.c / sf_attention.c, over row ranges on
@@ -214,7 +214,7 @@ inline int64_t csr_operand_shape(const Tensor& crow, const Tensor& col, const Te
 // partial sums) is at most k max|B| (max|v| + 2 max|f|) in magnitude, and
 // that bound must be finite and below a quarter of the dtype's largest
 // value. Otherwise `values - fill` or the correction could overflow or hold
-// inf - inf where the dense sum is finite (RFC.md section 5.5). The rule's
+// inf - inf where the dense sum is finite (docs/design.md#range-check). The rule's
 // one home, given the three maxima in the compute dtype T (NaN where an
 // operand holds a NaN), evaluated in T as the bound's tensor form was.
 template <class T>
@@ -230,7 +230,7 @@ bool spmm_fast_path_exact(const Tensor& values, const Tensor& fill, const Tensor
 // A @ B for a CSR A with any fill and a strided B holding anything (inf,
 // -inf, nan anywhere), without inf - inf: the stored terms as the dense sum
 // has them, and the unspecified terms of each output element from counts of
-// the classes of their products (RFC.md section 5). O(nse n + k n + m n);
+// the classes of their products (RFC.md#products). O(nse n + k n + m n);
 // every device (ATen). Called by the spmm kernels below autograd.
 Tensor spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& values,
                       const Tensor& fill, const Tensor& b, int64_t ncols);

@@ -1,5 +1,5 @@
 // ops/reductions/reductions.h -- softmax, log_softmax and reductions with a
-// fill (RFC.md 6), over segments or output slots. What each op computes is
+// fill (RFC.md#reductions-and-softmax), over segments or output slots. What each op computes is
 // its entry in tools/codegen/native.yaml; its kernels are slices.cpp
 // (slice_plan), segments.cpp (seg_*: CPU, the C core sf_reduce.c with
 // segments split over torch's threads, and CUDA) and slots.cpp (slot_*: CPU,

@@ -40,7 +40,7 @@ std::tuple<Tensor, Tensor> coo_coalesce_composite(const Tensor& indices, const T
 
 // Rows values[src], the fill's row where src == -1 (common/fill.h): ATen
 // ops, so differentiable in values and fill to any order, in forward mode
-// and under vmap (RFC.md 12.2). src's range is checked without a host sync
+// and under vmap (docs/design.md#composite-elementwise). src's range is checked without a host sync
 // of ours (_assert_async: synchronous on the CPU, traceable).
 Tensor gather_with_fill_composite(const Tensor& values, const Tensor& fill, const Tensor& src) {
   TORCH_CHECK(values.dim() >= 1, "sparsefill: values must have a leading nse dimension");
@@ -112,7 +112,7 @@ std::tuple<Tensor, Tensor, Tensor> from_dense_composite(const Tensor& self, cons
   TORCH_CHECK(sparse_dim >= 0 && sparse_dim <= self.dim(), "sparsefill: sparse_dim must be in [0, ",
               self.dim(), "], got ", sparse_dim);
   auto dense_shape = self.sizes().slice(sparse_dim);
-  // A dense-part fill, or a per-slice fill of full rank (RFC.md 1.5): either
+  // A dense-part fill, or a per-slice fill of full rank (RFC.md#per-slice-fills): either
   // way `self != fill` broadcasts element by element.
   TORCH_CHECK(broadcasts_to(fill_in.sizes(), dense_shape) ||
                   (sparse_dim > 0 && fill_in.dim() == self.dim() &&

@@ -1,4 +1,4 @@
-"""Block-sparse @ strided products (RFC.md 15.3) through the op
+"""Block-sparse @ strided products (RFC.md#through-csr) through the op
 ``sparsefill::bsr_spmm``: BSR @ dense, BSC @ dense, dense @ BSR, dense @
 BSC, matrices and vectors, every fill (non-finite included) and non-finite
 dense operands, each against the dense product; gradients (first and

@@ -1,4 +1,4 @@
-"""Matrix products (RFC.md section 5): every entry point against the float64
+"""Matrix products (RFC.md#products): every entry point against the float64
 dense product, on random and on every shared real matrix, with scalar,
 per-row and per-column fills; float64 gradcheck on (values, fill, other
 operand); result layouts; errors."""
@@ -207,7 +207,7 @@ def test_sparse_sparse_with_fills_is_dense(fa, fb):
 
 
 def test_sparse_sparse_scalar_identity_has_abk_once():
-    """RFC 5: the a b K term appears once (the public RFC's 10.2 form double counts)."""
+    """RFC.md#products: the a b K term appears once (the public RFC's 10.2 form double counts)."""
     A = sf.full((3, 4), 2.0, dtype=torch.float64)
     B = sf.full((4, 5), 3.0, dtype=torch.float64)
     _close(A @ B, torch.full((3, 5), 2.0 * 3.0 * 4, dtype=torch.float64))

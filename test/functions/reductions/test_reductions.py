@@ -1,4 +1,4 @@
-"""Softmax, log_softmax and reductions with a fill (RFC.md 6): every result
+"""Softmax, log_softmax and reductions with a fill (RFC.md#reductions-and-softmax): every result
 equals the dense computation, gradients included (fill gradients too)."""
 import math
 

@@ -1,4 +1,4 @@
-"""torch.cat and torch.stack of SparseFillTensors (RFC.md 11): equal to the
+"""torch.cat and torch.stack of SparseFillTensors (RFC.md#shape-and-indexing): equal to the
 same op on the dense tensors, gradients included, with shared, differing and
 per-slice fills on COO, CSR and hybrid inputs."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""index_select along a sparse dim other than the first (RFC.md 9.1): one
+"""index_select along a sparse dim other than the first (docs/design.md#index-select): one
 threaded C pass (sparsefill::index_select_plan) gives the result's indices,
 coalesced without a global sort, and each element's source; the values are
 gathered by ATen, which carries the gradients. Checked against the dense

@@ -1,4 +1,4 @@
-"""Shape and indexing ops (RFC.md 11): every op on a SparseFillTensor equals
+"""Shape and indexing ops (RFC.md#shape-and-indexing): every op on a SparseFillTensor equals
 the same op on the dense tensor, gradients included, on COO, CSR, hybrid and
 per-slice fills.
 
@@ -245,7 +245,7 @@ def test_csr_stays_csr(name, op):
 @pytest.mark.parametrize("name", ["csr", "hybrid_csr", "colfill_csr"])
 @pytest.mark.parametrize("op", ["transpose", "permute"])
 def test_csr_transpose_is_csc(name, op):
-    """As in torch: the transpose of CSR is CSC, in O(1) (RFC.md 15.1)."""
+    """As in torch: the transpose of CSR is CSC, in O(1) (RFC.md#compressed-components)."""
     assert check(OPS_2D[op], TENSORS[name]).layout == CSC
 
 
@@ -282,7 +282,7 @@ ALIAS_OPS = ["transpose", "unsqueeze_last", "squeeze_dim", "reshape_sparse", "na
              "narrow_cols", "select_row", "index_select_rows", "getitem_step", "getitem_none"]
 
 
-# The transposes of a compressed tensor are views, as in torch (RFC.md 15.1).
+# The transposes of a compressed tensor are views, as in torch (RFC.md#compressed-components).
 ALIAS_CASES = [(n, op) for n in ("coo", "csr", "hybrid_coo", "hybrid_csr", "rowfill_coo")
                for op in ALIAS_OPS if (n, op) != ("rowfill_coo", "reshape_sparse")
                and not (n.endswith("csr") and op == "transpose")] + \
@@ -292,7 +292,7 @@ ALIAS_CASES = [(n, op) for n in ("coo", "csr", "hybrid_coo", "hybrid_csr", "rowf
 
 @pytest.mark.parametrize("name,op", ALIAS_CASES)
 def test_results_are_not_views(name, op):
-    """Writing into a result in place leaves the input alone (RFC.md 11.5)."""
+    """Writing into a result in place leaves the input alone (RFC.md#shape-layouts-and-cost)."""
     A = TENSORS[name].clone()
     fn = OPS_2D.get(op) or OPS_HYBRID[op]
     before = dense_of(A).clone()

@@ -1,4 +1,4 @@
-"""The hot path of the element-wise ops (RFC.md section 9.1): a fast handler
+"""The hot path of the element-wise ops (docs/design.md#hot-path): a fast handler
 per out-of-place callable with one route, for plain operands
 (tensor/plain.py); the routing tries it before the route itself.
 """
@@ -14,7 +14,7 @@ from .handlers import Op, named_op
 __all__ = ["FAST"]
 
 
-# ---- the hot path (RFC.md section 9.1) ------------------------------------------
+# ---- the hot path (docs/design.md#hot-path) ------------------------------------------
 # A fast handler takes the positional arguments of a call without keywords
 # and returns its result, or None to hand the call to the routes above. It
 # serves plain operands only (_tensor.is_plain) and calls the same op with

@@ -1,4 +1,4 @@
-"""Element-wise ops (RFC.md section 4): the routes of the generated table
+"""Element-wise ops (RFC.md#elementwise): the routes of the generated table
 (ops/elementwise.py, from tools/codegen/elementwise.yaml) turned into this
 family's routing table.
 
@@ -111,7 +111,7 @@ def _broadcasts_into(small, big) -> bool:
 
 
 def _per_slice_fill(a: SparseFillTensor, other: torch.Tensor):
-    """`other` (strided) as a full-rank per-slice fill of `a` (RFC.md 1.5)
+    """`other` (strided) as a full-rank per-slice fill of `a` (RFC.md#per-slice-fills)
     when it broadcasts to a's shape and the fill it makes with a's own leaves
     at least one sparse dim of size > 1 unvaried (so it stays smaller than
     the dense tensor: a row (m, 1) or column (1, n) vector); else None."""
@@ -414,7 +414,7 @@ def _stand_in(missing: float, operands, device):
 
 
 def _assign(target: SparseFillTensor, out: SparseFillTensor, func):
-    """Write `out` into `target` in place (RFC.md 4.5): into its values and
+    """Write `out` into `target` in place (RFC.md#in-place): into its values and
     fill when the pattern and fill shape are unchanged and autograd is not
     involved (the components keep their identity, so an optimiser holding
     them sees a no_grad update), otherwise by replacing its components, as

@@ -1,11 +1,11 @@
-"""Block-sparse @ strided products (RFC.md section 15.3): BSR @ dense, BSC
+"""Block-sparse @ strided products (RFC.md#through-csr): BSR @ dense, BSC
 @ dense, dense @ BSR and dense @ BSC through one op,
 ``torch.ops.sparsefill.bsr_spmm`` (a BSR operand with a scalar fill times a
 strided matrix; C core ``sf_bsr.c``, CUDA ``sf_cuda_bsr.cu``), and that op's
 backward, written in differentiable ops so that the double backward is
 exact.
 
-A BSC tensor stores the BSR components of its transpose (RFC.md 15.1), so
+A BSC tensor stores the BSR components of its transpose (RFC.md#compressed-components), so
 ``dense @ BSC`` is ``(BSR(A^T) @ dense^T)^T`` on its own components; BSC @
 dense and dense @ BSR transpose the block pattern first (a counting sort of
 the blocks, ``csr_transpose``).

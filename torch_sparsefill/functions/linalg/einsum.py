@@ -1,4 +1,4 @@
-"""``torch.einsum`` with SparseFillTensor operands (RFC.md section 16.7).
+"""``torch.einsum`` with SparseFillTensor operands (RFC.md#einsum).
 
 An equation is carried out with the ops the package already has, so the
 fill is exact wherever they are: each operand first sums out the indices

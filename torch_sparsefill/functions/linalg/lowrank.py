@@ -2,7 +2,7 @@
 ``torch.svd_lowrank`` and ``torch.pca_lowrank``.
 
 They touch the matrix only through products with it (``A @ X``,
-``X^H @ A``), and those are exact with a fill (section 5), so torch's own
+``X^H @ A``), and those are exact with a fill (RFC.md#products), so torch's own
 algorithms run on the SparseFillTensor: the handlers call torch's
 implementations past their ``__torch_function__`` entry. ``pca_lowrank``
 centres with the dense row of column means (computed by one product), where

@@ -1,4 +1,4 @@
-"""Matrix products of SparseFillTensors (RFC.md section 5).
+"""Matrix products of SparseFillTensors (RFC.md#products).
 
 Routes torch.mm, torch.matmul / ``@``, torch.addmm, torch.mv, torch.bmm,
 torch.sparse.addmm and their Tensor methods (torch.sparse.mm, with its
@@ -74,7 +74,7 @@ def _fill2d(A: SparseFillTensor, func) -> torch.Tensor:
     nse = A._sf_values.shape[0]
     # A fill element is unseen only when its whole slice is stored: ask only then.
     # Under a tracer nse is symbolic: comparing it would guard (export refuses
-    # a guard on nse), so a traced program keeps the fill as given (RFC.md 12.1).
+    # a guard on nse), so a traced program keeps the fill as given (docs/design.md#trace-safety).
     if statically_known_true(nse >= (m * k if f.numel() == 1 else k if f.shape[0] == m and m != 1
                               else m)):
         f = A._live_fill(zero=True)
@@ -336,7 +336,7 @@ def _addmm(input, mat1, mat2, *, beta=1, alpha=1, func=torch.addmm):
     return _add_scaled(input, _mm(mat1, mat2, func), beta, alpha, func)
 
 
-# ---- the hot path (RFC.md section 9.1) ----------------------------------------------
+# ---- the hot path (docs/design.md#hot-path) ----------------------------------------------
 
 _PRODUCT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 

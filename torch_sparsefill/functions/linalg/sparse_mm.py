@@ -1,5 +1,5 @@
-"""``torch.sparse.mm(A, x, reduce=...)`` of a SparseFillTensor A (RFC.md
-section 16.6).
+"""``torch.sparse.mm(A, x, reduce=...)`` of a SparseFillTensor A (
+RFC.md#sparse-mm-reduce).
 
 Output row i reduces ``A[i, j] * x[j, :]`` over all k columns j of A, as
 the dense tensor would: the stored values and, for every unspecified j, the

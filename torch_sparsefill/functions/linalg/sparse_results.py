@@ -8,7 +8,7 @@ fill's row times ``D``: one row vector for every such row when the fill is a
 scalar or per column, so it becomes the result's fill (per column for
 ``smm``, the dense part for ``hspmm``'s hybrid result) and the result stays
 exact and sparse. A per-row fill makes those rows differ, so every row is
-stored (fill 0). The values come from the fill-aware product of section 5
+stored (fill 0). The values come from the fill-aware product of RFC.md#products
 (differentiable in A's values and fill and in ``D``).
 
 Example::
@@ -82,7 +82,7 @@ def hspmm(mat1, mat2):
 
 def sspaddmm(input, mat1, mat2, *, beta=1, alpha=1):
     """``torch.sspaddmm(S, A, D, beta=, alpha=)``: ``beta * S + alpha *
-    smm(A, D)``, sparse, on the union of both patterns (section 4). With
+    smm(A, D)``, sparse, on the union of both patterns (RFC.md#elementwise). With
     ``beta == 0``, ``S`` is not read."""
     input = _args.sparse(input, "sspaddmm()")
     product = smm(mat1, mat2)

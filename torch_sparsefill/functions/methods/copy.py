@@ -1,4 +1,4 @@
-"""The tensor's everyday methods with their dense meaning (RFC.md section 13.3):
+"""The tensor's everyday methods with their dense meaning (RFC.md#tensor-methods):
 copy_, fill_, tolist, item and the Python conversions, torch.equal,
 allclose, isclose, nbytes, type(), share_memory_, pin_memory, numpy(), .data.
 
@@ -313,7 +313,7 @@ def is_contiguous(self, memory_format=torch.contiguous_format):
         "torch's sparse tensors); A.to_dense().is_contiguous() asks the dense tensor. FSDP's "
         "fully_shard asks it of every parameter because it shards strided ones only: use "
         "torch_sparsefill.distributed.fully_shard, which keeps SparseFillTensor parameters "
-        "whole on every rank (RFC.md 13.5)")
+        "whole on every rank (RFC.md#distributed)")
 
 
 def data_get(self):

@@ -1,6 +1,6 @@
 """In-place ops that give a SparseFillTensor another pattern, size or graph:
 ``zero_``, ``t_``, ``transpose_``, ``detach_``, ``resize_as_``,
-``sparse_resize_`` and ``sparse_resize_and_clear_`` (RFC.md 4.5; the in-place
+``sparse_resize_`` and ``sparse_resize_and_clear_`` (RFC.md#in-place; the in-place
 element-wise ops are functions/elementwise/'s). Each computes its result out of place
 and the tensor adopts it (``SparseFillTensor._adopt``): same object, new
 components, `_version` bumped, a leaf that requires grad refused as in torch.

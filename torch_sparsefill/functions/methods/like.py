@@ -6,7 +6,7 @@ A sparse result has no stored element; the value asked for is its fill, so
 ``zeros_like(A).to_dense()`` is ``zeros_like(A.to_dense())`` whatever A's
 fill. Torch keeps A's pattern in some of these (``ones_like`` of a CSR tensor
 writes ones at the stored positions and leaves zeros elsewhere, which is not
-the dense ``ones_like``); the dense result is the rule here (RFC.md 1.4).
+the dense ``ones_like``); the dense result is the rule here (RFC.md#stored-elements).
 ``empty_like`` and ``new_empty`` give zeros, as torch's sparse ones do.
 Random ``*_like`` factories are refused (not routed): a random dense tensor
 has no sparse pattern.
@@ -41,7 +41,7 @@ def _without_elements(size, sparse_dim, layout, value, dtype, device,
         raise RuntimeError(f"requires_grad=True needs a floating point or complex dtype, got "
                            f"{dtype}")
     if layout == torch.sparse_csr and sparse_dim > 2:
-        # leading dims beyond two are batch dims (RFC.md 15.4), as torch's
+        # leading dims beyond two are batch dims (RFC.md#batched-compressed), as torch's
         # new_zeros((b, m, n)) of a CSR tensor makes a batched CSR tensor
         out = _without_elements(size, sparse_dim, torch.sparse_coo, value, dtype, device,
                                 False).to_sparse_csr()

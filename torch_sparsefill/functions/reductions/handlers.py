@@ -1,4 +1,4 @@
-"""Reductions of SparseFillTensors (RFC.md section 6.1): sum, mean, prod,
+"""Reductions of SparseFillTensors (RFC.md#reductions): sum, mean, prod,
 amax/amin, max/min, logsumexp, norm, var/std, count_nonzero, all/any. Each
 unspecified element counts as one copy of the fill; the machinery is in
 reduce.py.
@@ -26,7 +26,7 @@ def _cast(A, dtype):
 
 
 def sum_(input, dim=None, keepdim=False, *, dtype=None):
-    """Sum with each unspecified element counted as the fill (RFC.md section 6.1).
+    """Sum with each unspecified element counted as the fill (RFC.md#reductions).
 
     Example::
 
@@ -385,7 +385,7 @@ ROUTES = {
     torch.prod: prod_, T.prod: prod_, torch.amax: amax_, T.amax: amax_,
     torch.amin: amin_, T.amin: amin_, torch.max: max_, T.max: max_, torch.min: min_, T.min: min_,
     torch.logsumexp: logsumexp_, T.logsumexp: logsumexp_, torch.norm: norm_, T.norm: norm_,
-    # torch.sparse's docs list native_norm: the same vector norm (issue 20).
+    # torch.sparse's docs list native_norm: the same vector norm.
     torch.native_norm: lambda input, p=2, dim=None, keepdim=False, dtype=None:
         norm_(input, p, dim, keepdim, dtype),
     torch.var: var_, T.var: var_, torch.std: std_, T.std: std_,
@@ -395,7 +395,7 @@ ROUTES = {
 
 
 def _fast_sum(args):
-    """The hot path of ``A.sum()`` (RFC.md section 9.1): a plain floating
+    """The hot path of ``A.sum()`` (docs/design.md#hot-path): a plain floating
     tensor's _sum_all, the count read off the size; None for any other call."""
     if len(args) != 1 or type(A := args[0]) is not SparseFillTensor or not A._sf_coalesced \
             or (A._sf_layout is not _COO and A._sf_layout is not _CSR):

@@ -1,5 +1,5 @@
 """The machinery of the reductions (functions/reductions/handlers.py) and of softmax
-(functions/reductions/softmax.py), RFC.md section 6: stored elements grouped by slice, the fill
+(functions/reductions/softmax.py), RFC.md#reductions-and-softmax: stored elements grouped by slice, the fill
 of each slice, and the generic reduction driver with one core per reduction.
 
 Each unspecified element counts as one copy of the fill. The work is split
@@ -271,7 +271,7 @@ class _FinitePart(torch.autograd.Function):
 
 def _nonfinite_linear(A: SparseFillTensor, dims, keepdim, core, what):
     """sum/mean across a per-slice fill that varies and holds inf, -inf or
-    NaN (RFC.md 6.1): the reduction of the finite part (non-finite fill
+    NaN (RFC.md#reductions): the reduction of the finite part (non-finite fill
     elements as 0), plus, per output element, the class its unspecified
     elements add: NaN if one holds NaN or both infinities occur, else the
     infinity that occurs, else 0. Each class is counted as a sum of 0/1

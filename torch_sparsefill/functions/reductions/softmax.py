@@ -1,7 +1,7 @@
-"""Softmax and log_softmax of SparseFillTensors (RFC.md section 6.2).
+"""Softmax and log_softmax of SparseFillTensors (RFC.md#softmax).
 
 Softmax along a sparse dim keeps the pattern and gives each slice its own
-fill ``exp(f - m_i) / Z_i``: a per-slice fill (RFC.md section 1.5). Along a
+fill ``exp(f - m_i) / Z_i``: a per-slice fill (RFC.md#per-slice-fills). Along a
 dense dim, each stored dense part and the fill are normalised alone.
 """
 from __future__ import annotations
@@ -50,8 +50,8 @@ def _softmax(log, input, dim=None, dtype=None, what="softmax"):
         frows = fill_rows(S, fill_k)
         out, out_fill = _ops.seg_softmax(v, frows, S.seg_ptr, S.n, log)
         values = S.unrows(out, dense_shape)
-    # One fill per slice: the kept sparse dims, size 1 along d (RFC.md
-    # section 1.5); `build` stores it in the dense-part form when d was the
+    # One fill per slice: the kept sparse dims, size 1 along d (
+    # RFC.md#per-slice-fills); `build` stores it in the dense-part form when d was the
     # only sparse dim of size above 1.
     fshape = tuple(1 if e == d else A.shape[e] for e in range(sd)) + dense_shape
     return A._with(values, out_fill.reshape(fshape))
@@ -60,7 +60,7 @@ def _softmax(log, input, dim=None, dtype=None, what="softmax"):
 def _by_slots(A, d, fill_k, dense_shape, log):
     """Softmax along sparse dim `d` when the kept dims do not lead (COO dim 0,
     CSR dim 0: the stored order does not group the slices), in stored order
-    by ``torch.ops.sparsefill.slot_softmax`` (RFC.md 9.3): each stored element
+    by ``torch.ops.sparsefill.slot_softmax`` (docs/design.md#softmax-kernel): each stored element
     goes to its slice's slot, no sort, no gather into slice order, no scatter
     back. Returns (values in stored order, fill [nslots, w]), or None where
     the segment path serves: the kept dims lead (the slices lie in stored
@@ -95,7 +95,7 @@ def _by_slots(A, d, fill_k, dense_shape, log):
 
 def softmax_(input, dim=None, dtype=None, *, _stacklevel=3):
     """Softmax along `dim`: the pattern stays, each slice gets its own fill
-    ``exp(f - m) / Z`` (a per-slice fill, RFC.md sections 1.5 and 6.2).
+    ``exp(f - m) / Z`` (a per-slice fill, RFC.md#per-slice-fills and RFC.md#softmax).
 
     Example::
 
@@ -126,7 +126,7 @@ def _f_softmax(log):
 def _sparse_softmax(log):
     """torch.sparse.(log_)softmax: torch documents its unspecified elements as
     -inf, so only a fill of -inf gives the result code written for torch
-    expects (RFC.md 6.2); any other fill is refused, never silently mixed in."""
+    expects (RFC.md#softmax); any other fill is refused, never silently mixed in."""
     name = "log_softmax" if log else "softmax"
 
     def impl(input, dim, dtype=None):

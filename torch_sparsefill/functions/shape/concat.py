@@ -1,4 +1,4 @@
-"""Concatenation that keeps the fill (RFC.md section 11.4): cat/concatenate,
+"""Concatenation that keeps the fill (RFC.md#cat): cat/concatenate,
 stack, hstack, vstack, dstack. How they treat the fill and the layouts:
 functions/shape/parts.py.
 """
@@ -75,7 +75,7 @@ def _union_values(ps, s):
 
 def cat(tensors, dim=0):
     """Concatenate SparseFillTensors along `dim`. Equal fills stay one fill;
-    different fills become a per-slice fill varying along `dim` (RFC.md section 11.4),
+    different fills become a per-slice fill varying along `dim` (RFC.md#cat),
     so the result is never densified. The result has the first tensor's
     layout when it has two sparse dims, else COO.
 

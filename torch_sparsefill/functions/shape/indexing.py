@@ -1,4 +1,4 @@
-"""Indexing that keeps the fill (RFC.md section 11.2): narrow and slicing,
+"""Indexing that keeps the fill (RFC.md#indexing): narrow and slicing,
 select, index_select, ``A[...]``, unbind, split, chunk. How they treat the
 fill and the layouts: functions/shape/parts.py.
 """
@@ -239,7 +239,7 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
         return finish(Parts(p.indices, values, F, size, p.layout), a)
     c = p.indices[d]
     if d > 0 and c.device.type == "cpu":
-        # One threaded C pass (RFC.md 9.1): the result's indices come out
+        # One threaded C pass (docs/design.md#hot-path): the result's indices come out
         # coalesced (ordered within each group of equal leading coordinates,
         # no global sort), with each element's source; the values are
         # gathered here, so autograd goes through ATen's index_select.
@@ -389,7 +389,7 @@ def getitem(input, index):
 
 
 def _fast_row(args):
-    """The hot path of ``A[i]`` (RFC.md section 9.1): row i of a plain CSR
+    """The hot path of ``A[i]`` (docs/design.md#hot-path): row i of a plain CSR
     matrix in one C call (_C.hot_row), the tensor _select makes; None for
     any other call, and where hot_row answers None (the route then says
     what is wrong, or reads the row's bounds itself)."""

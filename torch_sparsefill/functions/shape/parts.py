@@ -1,5 +1,5 @@
 """The working form of the shape, indexing and concatenation ops (functions/shape/reshape.py,
-functions/shape/indexing.py, functions/shape/concat.py; RFC.md section 11).
+functions/shape/indexing.py, functions/shape/concat.py; RFC.md#shape-and-indexing).
 
 Every such op is composed of index arithmetic on the coalesced COO (or CSR)
 components and ATen ops on ``values`` and the fill, so autograd reaches

@@ -1,4 +1,4 @@
-"""Shape ops that keep the fill (RFC.md section 11): transpose, permute,
+"""Shape ops that keep the fill (RFC.md#shape-and-indexing): transpose, permute,
 unsqueeze/squeeze, reshape/view/flatten, expand, contiguous. How they treat
 the fill and the layouts: functions/shape/parts.py.
 """
@@ -254,7 +254,7 @@ def reshape(input, *shape):
 
 
 def view(input, *shape):
-    """Like :func:`reshape`. The result is a copy, not a view (RFC.md section 11.5)."""
+    """Like :func:`reshape`. The result is a copy, not a view (RFC.md#shape-layouts-and-cost)."""
     if len(shape) == 1 and isinstance(shape[0], torch.dtype):
         raise NotImplementedError("view(dtype) is not supported on SparseFillTensor")
     return reshape(input, *shape)
