@@ -1,24 +1,7 @@
-"""torch.distributed for SparseFillTensors (RFC.md#distributed): the
-collectives, data-parallel training (DistributedDataParallel, fully_shard,
-or broadcast_module + all_reduce_gradients) and row-sharded matrices
-(shard_rows, matmul_row_sharded, reduce_rows_sharded).
-
-Each function is the torch.distributed collective of the same name applied
-to the dense tensors, computed on the components: the ranks first exchange
-a small description of their tensors (layout, shape, dtype, fill shape,
-nse), which every rank checks, so mismatched shapes, dtypes or layouts raise
-the same error on every rank instead of hanging; then the pattern, values
-and fill travel as padded tensors of the largest nse. Nothing is densified.
-
-The backend is whatever the process group uses: tested with gloo on the
-CPU; with NCCL the components must be on the rank's GPU (untested: no GPU
-was available).
-
-torch.distributed's own functions take strided tensors only; call these
-instead. Results are returned; an all_reduce or broadcast whose result
-stores the input's pattern (every rank with the same pattern, as for the
-gradients of a parameter) also writes it into the input in place, as the
-dense collective does.
+"""The collectives of torch.distributed for SparseFillTensors
+(RFC.md#distributed; the rules they share are in this package's docstring):
+each describes its tensors to the other ranks, checks that the descriptions
+agree, then sends the pattern, values and fill as padded tensors.
 
 Example (on every rank)::
 
