@@ -124,8 +124,11 @@ fuzz-ops: build
 	$(PY) tools/fuzz_ops.py --seed $(SEED) -n $(N)
 
 # The slowest tests are listed at the end: the budget is test/README.md's.
+# Two workers (pytest-xdist), one per core, each taking whole files (their
+# module fixtures are built once); PYTEST_JOBS=0 runs in one process.
+PYTEST_JOBS ?= 2
 pytest: build
-	$(PY) -m pytest -q --durations=10 test
+	$(PY) -m pytest -q --durations=10 -n $(PYTEST_JOBS) --dist loadfile test
 
 test-slow: build
 	$(PY) -m pytest -q -m slow test
