@@ -42,6 +42,8 @@ from .linalg import sparse_results as _sparse_results
 from .methods import copy as _copy
 from .methods import inplace as _inplace
 from .methods import like as _like
+from .order import select as _order_select
+from .order import sort as _order_sort
 from .reductions import handlers as _reductions
 from .reductions import softmax as _softmax
 from .shape import concat as _concat
@@ -177,6 +179,8 @@ _FAMILIES = (
     ("attention", _attention.ROUTES),
     ("linalg.sparse_mm", _sparse_mm.ROUTES),
     ("linalg.einsum", _einsum.ROUTES),
+    ("order.sort", _order_sort.ROUTES),
+    ("order.select", _order_select.ROUTES),
     ("tracing", {T._is_view: _refuse_tracing}),
 )
 TABLE = _assemble(
