@@ -42,6 +42,7 @@ from .linalg import sparse_results as _sparse_results
 from .methods import copy as _copy
 from .methods import inplace as _inplace
 from .methods import like as _like
+from .order import counting as _order_counting
 from .order import select as _order_select
 from .order import sort as _order_sort
 from .reductions import handlers as _reductions
@@ -181,6 +182,7 @@ _FAMILIES = (
     ("linalg.einsum", _einsum.ROUTES),
     ("order.sort", _order_sort.ROUTES),
     ("order.select", _order_select.ROUTES),
+    ("order.counting", _order_counting.ROUTES),
     ("tracing", {T._is_view: _refuse_tracing}),
 )
 TABLE = _assemble(
