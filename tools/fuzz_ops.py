@@ -946,9 +946,112 @@ def _var_args(g, x):
     return {"correction": g.choice([0, 1])}
 
 
+def _order_recipes():
+    """(routed callable, recipe) for the order statistics (functions/order/):
+    the values of each, the positions where torch fixes them (a stable
+    sort, the first extreme)."""
+    def along(fn, pick=None, float_only=False, extra=None, stable=False):
+        def recipe(g, x):
+            if x.dtype == torch.bool or not x.dim() or (float_only and
+                                                         not x.dtype.is_floating_point):
+                return None
+            d = _dim(g, x)
+            kw = dict(extra(g, x, d)) if extra else {}
+            if stable:
+                kw["stable"] = True
+                kw["dim"] = d
+                return Step(_name(fn), fn, (X,), kw, pick=g.choice([0, 1]))
+            if extra is None and g.random() < 0.3:
+                kw["keepdim"] = True
+            return Step(_name(fn), fn, (X, d), kw, pick=pick)
+        return recipe
+
+    def k_arg(g, x, d):
+        return {"k": g.randint(0, x.shape[d])} if x.shape[d] else None
+
+    def kth_arg(g, x, d):
+        return {"k": g.randint(1, x.shape[d])} if x.shape[d] else None
+
+    def topk(fn, make):
+        def recipe(g, x):
+            if x.dtype == torch.bool or not x.dim() or not all(x.shape):
+                return None
+            d = _dim(g, x)
+            return Step(_name(fn), fn, (X, make(g, x, d)["k"], d), pick=0)
+        return recipe
+
+    def over_all(fn, float_only=False):
+        def recipe(g, x):
+            if x.dtype == torch.bool or not x.numel() or (float_only and
+                                                          not x.dtype.is_floating_point):
+                return None
+            if x.fill_value().unique().numel() != 1:  # no single block: refused (RFC)
+                return None
+            return Step(_name(fn), fn, (X,))
+        return recipe
+
+    def pick_one(recipe):
+        def wrapped(g, x):
+            step = recipe(g, x)
+            if step is not None:
+                step.pick = g.choice([0, 1])
+            return step
+        return wrapped
+
+    def nonempty(recipe):
+        def wrapped(g, x):
+            return recipe(g, x) if x.numel() else None
+        return wrapped
+
+    def quantile(fn):
+        def recipe(g, x):
+            if not x.dtype.is_floating_point or not x.dim() or not x.numel():
+                return None
+            mode = g.choice(["linear", "lower", "higher", "midpoint", "nearest"])
+            q = g.choice([0.0, 0.25, 0.5, 1.0])
+            return Step(_name(fn), fn, (X, q, _dim(g, x)), {"interpolation": mode}, sums=True)
+        return recipe
+
+    def argsort(fn):
+        def recipe(g, x):
+            if x.dtype == torch.bool or not x.dim():
+                return None
+            kw = {"dim": _dim(g, x), "stable": True, "descending": g.random() < 0.5}
+            return Step(_name(fn), fn, (X,), kw)
+        return recipe
+
+    def bucketize(fn):
+        def recipe(g, x):
+            if x.dtype == torch.bool:
+                return None
+            b = torch.tensor([-1.0, 0.0, 2.0], dtype=x.dtype if x.dtype.is_floating_point
+                             else torch.int64)
+            return Step(_name(fn), fn, (X, b), {"right": g.random() < 0.5})
+        return recipe
+
+    out = []
+    for fns, make in [
+        ([torch.sort, T.sort], along(None, stable=True)),
+        ([torch.argsort, T.argsort], argsort(None)),
+        ([torch.msort, T.msort], over_all(None)),
+        ([torch.topk, T.topk], topk(None, k_arg)),
+        ([torch.kthvalue, T.kthvalue], topk(None, kth_arg)),
+        ([torch.median, T.median, torch.nanmedian, T.nanmedian], nonempty(along(None, pick=0))),
+        ([torch.argmax, T.argmax, torch.argmin, T.argmin], nonempty(along(None))),
+        ([torch.aminmax, T.aminmax], pick_one(over_all(None))),
+        ([torch.quantile, T.quantile, torch.nanquantile, T.nanquantile], quantile(None)),
+        ([torch.unique, T.unique, torch.unique_consecutive, T.unique_consecutive],
+         over_all(None)),
+        ([torch.bucketize], bucketize(None)),
+    ]:
+        for fn in fns:
+            out.append((fn, _rebind(fn, make)))
+    return out
+
+
 def recipes():
     """(torch callable, recipe) for every op the fuzzer draws from."""
-    out = _elementwise_recipes() + _shape_recipes() + _family_recipes()
+    out = _elementwise_recipes() + _shape_recipes() + _family_recipes() + _order_recipes()
     for fns, make in [
         ([torch.sum, T.sum], _reduction(None)),
         ([torch.mean, T.mean], _reduction(None, float_only=True)),
@@ -1025,6 +1128,11 @@ NOT_FUZZED = {
     "random number generation: a random projection or starting basis, drawn differently "
     "from dense (test_lowrank compares subspaces)":
         [torch.svd_lowrank, torch.pca_lowrank, torch.lobpcg],
+    "order statistics whose operands the fuzzer does not make (an integer vector of "
+    "counts, a sorted sequence) or whose NaN answer torch leaves undefined "
+    "(test_order_counting)":
+        [torch.mode, T.mode, torch.bincount, T.bincount, torch.histc, T.histc, torch.histogram,
+         T.histogram, torch.searchsorted],
     "resizing: the elements it adds hold the fill, and sparse_resize_and_clear_ leaves only "
     "the fill, which the dense program does not know (test_inplace)":
         [T.resize_as_, T.sparse_resize_, T.sparse_resize_and_clear_],

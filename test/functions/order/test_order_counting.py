@@ -121,3 +121,11 @@ def test_refusals_name_what_to_do():
                lambda: torch.searchsorted(A, torch.tensor([1.0]), sorter=torch.tensor([0]))):
         with pytest.raises(NotImplementedError, match="torch_sparsefill"):
             fn()
+
+
+def test_uncoalesced_duplicates_sum_before_bucketize():
+    """bucketize is not linear: duplicates must be summed first (a fuzzer find)."""
+    A = sf.sparse_coo_tensor([[0, 0, 1]], [1.0, 2.0, 0.5], (3,), fill_value=1.5)
+    b = torch.tensor([0.0, 2.0, 2.5])
+    _eq(torch.bucketize(A, b, right=True), torch.bucketize(A.to_dense(), b, right=True))
+    _eq(torch.searchsorted(b, A), torch.searchsorted(b, A.to_dense()))

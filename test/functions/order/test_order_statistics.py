@@ -227,3 +227,13 @@ def test_values_equal_dense_on_10e7():
     assert int(torch.argmin(A)) == 9_999_998
     assert int(torch.kthvalue(A, n).indices) == 3
     assert torch.median(A).item() == 0.5
+
+
+def test_along_a_dense_dim_with_nothing_stored():
+    """torch refuses some ops on an empty input (quantile): the empty
+    values of a tensor storing nothing must not reach it (a fuzzer find)."""
+    A = sf.sparse_coo_tensor(torch.zeros(1, 0, dtype=torch.int64), torch.zeros(0, 3), (4, 3),
+                             fill_value=torch.tensor([1.0, 2.0, 3.0]))
+    for fn in (lambda x: torch.nanquantile(x, 0.5, 1), lambda x: torch.median(x, 1).values,
+               lambda x: torch.topk(x, 2, 1).values):
+        _same(fn(A), fn(A.to_dense()))

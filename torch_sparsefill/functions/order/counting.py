@@ -326,6 +326,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         if isinstance(sorted_sequence, SparseFillTensor):
             raise NotImplementedError("torch_sparsefill: searchsorted of a SparseFillTensor in "
                                       "a SparseFillTensor is not supported; densify one")
+        input = input._coalesced()
         return input._with(torch.searchsorted(sorted_sequence, input._sf_values, right=right,
                                               out_int32=out_int32),
                            torch.searchsorted(sorted_sequence, input._sf_fill, right=right,
@@ -349,6 +350,7 @@ def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
         tensor([2, 1, 1])
     """
     if isinstance(input, SparseFillTensor):
+        input = input._coalesced()  # (duplicates sum first: bucketize is not linear)
         if isinstance(boundaries, SparseFillTensor):
             boundaries = boundaries.to_dense()  # 1-D, no larger than the result's count
         return input._with(torch.bucketize(input._sf_values, boundaries, out_int32=out_int32,

@@ -37,7 +37,13 @@ def _along_dense(A: SparseFillTensor, d: int, fn):
         fd = d - sd
     else:
         fd = d
-    v, f = fn(A._sf_values, d - sd + 1), fn(F, fd)
+    values = A._sf_values
+    if values.shape[0]:
+        v = fn(values, d - sd + 1)
+    else:  # nothing stored: torch may refuse an empty input (quantile), so one dummy row
+        v = fn(values.new_zeros((1,) + tuple(values.shape[1:])), d - sd + 1)
+        v = tuple(x[:0] for x in v) if isinstance(v, tuple) else v[:0]
+    f = fn(F, fd)
     if isinstance(v, tuple):
         return tuple(A._with(a, b) for a, b in zip(v, f))
     return A._with(v, f)
