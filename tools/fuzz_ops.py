@@ -1020,6 +1020,31 @@ def _order_recipes():
             return Step(_name(fn), fn, (X,), kw)
         return recipe
 
+    def scan(fn, pick=False, order=False, floats=False):
+        def recipe(g, x):
+            if x.dtype == torch.bool or not x.dim() or (floats and
+                                                        not x.dtype.is_floating_point):
+                return None
+            d = _dim(g, x)
+            if order:
+                return Step(_name(fn), fn, (X, g.randint(0, 2), d))
+            if floats:  # the trapezoids take dim= by keyword
+                return Step(_name(fn), fn, (X,), {"dim": d}, sums=True)
+            return Step(_name(fn), fn, (X, d), pick=g.choice([0, 1]) if pick else None,
+                        sums=True)
+        return recipe
+
+    def gradient(fn):
+        def recipe(g, x):
+            if not x.dtype.is_floating_point or not x.dim():
+                return None
+            d = _dim(g, x)
+            if x.shape[d] < 3:
+                return None
+            return Step(_name(fn), fn, (X,), {"dim": d, "edge_order": g.choice([1, 2])},
+                        pick=0)
+        return recipe
+
     def bucketize(fn):
         def recipe(g, x):
             if x.dtype == torch.bool:
@@ -1043,6 +1068,12 @@ def _order_recipes():
         ([torch.unique, T.unique, torch.unique_consecutive, T.unique_consecutive],
          over_all(None)),
         ([torch.bucketize], bucketize(None)),
+        ([torch.cumsum, T.cumsum, torch.cumprod, T.cumprod, torch.logcumsumexp,
+          T.logcumsumexp], scan(None)),
+        ([torch.cummax, T.cummax, torch.cummin, T.cummin], scan(None, pick=True)),
+        ([torch.diff, T.diff], scan(None, order=True)),
+        ([torch.cumulative_trapezoid, torch.trapezoid, torch.trapz], scan(None, floats=True)),
+        ([torch.gradient], gradient(None)),
     ]:
         for fn in fns:
             out.append((fn, _rebind(fn, make)))

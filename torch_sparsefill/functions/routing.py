@@ -46,6 +46,8 @@ from .order import counting as _order_counting
 from .order import select as _order_select
 from .order import sort as _order_sort
 from .reductions import handlers as _reductions
+from .scans import cumulative as _scans_cumulative
+from .scans import differences as _scans_differences
 from .reductions import softmax as _softmax
 from .shape import concat as _concat
 from .shape import indexing as _indexing
@@ -183,6 +185,8 @@ _FAMILIES = (
     ("order.sort", _order_sort.ROUTES),
     ("order.select", _order_select.ROUTES),
     ("order.counting", _order_counting.ROUTES),
+    ("scans.cumulative", _scans_cumulative.ROUTES),
+    ("scans.differences", _scans_differences.ROUTES),
     ("tracing", {T._is_view: _refuse_tracing}),
 )
 TABLE = _assemble(

@@ -31,7 +31,8 @@ def _along_dense(A: SparseFillTensor, d: int, fn):
     sd = A.sparse_dim()
     A = A._coalesced()
     F = _fill.full_rank(A._sf_fill, A.dim())
-    F = F.expand(tuple(F.shape[:sd]) + tuple(A.shape[sd:]))
+    # contiguous: torch's nanmedian reads an expanded (stride 0) all-NaN input wrongly
+    F = F.expand(tuple(F.shape[:sd]) + tuple(A.shape[sd:])).contiguous()
     if not A._has_per_slice_fill():
         F = F.reshape(tuple(A.shape[sd:]))
         fd = d - sd
