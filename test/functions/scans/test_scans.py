@@ -70,8 +70,10 @@ def test_diff_keeps_it_sparse_and_joins():
            torch.diff(D, prepend=torch.tensor([3.0]), append=torch.tensor([4.0, 1.0])))
     B = sf.sparse_coo_tensor([[1]], [True], (4,), fill_value=False)
     _check(torch.diff(B), torch.diff(B.to_dense()))
-    with pytest.raises(NotImplementedError, match="sample points"):
-        torch.trapezoid(A, torch.arange(10**6.0))
+    B = sf.sparse_coo_tensor([[1, 3]], [2.0, -1.0], (5,), fill_value=0.5)
+    x = torch.tensor([0.0, 0.5, 2.0, 2.5, 4.0])
+    _check(torch.trapezoid(B, x), torch.trapezoid(B.to_dense(), x))
+    _check(torch.trapz(B, x), torch.trapz(B.to_dense(), x))
 
 
 _GRAD_OPS = ["cumsum", "cumprod", "cummax", "logcumsumexp", "diff", "diff2", "gradient",

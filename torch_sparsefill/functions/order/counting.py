@@ -275,6 +275,8 @@ def histogram(input, bins, *, range=None, weight=None, density=False, out=None):
         w = torch.cat([weight[~mask], weight[mask].sum().reshape(1)[:min(blank, 1)]])
     if isinstance(bins, SparseFillTensor):
         bins = bins.to_dense()
+    if range is None:  # (torch takes no range= beside tensor bins)
+        return torch.histogram(x, bins, weight=w, density=density)
     return torch.histogram(x, bins, range=range, weight=w, density=density)
 
 

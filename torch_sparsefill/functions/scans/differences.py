@@ -163,6 +163,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     dims = list(range(A.dim())) if dim is None else \
         [_args.dim(x, A.dim(), "gradient()") for x in
          (dim if isinstance(dim, (list, tuple)) else [dim])]
+    if spacing is None:
+        spacing = 1
     if isinstance(spacing, (list, tuple)):
         if any(isinstance(h, torch.Tensor) and h.dim() for h in spacing):
             raise NotImplementedError("torch_sparsefill: gradient() with coordinate tensors "
@@ -175,6 +177,9 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
             raise NotImplementedError("torch_sparsefill: gradient() with a coordinate tensor "
                                       "is not supported; call it on A.to_dense()")
         hs = [float(spacing)] * len(dims)
+    if dim is None and len(hs) != len(dims):
+        raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or "
+                           f"a list of length equal to 'self.dim() = {A.dim()}'")
     if edge_order not in (1, 2):
         raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
     out = []
@@ -214,7 +219,8 @@ def _all_stored(E, like):
 def trapezoid(y, x=None, *, dx=None, dim=-1):
     """The trapezoid rule along `dim`, as torch writes it: ``dx * (sum(y) -
     (y[0] + y[-1]) / 2)``, the sum counting the fill (so an infinite fill
-    gives NaN exactly where dense does).
+    gives NaN exactly where dense does). With sample points `x` the lanes
+    are written out (O(numel)).
 
     Example::
 
@@ -225,8 +231,10 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
     A = _args.sparse(y, "trapezoid()")
     d = _args.dim(dim, A.dim(), "trapezoid()")
     if x is not None:
-        raise NotImplementedError("torch_sparsefill: trapezoid(y, x) with sample points is "
-                                  "not supported; pass dx= or call it on A.to_dense()")
+        # sample points: a strided x of the lanes' length or shape; the
+        # weights differ per element, so the lanes are written out (O(numel))
+        x = x.to_dense() if isinstance(x, SparseFillTensor) else x
+        return torch.trapezoid(A.to_dense(), x, dim=d)
     h = 1 if dx is None else dx
     total = torch.sum(A, d)
     if A.shape[d] == 0:
