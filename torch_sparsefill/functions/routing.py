@@ -34,6 +34,8 @@ from . import layouts as _layouts
 from . import nn as _nn
 from .elementwise import fast as _elementwise_fast
 from .elementwise import handlers as _elementwise
+from .indexing import reads as _indexing_reads
+from .indexing import writes as _indexing_writes
 from .linalg import einsum as _einsum
 from .linalg import lowrank as _lowrank
 from .linalg import products as _products
@@ -187,6 +189,8 @@ _FAMILIES = (
     ("order.counting", _order_counting.ROUTES),
     ("scans.cumulative", _scans_cumulative.ROUTES),
     ("scans.differences", _scans_differences.ROUTES),
+    ("indexing.reads", _indexing_reads.ROUTES),
+    ("indexing.writes", _indexing_writes.ROUTES),
     ("tracing", {T._is_view: _refuse_tracing}),
 )
 TABLE = _assemble(

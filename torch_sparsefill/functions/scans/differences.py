@@ -8,7 +8,6 @@ infinite or NaN fill). O(stored log stored); the arithmetic is dense's.
 """
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -16,35 +15,12 @@ from ...creation import sparse_coo_tensor, to_sparse
 from ...tensor import args as _args
 from ...tensor import fill as _fill
 from ...tensor import SparseFillTensor, build
+from ..indexing.lookup import lookup
 
 T = torch.Tensor
 _ops = torch.ops.sparsefill
 
 __all__: list = []
-
-
-def _fill_rows(A: SparseFillTensor, coords, dense_shape):
-    """The fill at COO positions `coords` (sparse_dim, c): rows (c, *dense)."""
-    f = A._sf_fill
-    if A._has_per_slice_fill():
-        return _fill.at(f, coords, dense_shape)
-    return f.expand(tuple(dense_shape)).unsqueeze(0).expand((coords.shape[1],) +
-                                                            tuple(dense_shape))
-
-
-def _lookup(A: SparseFillTensor, lin, coords, sizes, dense_shape):
-    """Elements of coalesced A at positions `coords` (stored or the fill)."""
-    q = _ops.coo_linearize(coords, sizes) if coords.shape[0] > 1 else coords[0]
-    j = torch.searchsorted(lin, q)
-    s = lin.shape[0]
-    jc = j.clamp(max=max(s - 1, 0))
-    fill = _fill_rows(A, coords, dense_shape).to(A._sf_values.dtype)
-    if not s:
-        return fill
-    hit = (j < s) & (lin.index_select(0, jc) == q)
-    stored = A._sf_values.index_select(0, jc)
-    hit = hit.reshape((-1,) + (1,) * len(dense_shape))
-    return torch.where(hit, stored, fill)
 
 
 def stencil(A: SparseFillTensor, d: int, width: int, fn, what: str):
@@ -75,7 +51,7 @@ def stencil(A: SparseFillTensor, d: int, width: int, fn, what: str):
     for o in range(width):
         c = cand.clone()
         c[d] += o
-        window.append(_lookup(A, lin, c, sizes, dense_shape))
+        window.append(lookup(A, c, lin))
     values = fn(*window) if cand.shape[1] else \
         A._sf_values.new_zeros((0,) + tuple(dense_shape))
     F = _fill.full_rank(A._sf_fill, len(size))
