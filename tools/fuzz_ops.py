@@ -1077,6 +1077,99 @@ def _order_recipes():
     ]:
         for fn in fns:
             out.append((fn, _rebind(fn, make)))
+    return out + _indexing_recipes()
+
+
+def _indexing_recipes():
+    """(routed callable, recipe) for indexing reads and writes
+    (functions/indexing/): positions drawn in range, written positions
+    unique (torch leaves the winner of repeats open)."""
+    def gen(g):
+        return torch.Generator().manual_seed(g.randrange(2**31))
+
+    def ok(x, floats=False):
+        return x.dim() and x.numel() and x.dtype != torch.bool and \
+            (not floats or x.dtype.is_floating_point)
+
+    def src(g, x, shape):
+        return random_values(g, 1, tuple(shape), x.dtype)[0]
+
+    def read(kind):
+        def recipe(g, x):
+            if not ok(x):
+                return None
+            d, r = _dim(g, x) % x.dim(), gen(g)
+            shape = tuple(x.shape)
+            if kind == "gather":
+                idx = torch.randint(0, shape[d], shape, generator=r)
+                return Step("gather", None, (X, d, idx))
+            if kind == "take":
+                return Step("take", None, (X, torch.randint(0, x.numel(), (5,), generator=r)))
+            if kind == "take_along_dim":
+                idx = torch.randint(0, shape[d], shape, generator=r)
+                return Step("take_along_dim", None, (X, idx, d))
+            if kind == "mask":
+                return Step("masked_select", None, (X, torch.rand(shape, generator=r) < 0.5))
+            if kind == "nonzero":
+                return Step("nonzero", None, (X,))
+            return None
+        return recipe
+
+    def write(kind):
+        def recipe(g, x):
+            if not ok(x, floats=kind in ("scatter_reduce", "index_add")):
+                return None
+            d, r = _dim(g, x) % x.dim(), gen(g)
+            shape = list(x.shape)
+            if kind == "index_put":
+                k = min(shape[0], 3)
+                rows = torch.randperm(shape[0], generator=r)[:k]
+                return Step("index_put", None, (X, (rows,), src(g, x, [k] + shape[1:])),
+                            {"accumulate": g.random() < 0.5}, sums=True)
+            k = min(shape[d], 2)
+            index = torch.randperm(shape[d], generator=r)[:k]
+            sub = shape[:d] + [k] + shape[d + 1:]
+            if kind in ("index_add", "index_copy"):
+                return Step(kind, None, (X, d, index, src(g, x, sub)), sums=True)
+            if kind == "index_fill":
+                return Step(kind, None, (X, d, index, 2))
+            if kind == "put":
+                pos = torch.randperm(x.numel(), generator=r)[:3]
+                return Step(kind, None, (X, pos, src(g, x, [pos.numel()])),
+                            {"accumulate": g.random() < 0.5}, sums=True)
+            if kind == "masked_scatter":
+                return Step(kind, None, (X, torch.rand(shape, generator=r) < 0.5,
+                                         src(g, x, [x.numel()])))
+            # scatter family: index of x's shape along d, one position per slice
+            idx = torch.randint(0, shape[d], [1 if i == d else s for i, s in enumerate(shape)],
+                                generator=r)
+            if kind == "scatter":
+                return Step(kind, None, (X, d, idx, src(g, x, idx.shape)))
+            if kind == "scatter_add":
+                return Step(kind, None, (X, d, idx, src(g, x, idx.shape)), sums=True)
+            red = g.choice(["sum", "prod", "mean", "amax", "amin"])
+            return Step(kind, None, (X, d, idx, src(g, x, idx.shape), red),
+                        {"include_self": g.random() < 0.5}, sums=True)
+        return recipe
+
+    out = []
+    for fns, make in [
+        ([torch.gather, T.gather], read("gather")), ([torch.take, T.take], read("take")),
+        ([torch.take_along_dim, T.take_along_dim], read("take_along_dim")),
+        ([torch.masked_select, T.masked_select], read("mask")),
+        ([torch.nonzero, T.nonzero, torch.argwhere, T.argwhere], read("nonzero")),
+        ([torch.index_put, T.index_put], write("index_put")),
+        ([torch.index_add, T.index_add], write("index_add")),
+        ([torch.index_copy, T.index_copy], write("index_copy")),
+        ([torch.index_fill, T.index_fill], write("index_fill")),
+        ([torch.scatter, T.scatter], write("scatter")),
+        ([torch.scatter_add, T.scatter_add], write("scatter_add")),
+        ([torch.scatter_reduce, T.scatter_reduce], write("scatter_reduce")),
+        ([torch.put, T.put], write("put")),
+        ([torch.masked_scatter, T.masked_scatter], write("masked_scatter")),
+    ]:
+        for fn in fns:
+            out.append((fn, _rebind(fn, make)))
     return out
 
 
@@ -1164,6 +1257,11 @@ NOT_FUZZED = {
     "(test_order_counting)":
         [torch.mode, T.mode, torch.bincount, T.bincount, torch.histc, T.histc, torch.histogram,
          T.histogram, torch.searchsorted],
+    "in-place indexing writes: their out-of-place forms are fuzzed, and the in-place "
+    "ones go through the same write and _adopt (test_indexing_fill's in-place steps)":
+        [T.index_put_, torch.index_put_, T.__setitem__, T.index_add_, T.index_copy_,
+         T.index_fill_, T.scatter_, T.scatter_add_, T.scatter_reduce_, T.put_,
+         T.masked_scatter_],
     "resizing: the elements it adds hold the fill, and sparse_resize_and_clear_ leaves only "
     "the fill, which the dense program does not know (test_inplace)":
         [T.resize_as_, T.sparse_resize_, T.sparse_resize_and_clear_],
