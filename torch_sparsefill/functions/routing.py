@@ -52,6 +52,8 @@ from .scans import cumulative as _scans_cumulative
 from .scans import differences as _scans_differences
 from .reductions import softmax as _softmax
 from .shape import concat as _concat
+from .shape import copies as _shape_copies
+from .shape import moves as _shape_moves
 from .shape import indexing as _indexing
 from .shape import reshape as _reshape
 from ..tensor import SparseFillTensor
@@ -191,6 +193,8 @@ _FAMILIES = (
     ("scans.differences", _scans_differences.ROUTES),
     ("indexing.reads", _indexing_reads.ROUTES),
     ("indexing.writes", _indexing_writes.ROUTES),
+    ("shape.moves", _shape_moves.ROUTES),
+    ("shape.copies", _shape_copies.ROUTES),
     ("tracing", {T._is_view: _refuse_tracing}),
 )
 TABLE = _assemble(
