@@ -31,7 +31,9 @@ import torch
 
 import torch_sparsefill as sf
 
-import bench_order  # (bench/ is on the path: this script's folder)
+import sys as _sys
+_sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when loaded from its file
+import bench_order  # noqa: E402
 
 warnings.filterwarnings("ignore", message="Sparse (CSR|CSC|BSR|BSC) tensor support is in beta")
 warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
