@@ -386,10 +386,10 @@ def test_errors():
         A.reshape(5, 21)
     with pytest.raises(NotImplementedError, match="per-slice fill"):
         TENSORS["rowfill_coo"].reshape(35)
-    with pytest.raises(NotImplementedError, match="only dense dims expand"):
-        A.unsqueeze(0).expand(4, 5, 7, 3)
-    with pytest.raises(NotImplementedError, match="adding dims"):
-        A.expand(2, 5, 7, 3)
+    # sparse dims of size 1 and new leading dims expand now (copies, functions/shape/copies.py)
+    D = A.to_dense()
+    assert torch.equal(A.unsqueeze(0).expand(4, 5, 7, 3).to_dense(), D.expand(4, 5, 7, 3))
+    assert torch.equal(A.expand(2, 5, 7, 3).to_dense(), D.expand(2, 5, 7, 3))
     with pytest.raises(RuntimeError, match="non-singleton dimension 2"):
         A.expand(5, 7, 4)
     with pytest.raises(ValueError, match="step must be greater than zero"):
