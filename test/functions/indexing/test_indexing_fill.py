@@ -189,3 +189,24 @@ def test_many_lookups_take_the_sorted_path():
     r, c = (torch.randint(0, m, (20000,), generator=g) for _ in range(2))
     for X in (A, A.to_sparse_csr()):
         assert torch.equal(X[r, c], A.to_dense()[r, c])
+
+
+def test_broadcasting_reads_and_index_forms():
+    """Coverage finds: a mask or indices that broadcast the tensor, int32 and
+    sparse index tensors, block_diag of three blocks."""
+    A = sf.sparse_coo_tensor([[0, 1], [1, 0]], [3.0, -1.0], (2, 1, 2), fill_value=2.0)
+    D = A.to_dense()
+    mask = torch.tensor([[True, False], [False, True], [True, True]])
+    _check(torch.masked_select(A, mask), torch.masked_select(D, mask))
+    idx = torch.tensor([[[1, 0]], [[0, 0]]])
+    _check(torch.take_along_dim(A, idx.expand(2, 3, 2), 2),
+           torch.take_along_dim(D, idx.expand(2, 3, 2), 2))
+    B = sf.sparse_coo_tensor([[0], [1]], [3.0], (2, 3), fill_value=2.0)
+    i32 = torch.tensor([[2, 1], [0, 0]], dtype=torch.int32)
+    _check(torch.gather(B, 1, i32), torch.gather(B.to_dense(), 1, i32))
+    si = sf.to_sparse(i32.long(), fill_value=0)
+    _check(torch.gather(B, 1, si), torch.gather(B.to_dense(), 1, i32.long()))
+    blocks = [B, B.to_dense()[:1], sf.full((1,), 4.0)]
+    _check(torch.block_diag(*blocks), torch.block_diag(*[b.to_dense() if
+                                                         isinstance(b, sf.SparseFillTensor)
+                                                         else b for b in blocks]))

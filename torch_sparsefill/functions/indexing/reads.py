@@ -13,6 +13,7 @@ import torch
 from ...tensor import args as _args
 from ...tensor import SparseFillTensor, build
 from ..order.lanes import all_sparse
+from ..shape.copies import broadcast_to
 from .lookup import linear, lookup
 
 T = torch.Tensor
@@ -143,9 +144,8 @@ def masked_select(input, mask):
         if mask.dtype != torch.bool:
             raise RuntimeError("masked_select: expected BoolTensor for mask")
         shape = torch.broadcast_shapes(mask.shape, a.shape)
-        if tuple(shape) != tuple(a.shape):
-            raise NotImplementedError("torch_sparsefill: masked_select with a mask that "
-                                      "broadcasts the tensor is not supported; expand it first")
+        if tuple(shape) != tuple(a.shape):  # copies of the stored elements
+            a = broadcast_to(a, shape)
         mask = mask.expand(a.shape)
     b = all_sparse(a._coalesced())
     return lookup(b, _mask_coords(mask, a.shape, "masked_select()"))
@@ -176,9 +176,11 @@ def gather(input, dim, index, *, sparse_grad=False, out=None):
     """
     a = _args.sparse(input, "gather()")
     d = _args.dim(dim, max(a.dim(), 1), "gather()")
+    if isinstance(index, SparseFillTensor):
+        index = index.to_dense()
     index = torch.as_tensor(index, device=a.device)
-    if index.dtype != torch.int64:
-        raise RuntimeError("gather(): Expected dtype int64 for index")
+    if index.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     if a.dim() == 0:
         return a.to_dense().expand(index.shape).clone()
     if index.dim() != a.dim():
@@ -228,6 +230,8 @@ def take_along_dim(input, indices, dim=None, *, out=None):
                 [2.]])
     """
     a = _args.sparse(input, "take_along_dim()")
+    if isinstance(indices, SparseFillTensor):
+        indices = indices.to_dense()
     indices = torch.as_tensor(indices, device=a.device)
     if dim is None:
         return take(a, indices.reshape(-1))
@@ -235,9 +239,10 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     shape = list(torch.broadcast_shapes(
         tuple(s for k, s in enumerate(a.shape) if k != d),
         tuple(s for k, s in enumerate(indices.shape) if k != d)))
-    if [s for k, s in enumerate(a.shape) if k != d] != shape:
-        raise NotImplementedError("torch_sparsefill: take_along_dim with indices that "
-                                  "broadcast the tensor is not supported; expand it first")
+    if [s for k, s in enumerate(a.shape) if k != d] != shape:  # copies of the stored elements
+        target = list(shape)
+        target.insert(d, a.shape[d])
+        a = broadcast_to(a, target)
     shape.insert(d, indices.shape[d])
     return gather(a, d, indices.expand(shape))
 

@@ -5,6 +5,7 @@ on the coalesced COO components; see functions/shape/moves.py.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -288,8 +289,8 @@ def block_diag(*tensors):
     for t in tensors:
         t = t if t.dim() == 2 else t.reshape(1, -1) if t.dim() == 1 else t.reshape(1, 1)
         blocks.append(t)
-    dtype = torch.result_type(*[torch.empty((), dtype=t.dtype) for t in blocks]) \
-        if blocks else torch.float32
+    dtype = functools.reduce(torch.promote_types, [t.dtype for t in blocks]) if blocks \
+        else torch.float32
     rows, cols, vals, r0, c0 = [], [], [], 0, 0
     for t in blocks:
         if isinstance(t, SparseFillTensor) and not t._has_per_slice_fill() and \
