@@ -194,7 +194,7 @@ def test_many_lookups_take_the_sorted_path():
 def test_broadcasting_reads_and_index_forms():
     """Coverage finds: a mask or indices that broadcast the tensor, int32 and
     sparse index tensors, block_diag of three blocks."""
-    A = sf.sparse_coo_tensor([[0, 1], [1, 0]], [3.0, -1.0], (2, 1, 2), fill_value=2.0)
+    A = sf.sparse_coo_tensor([[0, 1], [0, 0], [1, 0]], [3.0, -1.0], (2, 1, 2), fill_value=2.0)
     D = A.to_dense()
     mask = torch.tensor([[True, False], [False, True], [True, True]])
     _check(torch.masked_select(A, mask), torch.masked_select(D, mask))
