@@ -570,9 +570,10 @@ def _memory_main(name: str, quick: bool) -> None:
     before = _status("VmRSS")
     out = op()
     added = _status("VmHWM") - before
+    outs = tuple(out) if isinstance(out, tuple) else (out,)  # (values, indices) too
     inputs_bytes = sum(_storages(*inputs).values())
     print(json.dumps({"inputs": inputs_bytes,
-                      "output": sum(_storages(*inputs, out).values()) - inputs_bytes,
+                      "output": sum(_storages(*inputs, *outs).values()) - inputs_bytes,
                       "added": added}))
 
 

@@ -46,9 +46,9 @@ def order_rows(quick: bool):
     n = 10**6 if quick else 10**7
     V = _vector(n, n // 1000, 0.5, 1)
     DV = V.to_dense()
-    yield (f"topk(10) of a {n:,}-vector, {n // 1000:,} stored", lambda: torch.topk(V, 10),
+    yield (f"topk(10) of a {n:,} vector, {n // 1000:,} stored", lambda: torch.topk(V, 10),
            "dense torch.topk", lambda: torch.topk(DV, 10))
-    yield (f"argmax of a {n:,}-vector, {n // 1000:,} stored", lambda: torch.argmax(V),
+    yield (f"argmax of a {n:,} vector, {n // 1000:,} stored", lambda: torch.argmax(V),
            "dense torch.topk", lambda: torch.topk(DV, 10))
     k = 3000 if quick else 10000
     B = _csr(k, k, k * k // 100, 5.0, 2)
@@ -66,7 +66,7 @@ GOALS = [
     ("topk(10) rows", "dense torch.topk", 0.1),
     ("argmax rows", "dense torch.topk", 0.1),
     ("cumsum rows", "dense torch.cumsum", 1.2),
-    ("-vector,", "dense torch.topk", 0.01),
+    (" vector, ", "dense torch.topk", 0.01),
     ("A[rows, cols] 100,000 lookups", "dense advanced indexing", 2.0),
 ]
 
