@@ -31,6 +31,10 @@ import torch
 
 import torch_sparsefill as sf
 
+import sys as _sys
+_sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when loaded from its file
+import bench_order  # noqa: E402
+
 warnings.filterwarnings("ignore", message="Sparse (CSR|CSC|BSR|BSC) tensor support is in beta")
 warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
 
@@ -62,6 +66,9 @@ GOALS = [
     ("compile 6-op chain, 3 elements (components", "the chain on dense, eager", 1.0),
     ("compile 6-op chain, 1,000,000 stored (sf.compile)", "the chain, eager", 0.5),
 ]
+
+
+GOALS += bench_order.GOALS
 
 
 def goal_of(name: str, anchor: str):
@@ -536,13 +543,16 @@ def _memory_case(name: str, quick: bool):
         a, _ = stratified(20_000 // scale, 10_000, 100, 0.5)
         a = a.to_sparse_csr()
         return (a,), lambda: torch.softmax(a, 1)
+    case = bench_order.memory_case(name, quick)
+    if case is not None:
+        return case
     a, _ = random_coo((4000 // scale, 4000 // scale), 0.01, 5.0, seed=4)
     a = a.to_sparse_csr()
     b = torch.randn(4000 // scale, 64)
     return (a, b), lambda: a @ b
 
 
-MEMORY_CASES = ("union add", "softmax dim 1", "A @ B CSR fill 5, n=64")
+MEMORY_CASES = ("union add", "softmax dim 1", "A @ B CSR fill 5, n=64") + bench_order.MEMORY_CASES
 
 
 def _memory_main(name: str, quick: bool) -> None:
@@ -560,9 +570,10 @@ def _memory_main(name: str, quick: bool) -> None:
     before = _status("VmRSS")
     out = op()
     added = _status("VmHWM") - before
+    outs = tuple(out) if isinstance(out, tuple) else (out,)  # (values, indices) too
     inputs_bytes = sum(_storages(*inputs).values())
     print(json.dumps({"inputs": inputs_bytes,
-                      "output": sum(_storages(*inputs, out).values()) - inputs_bytes,
+                      "output": sum(_storages(*inputs, *outs).values()) - inputs_bytes,
                       "added": added}))
 
 
@@ -997,7 +1008,7 @@ def main() -> None:
         notes.append("pydata/sparse rows: skipped (import sparse failed)")
     families = [gpu_rows] if args.gpu_only else [
         rows, products_rows, finiteness_rows, reduction_rows, peer_rows, layout_rows,
-        attention_rows, compile_rows, gpu_rows]
+        attention_rows, compile_rows, bench_order.order_rows, gpu_rows]
     for name, ours, anchor_name, anchor, *elements in itertools.chain(
             *(family(args.quick) for family in families)):
         if args.rows not in name or (args.skip and args.skip in name):

@@ -910,3 +910,12 @@ def test_union_fill_slices_covering_nothing_keep_second_derivatives_finite():
             zero = torch.zeros_like(leaf)
             torch.testing.assert_close(zero if a is None else a, zero if b is None else b)
         assert want[3].abs().sum() > 0
+
+
+def test_softmax_of_a_tensor_with_no_element_along_an_unled_dim():
+    """softmax along dim 0 of a (2, 2, 0) COO tensor handed the slot kernel
+    no buffers ("a required pointer is NULL"); the segment path serves."""
+    A = sf.sparse_coo_tensor(torch.zeros(3, 0, dtype=torch.int64),
+                             torch.zeros(0, dtype=torch.float64), (2, 2, 0), fill_value=1.0)
+    for fn in (torch.softmax, torch.log_softmax):
+        assert fn(A, 0).to_dense().shape == fn(A.to_dense(), 0).shape

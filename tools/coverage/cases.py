@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from judge import _first_line, clean_refusal, compare, op_status, raised_by_package
+from judge import _first_line, clean_refusal, compare, op_status, raised_by_package, ties_open
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32,
           "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -269,6 +269,8 @@ def _one_case(op, sf, base_in, args, kwargs, layout, sparse_binary, expected, re
         return "error", _first_line(exc) + where
     try:
         why = compare(ours, expected, ref)
+        if why:
+            why = ties_open(op, base_in, args, kwargs, ours, expected)
     except Exception as exc:  # noqa: BLE001 -- judge.py's own failure, not the op's
         return "error", "harness: judge.py failed: " + _first_line(exc)
     if why:

@@ -171,6 +171,43 @@ def compare(ours, dense, ref=None) -> str | None:
     return None if type(ours) is type(dense) and ours == dense else f"{ours!r} vs dense {dense!r}"
 
 
+# Ops whose positions torch leaves open among equal elements (an unstable
+# sort, topk, kthvalue, median, mode): their indices pass when they select
+# values equal to dense's, and the values themselves equal dense's.
+OPEN_TIES = {"sort", "argsort", "topk", "kthvalue", "median", "nanmedian", "mode"}
+
+
+def ties_open(op, base_in, args, kwargs, ours, dense) -> str | None:
+    """None when `ours` differs from `dense` only in which of equal elements
+    its indices name (for an op of OPEN_TIES, not asked to be stable); else
+    the difference compare() reports."""
+    why = compare(ours, dense)
+    if not why or op.name not in OPEN_TIES or kwargs.get("stable"):
+        return why
+    dim = kwargs.get("dim", -1)
+    if op.name in ("topk", "kthvalue") and len(args) > 1:
+        dim = args[1]
+    elif op.name not in ("topk", "kthvalue") and args and isinstance(args[0], int):
+        dim = args[0]
+    if not base_in.dim():
+        return why
+    x = base_in.detach().cpu()
+
+    def picked(idx):
+        idx = _dense(idx).detach().cpu()
+        if idx.dim() < x.dim():
+            return x.gather(dim, idx.unsqueeze(dim)).squeeze(dim)
+        return x.gather(dim, idx)
+
+    if op.name == "argsort":
+        return None if compare(picked(ours), picked(dense)) is None else why
+    if not isinstance(ours, (tuple, list)) or len(ours) != 2:
+        return why
+    if compare(ours[0], dense[0]) or compare(picked(ours[1]), _dense(dense[0])):
+        return why
+    return None
+
+
 def op_status(counts: dict) -> str | None:
     """An op's status from its case outcomes: wrong when any case is, else error
     when any is, else pass (every case), partial (some refused) or refused;

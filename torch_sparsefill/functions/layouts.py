@@ -92,9 +92,9 @@ def _swaps_sparse_dims(func, A, args, kwargs) -> bool:
 
 
 def _in_place(func) -> bool:
-    """add_, mul_, __iadd__, ...: the ops that write into their first argument."""
+    """add_, mul_, __iadd__, A[i] = v, ...: the ops that write into their first argument."""
     name = getattr(func, "__name__", "")
-    return (name.endswith("_") and not name.endswith("__")) or (
+    return (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or (
         name.startswith("__i") and name.endswith("__"))
 
 

@@ -34,6 +34,8 @@ from . import layouts as _layouts
 from . import nn as _nn
 from .elementwise import fast as _elementwise_fast
 from .elementwise import handlers as _elementwise
+from .indexing import reads as _indexing_reads
+from .indexing import writes as _indexing_writes
 from .linalg import einsum as _einsum
 from .linalg import lowrank as _lowrank
 from .linalg import products as _products
@@ -42,9 +44,16 @@ from .linalg import sparse_results as _sparse_results
 from .methods import copy as _copy
 from .methods import inplace as _inplace
 from .methods import like as _like
+from .order import counting as _order_counting
+from .order import select as _order_select
+from .order import sort as _order_sort
 from .reductions import handlers as _reductions
+from .scans import cumulative as _scans_cumulative
+from .scans import differences as _scans_differences
 from .reductions import softmax as _softmax
 from .shape import concat as _concat
+from .shape import copies as _shape_copies
+from .shape import moves as _shape_moves
 from .shape import indexing as _indexing
 from .shape import reshape as _reshape
 from ..tensor import SparseFillTensor
@@ -177,6 +186,15 @@ _FAMILIES = (
     ("attention", _attention.ROUTES),
     ("linalg.sparse_mm", _sparse_mm.ROUTES),
     ("linalg.einsum", _einsum.ROUTES),
+    ("order.sort", _order_sort.ROUTES),
+    ("order.select", _order_select.ROUTES),
+    ("order.counting", _order_counting.ROUTES),
+    ("scans.cumulative", _scans_cumulative.ROUTES),
+    ("scans.differences", _scans_differences.ROUTES),
+    ("indexing.reads", _indexing_reads.ROUTES),
+    ("indexing.writes", _indexing_writes.ROUTES),
+    ("shape.moves", _shape_moves.ROUTES),
+    ("shape.copies", _shape_copies.ROUTES),
     ("tracing", {T._is_view: _refuse_tracing}),
 )
 TABLE = _assemble(

@@ -386,10 +386,10 @@ def test_errors():
         A.reshape(5, 21)
     with pytest.raises(NotImplementedError, match="per-slice fill"):
         TENSORS["rowfill_coo"].reshape(35)
-    with pytest.raises(NotImplementedError, match="only dense dims expand"):
-        A.unsqueeze(0).expand(4, 5, 7, 3)
-    with pytest.raises(NotImplementedError, match="adding dims"):
-        A.expand(2, 5, 7, 3)
+    # sparse dims of size 1 and new leading dims expand now (copies, functions/shape/copies.py)
+    D = A.to_dense()
+    assert torch.equal(A.unsqueeze(0).expand(4, 5, 7, 3).to_dense(), D.expand(4, 5, 7, 3))
+    assert torch.equal(A.expand(2, 5, 7, 3).to_dense(), D.expand(2, 5, 7, 3))
     with pytest.raises(RuntimeError, match="non-singleton dimension 2"):
         A.expand(5, 7, 4)
     with pytest.raises(ValueError, match="step must be greater than zero"):
@@ -408,12 +408,12 @@ def test_errors():
         A.select(3, 0)
     with pytest.raises(IndexError, match="too many indices"):
         A[0, 0, 0, 0]
-    with pytest.raises(NotImplementedError, match="more than one dim"):
-        A[torch.ones(5, 7, dtype=torch.bool)]
+    # a mask of several dims and several index tensors compute now (functions/indexing/)
+    mask = torch.ones(5, 7, dtype=torch.bool)
+    assert torch.equal(A[mask], A.to_dense()[mask])
     with pytest.raises(IndexError, match="boolean index must be 1-D of the dim's size 5"):
         A[torch.ones(4, dtype=torch.bool)]
-    with pytest.raises(NotImplementedError, match="more than one index tensor"):
-        A[[0, 1], [1, 2]]
+    assert torch.equal(A[[0, 1], [1, 2]], A.to_dense()[[0, 1], [1, 2]])
     with pytest.raises(NotImplementedError, match="separated by slices"):
         TENSORS["coo_3d"][1, :, [0, 2]]
     with pytest.raises(RuntimeError, match=r"exceeds dimension size"):

@@ -64,13 +64,14 @@ def _by_slots(A, d, fill_k, dense_shape, log):
     goes to its slice's slot, no sort, no gather into slice order, no scatter
     back. Returns (values in stored order, fill [nslots, w]), or None where
     the segment path serves: the kept dims lead (the slices lie in stored
-    order already), another device than the CPU, a torch.func transform
+    order already), a tensor with no element, another device than the CPU, a torch.func transform
     (functorch's fallback would batch the slots), a batched or blocked layout."""
     sd = A.sparse_dim()
     values = A._sf_values
     if (d == sd - 1 or values.device.type != "cpu"
             or A.layout not in (torch.sparse_coo, torch.sparse_csr) or A._batch_dim()
-            or torch._C._are_functorch_transforms_active()):
+            or torch._C._are_functorch_transforms_active()
+            or math.prod(A._sf_size) == 0):  # no element: the C op would get no buffers
         return None
     size = A._sf_size
     kept = [e for e in range(sd) if e != d]

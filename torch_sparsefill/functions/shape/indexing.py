@@ -12,6 +12,7 @@ from ... import _C
 from ...tensor import args as _args
 from .parts import (Parts, fill_index, finish, full_fill, own, parts, sort, strided)
 from .reshape import unsqueeze
+from ..indexing import reads as _reads
 from ...tensor import SparseFillTensor, build, is_plain
 
 T = torch.Tensor
@@ -324,6 +325,15 @@ def _is_index_tensor(x) -> bool:
     return isinstance(x, (torch.Tensor, list)) and not _is_int(x)
 
 
+def _multi_dim(x) -> bool:
+    """An index that is not one 1-D list of positions: a tensor of another
+    rank, a boolean mask over several dims, a sparse mask."""
+    if isinstance(x, SparseFillTensor):
+        return True
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(x)
+    return t.dim() != 1
+
+
 def getitem(input, index):
     """``A[index]`` with ints, slices (positive step), None, Ellipsis and one
     1-D integer or boolean index tensor (or list), on sparse and dense dims.
@@ -345,9 +355,9 @@ def getitem(input, index):
     if sum(1 for x in items if x is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     tensors = [k for k, x in enumerate(items) if _is_index_tensor(x)]
-    if len(tensors) > 1:
-        raise NotImplementedError("indexing a SparseFillTensor with more than one index tensor "
-                                  "is not supported; index one dim at a time")
+    if len(tensors) > 1 or any(_multi_dim(items[k]) for k in tensors):
+        # several index tensors, a mask of any rank, an index of several dims
+        return _reads.advanced(a, items)
     consuming = [x for x in items if x is not None and x is not Ellipsis]
     if len(consuming) > len(a._sf_size):
         raise IndexError(f"too many indices for tensor of dimension {len(a._sf_size)}")

@@ -70,8 +70,8 @@ def own(t: torch.Tensor, inputs) -> torch.Tensor:
     fill. Results are never views: writing into one in place (an in-place op,
     ``_fill_value().fill_()``) must not change the input, whose fill covers
     elements the result does not have."""
-    if torch.compiler.is_compiling():
-        return t.clone()  # a traced tensor has no storage to compare: never alias
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+        return t.clone()  # a traced or wrapped tensor has no storage to compare: never alias
     ptr = _storage(t)
     if ptr and any(ptr in (_storage(x._sf_values), _storage(x._sf_fill)) for x in inputs):
         return t.clone()

@@ -9,6 +9,7 @@ import math
 import torch
 
 from ...tensor import args as _args
+from .copies import broadcast_to
 from .parts import Parts, finish, parts, sort
 
 _ops = torch.ops.sparsefill
@@ -274,10 +275,10 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 def expand(input, *sizes, implicit=False):
-    """Expand dense dims of size 1 (``values`` becomes an expanded view, which
-    torch refuses to write into in place). Expanding a sparse dim or adding
-    dims is refused: it would store a copy of every stored element per new
-    position.
+    """Expand dims of size 1. Dense dims: ``values`` becomes an expanded
+    view, which torch refuses to write into in place. A sparse dim or new
+    leading dims: copies of the stored elements (functions/shape/copies.py's
+    broadcast_to), O(output stored), not a view.
 
     Example::
 
@@ -290,10 +291,12 @@ def expand(input, *sizes, implicit=False):
     a = _args.sparse(input, "expand()")
     sizes = _shape_arg(sizes)
     nd, s = a.dim(), a.sparse_dim()
-    if len(sizes) != nd:
-        raise NotImplementedError(
-            f"expand(): adding dims to a SparseFillTensor is not supported (size "
-            f"{tuple(a.shape)} to {list(sizes)})")
+    grows_sparse = len(sizes) != nd or any(
+        n not in (-1, a.shape[d]) for d, n in enumerate(sizes[len(sizes) - nd:]) if d < s)
+    if grows_sparse:
+        # new leading dims or a sparse dim of size 1: copies of the stored
+        # elements (not a view), as broadcast_to makes them
+        return broadcast_to(a, sizes)
     new = list(a.shape)
     for d, n in enumerate(sizes):
         if n == -1 or n == a.shape[d]:

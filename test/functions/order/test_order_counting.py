@@ -1,0 +1,131 @@
+"""Counting with the fill (torch_sparsefill/functions/order/counting.py):
+mode, unique, unique_consecutive, bincount, histc, histogram, searchsorted,
+bucketize against the dense ops on A.to_dense(), every fill and layout."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import sf_testing as T
+import torch_sparsefill as sf
+
+CASES = [T.Case(p, f) for p in ("empty", "one", "random", "full", "hybrid") for f in T.FILLS]
+
+
+def _eq(a, b):
+    a = a.to_dense() if isinstance(a, sf.SparseFillTensor) else a
+    assert a.dtype == b.dtype and a.shape == b.shape, (a, b)
+    T.assert_dense_equal(a, b, equal_nan=True, rtol=0, atol=0)
+
+
+def _rounded(case, layout):
+    """Few distinct values (rounded), some equal to the fill: counts matter."""
+    A = T.random_tensor(case.pattern, case.fill, layout, seed=4)
+    A = A.coalesce() if A.layout == torch.sparse_coo else A
+    v = (A.values() * 2).round() / 2
+    return A._with(v, A._fill_value().clone())
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS + [torch.sparse_csc], ids=T.layout_id)
+@pytest.mark.parametrize("case", CASES, ids=T.case_id)
+def test_counting(case, layout):
+    A = _rounded(case, layout)
+    D = A.to_dense()
+    for d in range(A.dim()):
+        if A.shape[d] == 0 or bool(D.isnan().any()):  # torch's mode meets NaN undefined
+            continue
+        v, i = torch.mode(A, d, keepdim=d == 0)
+        dv, di = torch.mode(D, d, keepdim=d == 0)
+        _eq(v, dv)
+        _eq(i, di)
+    one_fill = A.fill_value().unique().numel() == 1
+    if not one_fill:
+        with pytest.raises(NotImplementedError, match="fill is not one value"):
+            torch.unique(A)
+        return
+    for got, want in zip(torch.unique(A, return_inverse=True, return_counts=True),
+                         torch.unique(D, return_inverse=True, return_counts=True)):
+        _eq(got, want)
+    for got, want in zip(torch.unique_consecutive(A, return_inverse=True, return_counts=True),
+                         torch.unique_consecutive(D, return_inverse=True, return_counts=True)):
+        _eq(got, want)
+    _eq(torch.histc(A, 7, -2.0, 3.0), torch.histc(D, 7, -2.0, 3.0))
+    if bool(torch.isfinite(D).all()) and D.numel():
+        _eq(torch.histc(A, 5), torch.histc(D, 5))
+        h, e = torch.histogram(A, 4)
+        dh, de = torch.histogram(D, 4)
+        _eq(h, dh)
+        _eq(e, de)
+    w = torch.rand(A.shape, dtype=D.dtype, generator=T.rng(1))
+    h, _ = torch.histogram(A, 3, range=(-1.0, 2.0), weight=w, density=True)
+    T.assert_dense_equal(h, torch.histogram(D, 3, range=(-1.0, 2.0), weight=w, density=True)[0])
+    x = torch.tensor([-math.inf, -2.0, -0.5, 0.0, 0.5, 1.5, 2.0, math.inf, math.nan],
+                     dtype=D.dtype)
+    for right in (False, True):
+        _eq(torch.bucketize(A, x.sort().values[:-1], right=right),
+            torch.bucketize(D, x.sort().values[:-1], right=right))
+        _eq(torch.searchsorted(x.sort().values[:-1], A, right=right),
+            torch.searchsorted(x.sort().values[:-1], D, right=right))
+
+
+@pytest.mark.parametrize("fill", [2.0, -1.0, 10.0, math.inf, math.nan], ids=T.fill_id)
+def test_sorted_sparse_sequence(fill):
+    """A sorted 1-D sparse sequence: the block is n - s equal elements."""
+    n = 9
+    idx = [[0, 1, 7, 8]]
+    vals = [-3.0, -1.0, 10.0, math.nan] if fill <= 10.0 else [-3.0, -1.0, 5.0, 6.0]
+    if fill == math.inf or math.isnan(fill):
+        idx, vals = [[0, 1]], [-3.0, -1.0]
+    S = sf.sparse_coo_tensor(idx, vals, (n,), fill_value=fill)
+    D = S.to_dense()
+    assert bool((D[:-1] <= D[1:]).logical_or(D[1:].isnan()).all())
+    x = torch.tensor([-5.0, -3.0, -2.0, -1.0, 0.0, 2.0, 3.0, 10.0, 11.0, math.inf, math.nan])
+    for right in (False, True):
+        _eq(torch.searchsorted(S, x, right=right), torch.searchsorted(D, x, right=right))
+        _eq(torch.searchsorted(S, x, side="right" if right else "left", out_int32=True),
+            torch.searchsorted(D, x, right=right, out_int32=True))
+        _eq(torch.bucketize(x, S, right=right), torch.bucketize(x, D, right=right))
+
+
+@pytest.mark.parametrize("fill", [0, 2, 5])
+def test_bincount(fill):
+    B = sf.sparse_coo_tensor([[0, 3, 4]], [3, 0, 7], (9,), fill_value=fill)
+    D = B.to_dense()
+    _eq(torch.bincount(B), torch.bincount(D))
+    _eq(torch.bincount(B, minlength=12), torch.bincount(D, minlength=12))
+    w = torch.rand(9, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    T.assert_dense_equal(torch.bincount(B, w), torch.bincount(D, w))
+    full = sf.sparse_coo_tensor([[0, 1]], [1, 1], (2,), fill_value=fill)
+    _eq(torch.bincount(full), torch.bincount(full.to_dense()))
+    with pytest.raises(RuntimeError):
+        torch.bincount(sf.sparse_coo_tensor([[0]], [1], (3,), fill_value=-1))
+
+
+def test_mode_gradient_goes_to_the_chosen_element():
+    v = torch.tensor([4.0, 4.0, 1.0], dtype=torch.float64, requires_grad=True)
+    f = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    for fill in (1.0, 7.0):
+        A = sf.sparse_coo_tensor([[0, 1, 6]], v, (8,), fill_value=f * fill)
+        D = A.to_dense().detach().requires_grad_()
+        gv, gf = torch.autograd.grad(torch.mode(A).values, (v, f))
+        (gd,) = torch.autograd.grad(torch.mode(D).values, D)
+        torch.testing.assert_close(gv, gd[[0, 1, 6]])
+        torch.testing.assert_close(gf, gd[[2, 3, 4, 5, 7]].sum() * fill)
+
+
+def test_refusals_name_what_to_do():
+    A = sf.sparse_coo_tensor([[0]], [1.0], (3,), fill_value=2.0)
+    for fn in (lambda: torch.unique(A, dim=0), lambda: torch.unique_consecutive(A, dim=0),
+               lambda: torch.searchsorted(A, torch.tensor([1.0]), sorter=torch.tensor([0]))):
+        with pytest.raises(NotImplementedError, match="torch_sparsefill"):
+            fn()
+
+
+def test_uncoalesced_duplicates_sum_before_bucketize():
+    """bucketize is not linear: duplicates must be summed first (a fuzzer find)."""
+    A = sf.sparse_coo_tensor([[0, 0, 1]], [1.0, 2.0, 0.5], (3,), fill_value=1.5)
+    b = torch.tensor([0.0, 2.0, 2.5])
+    _eq(torch.bucketize(A, b, right=True), torch.bucketize(A.to_dense(), b, right=True))
+    _eq(torch.searchsorted(b, A), torch.searchsorted(b, A.to_dense()))

@@ -1,0 +1,250 @@
+"""Order statistics with the fill (torch_sparsefill/functions/order/,
+RFC.md#order-statistics): every op against the dense op on A.to_dense() --
+values, positions (equal, or selecting equal values where torch leaves ties
+open), dtype, NaN -- over the named cases (every fill, hybrid, empty) and
+every layout; gradients against dense autograd and gradcheck on values and
+fill; a 10^7-long vector never materialised."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import sf_testing as T
+import torch_sparsefill as sf
+from sf_testing.gradients import build, leaf_parts
+
+CASES = [T.Case(p, f) for p in ("empty", "one", "random", "full", "hybrid") for f in T.FILLS]
+
+
+def _ties(A):
+    """A with some stored values equal to the fill and one NaN: the ties
+    and the NaN order matter."""
+    A = A.coalesce() if A.layout == torch.sparse_coo else A
+    v = A.values().detach().clone()
+    flat = v.flatten(1) if v.dim() > 1 else v.unsqueeze(1)
+    if flat.shape[0] > 2 and flat.shape[1]:
+        flat[::3] = A._fill_value().reshape(-1)[0]
+        flat[1] = math.nan
+    return A._with(v, A._fill_value().detach().clone())
+
+
+def _dense(x):
+    return x.to_dense() if isinstance(x, sf.SparseFillTensor) else x
+
+
+def _same(a, b):
+    T.assert_dense_equal(_dense(a), b, equal_nan=True, rtol=0, atol=0)
+    assert _dense(a).dtype == b.dtype
+
+
+def _picks(D, d, positions, expected):
+    """positions select elements equal to the expected values (torch leaves
+    which of equal elements open for topk, kthvalue, median)."""
+    got = torch.gather(D, d, _dense(positions).reshape(expected.shape))
+    T.assert_dense_equal(got, expected, equal_nan=True, rtol=0, atol=0)
+
+
+def _tensors(case, layout):
+    A = _ties(T.random_tensor(case.pattern, case.fill, layout, seed=3))
+    return A, A.to_dense()
+
+
+@pytest.mark.parametrize("layout", T.ALL_LAYOUTS, ids=T.layout_id)
+@pytest.mark.parametrize("case", CASES, ids=T.case_id)
+def test_sort_family(case, layout):
+    if layout in T.EXTRA_LAYOUTS and case not in T.EXTRA_CASES:
+        pytest.skip("the extra layouts run their own cases")
+    A, D = _tensors(case, layout)
+    for d in range(A.dim()):
+        for desc in (False, True):
+            for stable in (False, True):
+                v, i = torch.sort(A, dim=d, descending=desc, stable=stable)
+                dv, di = torch.sort(D, dim=d, descending=desc, stable=True)
+                _same(v, dv)
+                _same(i, di)  # the stable answer, stable=False too
+            _same(torch.argsort(A, d, descending=desc), di)
+        for k in sorted({0, 1, 3, A.shape[d]}):
+            for largest in (True, False):
+                v, i = torch.topk(A, k, d, largest)
+                dv, _ = torch.topk(D, k, d, largest)
+                _same(v, dv)
+                _picks(D, d, i, dv)
+        for k in sorted({1, A.shape[d]}):
+            v, i = torch.kthvalue(A, k, d, keepdim=True)
+            dv, _ = torch.kthvalue(D, k, d, keepdim=True)
+            _same(v, dv)
+            _picks(D, d, i, dv)
+        for fn in (torch.median, torch.nanmedian):
+            v, i = fn(A, d, keepdim=True)
+            dv, _ = fn(D, d, keepdim=True)
+            _same(v, dv)
+            _picks(D, d, i, dv)
+        for fn in (torch.argmax, torch.argmin):
+            _same(fn(A, d), fn(D, d))
+            _same(fn(A, d, keepdim=True), fn(D, d, keepdim=True))
+        for fn in (torch.quantile, torch.nanquantile):
+            q = torch.tensor([0.0, 0.3, 0.5, 1.0], dtype=D.dtype)
+            for mode in ("linear", "lower", "higher", "midpoint", "nearest"):
+                T.assert_dense_equal(_dense(fn(A, q, d, interpolation=mode)),
+                                     fn(D, q, d, interpolation=mode), equal_nan=True)
+            T.assert_dense_equal(_dense(fn(A, 0.7, d, keepdim=True)),
+                                 fn(D, 0.7, d, keepdim=True), equal_nan=True)
+        _same(torch.aminmax(A, dim=d).max, torch.aminmax(D, dim=d).max)
+    _same(torch.msort(A), torch.msort(D))
+    if A.fill_value().unique().numel() > 1:  # no single block: refused (RFC)
+        for fn in (torch.argmax, torch.median, lambda x: torch.quantile(x, 0.5)):
+            with pytest.raises(NotImplementedError, match="per-slice fill"):
+                fn(A)
+    else:
+        for fn in (torch.argmax, torch.argmin, torch.median, torch.nanmedian):
+            _same(fn(A), fn(D))
+        T.assert_dense_equal(torch.quantile(A, 0.3), torch.quantile(D, 0.3), equal_nan=True)
+        _same(torch.aminmax(A).min, torch.aminmax(D).min)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.float16,
+                                   torch.bfloat16])
+def test_other_dtypes(dtype):
+    A = T.random_tensor("random", 2.0, torch.sparse_csr, seed=5).to(dtype)
+    D = A.to_dense()
+    for d in (0, 1):
+        v, i = torch.sort(A, dim=d, stable=True)
+        dv, di = torch.sort(D, dim=d, stable=True)
+        _same(v, dv)
+        _same(i, di)
+        _same(torch.topk(A, 2, d).values, torch.topk(D, 2, d).values)
+        _same(torch.argmax(A, d), torch.argmax(D, d))
+        _same(torch.median(A, d).values, torch.median(D, d).values)
+
+
+def test_empty_and_scalar():
+    A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0), (0, 4),
+                             fill_value=1.0)
+    _same(torch.sort(A, dim=0).values, torch.sort(A.to_dense(), dim=0).values)
+    _same(torch.topk(A, 0, 1).values, torch.topk(A.to_dense(), 0, 1).values)
+    with pytest.raises(RuntimeError, match="k"):
+        torch.topk(A, 5, 1)
+    with pytest.raises(IndexError):
+        torch.kthvalue(A, 1, 0)
+    with pytest.raises(RuntimeError, match="complex"):
+        torch.sort(A.to(torch.complex64))
+
+
+def _grad_ops():
+    return {
+        "sort": lambda A, D: torch.sort(A, dim=1, stable=True).values,
+        "sort0-desc": lambda A, D: torch.sort(A, dim=0, descending=True).values,
+        "msort": lambda A, D: torch.msort(A),
+        "topk": lambda A, D: torch.topk(A, 3, 1).values,
+        "topk-smallest0": lambda A, D: torch.topk(A, 2, 0, largest=False).values,
+        "kthvalue": lambda A, D: torch.kthvalue(A, 2, 1).values,
+        "median": lambda A, D: torch.median(A, 0).values,
+        "median-all": lambda A, D: torch.median(A),
+        "nanmedian": lambda A, D: torch.nanmedian(A, 1).values,
+        "quantile": lambda A, D: torch.quantile(A, torch.tensor([0.2, 0.9], dtype=A.dtype), 1),
+        "nanquantile-all": lambda A, D: torch.nanquantile(A, 0.4),
+    }
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS, ids=T.layout_id)
+@pytest.mark.parametrize("fill", [0.7, -2.0], ids=T.fill_id)
+@pytest.mark.parametrize("op", list(_grad_ops()))
+def test_gradients(op, fill, layout):
+    """gradcheck and gradgradcheck in float64 on values and fill (distinct
+    values: ties are where torch's choice of element is open), and the
+    gradients equal dense autograd's."""
+    fn = _grad_ops()[op]
+    idx, v, f, size = leaf_parts(11, fill, layout, "real")
+    with torch.no_grad():  # distinct values, none equal to the fill
+        v.copy_(torch.linspace(-3.1, 3.3, v.numel(), dtype=v.dtype).reshape(v.shape))
+
+    def run(v, f):
+        return _dense(fn(build(layout, idx, v, f, size), None))
+
+    torch.autograd.gradcheck(run, (v, f))
+    torch.autograd.gradgradcheck(run, (v, f))
+    A = build(layout, idx, v, f, size)
+    out = run(v, f)
+    g = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(2))
+    gv, gf = torch.autograd.grad(out, (v, f), g)
+    D = A.to_dense().detach().requires_grad_()
+    (gd,) = torch.autograd.grad(_dense(fn(D, None)), D, g)
+    stored = T.stored_mask(A)
+    torch.testing.assert_close(gf, gd[~stored].sum())
+    torch.testing.assert_close(gv, gd[stored])
+
+
+def test_ties_with_the_fill_share_as_torch():
+    """A stored value equal to the fill: the sort's gradient goes where the
+    stable order puts it (interleaved by index), as dense autograd's."""
+    v = torch.tensor([1.0, 2.0, 1.0], dtype=torch.float64, requires_grad=True)
+    f = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    A = sf.sparse_coo_tensor([[1, 3, 4]], v, (6,), fill_value=f)
+    D = A.to_dense().detach().requires_grad_()
+    g = torch.arange(6, dtype=torch.float64)
+    sv = torch.sort(A, stable=True).values.to_dense()
+    gv, gf = torch.autograd.grad(sv, (v, f), g)
+    (gd,) = torch.autograd.grad(torch.sort(D, stable=True).values, D, g)
+    torch.testing.assert_close(gv, gd[[1, 3, 4]])
+    torch.testing.assert_close(gf, gd[[0, 2, 5]].sum())
+
+
+_MEMORY = r"""
+import resource, torch, torch_sparsefill as sf
+torch.manual_seed(0)
+n, s = 10**7, 10**3
+idx = torch.randperm(n)[:s].sort().values.unsqueeze(0)
+A = sf.sparse_coo_tensor(idx, torch.randn(s), (n,), fill_value=0.5)
+for f in (lambda: torch.topk(A, 5), lambda: torch.argmax(A), lambda: torch.kthvalue(A, 7),
+          lambda: torch.median(A), lambda: torch.quantile(A, 0.9), lambda: torch.argmin(A)):
+    f()  # warm: the first call loads code
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+for f in (lambda: torch.topk(A, 5), lambda: torch.argmax(A), lambda: torch.kthvalue(A, n - 3),
+          lambda: torch.median(A), lambda: torch.quantile(A, 0.9), lambda: torch.argmin(A),
+          lambda: torch.nanmedian(A)):
+    f()
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+@pytest.mark.cpu_only("peak resident memory of a CPU process")
+def test_small_answers_never_materialise_the_lane():
+    """topk, argmax, kthvalue, median, quantile of a 10^7-long vector with
+    10^3 stored grow the peak memory by a few MB (the dense vector: 40 MB)."""
+    out = subprocess.run([sys.executable, "-c", _MEMORY], capture_output=True, text=True,
+                         check=True)
+    assert int(out.stdout.strip()) < 8, out.stdout
+
+
+def test_values_equal_dense_on_10e7():
+    n = 10**7
+    A = sf.sparse_coo_tensor([[3, 9_999_998]], [5.0, -1.0], (n,), fill_value=0.5)
+    assert torch.topk(A, 3).indices.tolist() == [3, 0, 1]
+    assert int(torch.argmin(A)) == 9_999_998
+    assert int(torch.kthvalue(A, n).indices) == 3
+    assert torch.median(A).item() == 0.5
+
+
+def test_along_a_dense_dim_with_nothing_stored():
+    """torch refuses some ops on an empty input (quantile): the empty
+    values of a tensor storing nothing must not reach it (a fuzzer find)."""
+    A = sf.sparse_coo_tensor(torch.zeros(1, 0, dtype=torch.int64), torch.zeros(0, 3), (4, 3),
+                             fill_value=torch.tensor([1.0, 2.0, 3.0]))
+    for fn in (lambda x: torch.nanquantile(x, 0.5, 1), lambda x: torch.median(x, 1).values,
+               lambda x: torch.topk(x, 2, 1).values):
+        _same(fn(A), fn(A.to_dense()))
+
+
+def test_nanmedian_of_an_all_nan_fill_along_a_dense_dim():
+    """torch's nanmedian misreads an expanded all-NaN input (uninitialised
+    values): the fill is made contiguous first (a fuzzer find)."""
+    A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, 2),
+                             (1, 1, 2), fill_value=float("nan"))
+    v, i = torch.nanmedian(A, -1)
+    dv, di = torch.nanmedian(A.to_dense(), -1)
+    _same(v, dv)
+    _same(i, di)

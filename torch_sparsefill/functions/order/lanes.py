@@ -1,0 +1,222 @@
+"""The working form of the order statistics (functions/order/, RFC.md#order-statistics):
+a tensor seen as ``L`` lanes of length ``n`` along one dim (or one lane of
+every element), each lane holding its stored elements and one block of
+``n - s`` copies of its fill.
+
+Everything here is O(stored log stored) plus the size of what is asked for;
+nothing is ever of size ``L * n`` except the outputs that are so by nature
+(sort's indices, argsort).
+
+The order of a lane (``Order``): its stored values sorted stably by value
+(ascending or descending, NaN last or first), then the fill's block placed
+at its rank; stored values equal to the fill (ties, NaN with a NaN fill)
+interleave with the block in index order, as a stable sort of the dense
+lane puts them. A stored element's slot in the sorted lane (``slot``):
+
+- before the block: its rank among the lane's stored values, ``r``;
+- tied with the fill: ``r + (p - k)``, where ``p - k`` counts the
+  unspecified positions before its position ``p`` (``k``: stored ones);
+- after the block: ``r + (n - s)``.
+
+Every slot not taken by a stored element belongs to the block, and the
+block's slots, in order, hold the unspecified positions in increasing order.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...tensor import fill as _fill
+from ...tensor import SparseFillTensor, build
+
+_ops = torch.ops.sparsefill
+
+__all__: list = []
+
+
+def refuse(what: str, why: str):
+    raise NotImplementedError(f"torch_sparsefill: {what} {why} is not supported on "
+                              f"SparseFillTensor; call it on A.to_dense()")
+
+
+class Order:
+    """How a lane is ordered: `descending`, and whether NaN comes first."""
+
+    def __init__(self, descending: bool, nan_first: bool):
+        self.descending, self.nan_first = descending, nan_first
+
+    def classify(self, v, f):
+        """Per stored value `v` and its lane's fill `f`: -1 before the block,
+        0 tied with it, 1 after it."""
+        vn, fn = torch.isnan(v), torch.isnan(f)
+        less, more = (v < f), (v > f)
+        if self.descending:
+            less, more = more, less
+        if self.nan_first:
+            before, after = less | (vn & ~fn), more | (fn & ~vn)
+        else:
+            before, after = less | (fn & ~vn), more | (vn & ~fn)
+        return after.to(torch.int8) - before.to(torch.int8)
+
+    def argsort(self, v):
+        """A stable permutation of `v` into this order."""
+        if v.dtype == torch.bool:
+            v = v.to(torch.uint8)
+        perm = torch.sort(v, stable=True, descending=self.descending).indices
+        if self.nan_first != self.descending and v.is_floating_point():
+            # torch puts NaN last ascending, first descending: move them
+            key = (~torch.isnan(v.index_select(0, perm))).to(torch.int8)
+            if self.descending:  # NaN last: the non-NaN key first
+                key = 1 - key
+            perm = perm.index_select(0, torch.sort(key, stable=True).indices)
+        return perm
+
+
+ASCENDING = Order(False, False)
+DESCENDING = Order(True, True)
+
+
+def _starts(sorted_keys):
+    """Per element of a sorted key array: the index of its key's first element."""
+    return torch.searchsorted(sorted_keys, sorted_keys)
+
+
+def all_sparse(A: SparseFillTensor) -> SparseFillTensor:
+    """A hybrid tensor with its dense dims made sparse: one stored element
+    per element of each stored dense part (O(stored elements)), the fill
+    a per-slice fill over the former dense dims. Others as they are."""
+    dd = A.dense_dim()
+    if not dd:
+        return A
+    size = tuple(A._sf_size)
+    dense = size[len(size) - dd:]
+    w = math.prod(dense)
+    idx = A._coo_indices()
+    s = idx.shape[1]
+    inner = _ops.coo_delinearize(torch.arange(w, device=idx.device), list(dense))
+    indices = torch.cat([idx.repeat_interleave(w, dim=1), inner.repeat(1, s)])
+    F = _fill.full_rank(A._sf_fill, len(size))
+    return build(torch.sparse_coo, size, A._sf_values.reshape(-1), F, indices=indices)
+
+
+class Lanes:
+    """The stored elements of A (no dense dims) along dim `d` (None: every
+    element in one lane, row-major) in (lane, position) order:
+    ``lane``, ``pos``, ``values``; ``n`` the lane length, ``L`` the lane
+    count, ``other_sizes`` the sizes of the other dims (in order)."""
+
+    def __init__(self, A: SparseFillTensor, d, what: str):
+        A = all_sparse(A._coalesced())
+        size = tuple(A._sf_size)
+        sd = len(size)
+        idx = A._coo_indices()
+        values = A._sf_values
+        F = _fill.full_rank(A._sf_fill, sd)
+        self.A, self.d, self.size = A, d, size
+        if d is None:
+            if F.numel() != 1:
+                refuse(what, "over every element of a tensor with a per-slice fill")
+            self.n, self.L, self.other_sizes = math.prod(size), 1, ()
+            self.lane = torch.zeros(values.shape[0], dtype=torch.int64, device=values.device)
+            self.pos = _ops.coo_linearize(idx, list(size)) if sd > 1 else \
+                (idx[0] if sd == 1 else self.lane)
+            self.others = idx[:0]
+            self._fill = F.reshape(1)
+        else:
+            if F.shape[d] != 1:
+                refuse(what, f"along dim {d} of a tensor whose per-slice fill varies along it")
+            others = [k for k in range(sd) if k != d]
+            self.n = size[d]
+            self.other_sizes = tuple(size[k] for k in others)
+            self.L = math.prod(self.other_sizes)
+            self.pos = idx[d]
+            self.others = idx[others]
+            self.lane = _ops.coo_linearize(self.others, list(self.other_sizes)) if others else \
+                torch.zeros_like(self.pos)
+            if d != sd - 1 and values.shape[0] > 1:
+                perm = torch.argsort(self.lane * self.n + self.pos)
+                self.lane, self.pos = self.lane[perm], self.pos[perm]
+                self.others, values = self.others[:, perm], values.index_select(0, perm)
+            f = F.select(d, 0)
+            self._fill = f.reshape(1) if f.numel() == 1 else f  # over the other dims
+        self.values = values
+        self.s = values.shape[0]
+        self.device = values.device
+
+    def fill_of(self, lanes):
+        """The fill of each lane in `lanes` (any shape)."""
+        f = self._fill
+        if f.numel() == 1:
+            return f.reshape(()).expand(lanes.shape)
+        return f.expand(self.other_sizes).reshape(-1)[lanes]
+
+    # ---- the sorted lanes ---------------------------------------------------------
+
+    def place(self, order: Order):
+        """Sort each lane's stored values in `order` and give each its slot in
+        the sorted lane. Sets ``perm`` (stored elements in sorted order),
+        ``slot`` (their slots, increasing within a lane) and ``key``
+        (``lane * n + slot``, sorted)."""
+        lane, pos = self.lane, self.pos
+        k = torch.arange(self.s, device=self.device) - _starts(lane)  # stored before, per lane
+        perm = order.argsort(self.values)
+        perm = perm.index_select(0, torch.sort(lane.index_select(0, perm), stable=True).indices)
+        lane_s = lane.index_select(0, perm)
+        start = _starts(lane_s)
+        r = torch.arange(self.s, device=self.device) - start
+        count = torch.searchsorted(lane_s, lane_s, right=True) - start  # stored per lane
+        cls = order.classify(self.values.index_select(0, perm), self.fill_of(lane_s))
+        gap = (pos - k).index_select(0, perm)  # unspecified positions before each
+        slot = torch.where(cls < 0, r, torch.where(cls == 0, r + gap, r + (self.n - count)))
+        self.perm, self.slot = perm, slot
+        self.key = lane_s * self.n + slot
+        # (lane, unspecified before) of each stored element: sorted, for unspecified()
+        self._gap_key = lane * (self.n + 1) + (pos - k)
+
+    def unspecified(self, lanes, m):
+        """The m-th unspecified position (0-based) of each lane in `lanes`."""
+        base = lanes * (self.n + 1)
+        stored = torch.searchsorted(self._gap_key, base + m, right=True) - \
+            torch.searchsorted(self._gap_key, base)
+        return m + stored
+
+    def at_slots(self, lanes, slots):
+        """Value and position of the elements at `slots` of the sorted
+        `lanes` (equal shapes): differentiable to values and fill."""
+        q = lanes * self.n + slots
+        flat_q = q.reshape(-1)
+        at = torch.searchsorted(self.key, flat_q)
+        found = torch.clamp(at, max=max(self.s - 1, 0))
+        hit = (at < self.s) & (self.key.index_select(0, found) == flat_q) if self.s else \
+            torch.zeros_like(flat_q, dtype=torch.bool)
+        taken_before = at - torch.searchsorted(self.key, lanes.reshape(-1) * self.n)
+        free = self.unspecified(lanes.reshape(-1), slots.reshape(-1) - taken_before)
+        src = self.perm.index_select(0, found) if self.s else found
+        if self.s:
+            stored_v = self.values.index_select(0, src)
+            stored_p = self.pos.index_select(0, src)
+        else:
+            stored_v = torch.zeros(flat_q.shape, dtype=self.values.dtype, device=self.device)
+            stored_p = torch.zeros_like(flat_q)
+        fill = self.fill_of(lanes.reshape(-1)).to(stored_v.dtype)
+        values = torch.where(hit, stored_v, fill)
+        positions = torch.where(hit, stored_p, free)
+        return values.reshape(q.shape), positions.reshape(q.shape)
+
+    def all_lanes(self, count: int):
+        """[L, count] lane numbers, every lane."""
+        return torch.arange(self.L, device=self.device).unsqueeze(1).expand(self.L, count)
+
+    def to_lanes_shape(self, x, keepdim: bool, width=None):
+        """[L, w] per-lane results as a tensor of A's shape with dim d of
+        size w (kept with `keepdim` or when `width` is given; removed
+        otherwise); d None: the lane's result alone."""
+        w = x.shape[-1]
+        if self.d is None:
+            return x.reshape(((1,) * len(self.size) if keepdim else ()) + (() if width is None
+                                                                          else (w,)))
+        out = x.reshape(self.other_sizes + (w,)).movedim(-1, self.d)
+        if width is None and not keepdim:
+            out = out.squeeze(self.d)
+        return out
