@@ -29,6 +29,8 @@ from .creation import interop as _interop
 from .creation import serialization as _serialization
 from .functions import routing as _routing
 from .functions.attention import sampled_matmul, sparse_mask
+from .graph import (apply, assign, ewise_add, ewise_mult, ewise_union, extract, indefinite, kron,
+                    mxm, reduce, select)
 from .ops.library import get_include, get_library
 from .pyg import gat_conv, gcn_conv
 from .tensor import SparseFillTensor
@@ -49,7 +51,7 @@ SparseFillTensor.to_pydata = _interop.to_pydata
 # to the same function, with and without weights_only.
 sys.modules.update(_serialization.legacy_modules())
 torch.serialization.add_safe_globals(
-    [_serialization._rebuild_sparsefill]
+    [_serialization._rebuild_sparsefill, type(indefinite)]
     + [(_serialization._rebuild_sparsefill, name) for name in _serialization.LEGACY_NAMES])
 
 # torch.utils.data's default_collate looks samples' types up in this map.
@@ -64,5 +66,7 @@ __all__ = ["SparseFillTensor", "collate", "compile", "exportable", "get_include"
            "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor",
            "sparse_bsc_tensor", "sparse_compressed_tensor", "to_sparse", "full", "zeros", "ones",
            "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill",
-           "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv", "vmap", "vmappable"]
+           "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv", "vmap", "vmappable",
+           "indefinite", "mxm", "ewise_add", "ewise_mult", "ewise_union", "apply", "select",
+           "reduce", "extract", "assign", "kron"]
 __version__ = "0.1.0"
