@@ -140,3 +140,21 @@ def test_scipy_interop_keeps_it():
     B = sf.from_scipy(m, fill_value=sf.indefinite)
     assert B.is_indefinite()
     assert torch.equal(B.to_dense(fill=0.).float(), A.to_dense(fill=0.))
+
+
+def test_graphblas_round_trip_and_same_products():
+    gb = pytest.importorskip("graphblas", reason="python-graphblas is a dev requirement")
+    Av, Ap = G.random_graph((6, 5), seed=50)
+    xv, xp = G.random_graph((5,), seed=51, density=0.6)
+    A, x = G.indefinite(Av, Ap, torch.sparse_csr), G.indefinite(xv, xp)
+    M, v = A.to_graphblas(), x.to_graphblas()
+    assert isinstance(M, gb.Matrix) and M.nvals == A.nse() and v.nvals == x.nse()
+    B = sf.from_graphblas(M)
+    assert B.is_indefinite() and B.layout == torch.sparse_csr
+    assert torch.equal(B.to_dense(fill=0.), A.to_dense(fill=0.))
+    for name in ("min_plus", "plus_times", "max_times", "plus_pair", "any_pair"):
+        ours = sf.mxm(A, x, name)
+        theirs = sf.from_graphblas(M.mxv(v, getattr(gb.semiring, name)).new())
+        assert torch.equal(G.parts(ours)[1], G.parts(theirs)[1])
+        if name != "any_pair":  # GraphBLAS's any picks any term
+            torch.testing.assert_close(ours.values().double(), theirs.values().double())
