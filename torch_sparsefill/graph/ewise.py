@@ -28,9 +28,22 @@ def _both(A, B, what):
 
 
 def _union(a: Entries, b: Entries):
-    """The union's keys and where a's, b's keys sit in it."""
-    keys = torch.unique(torch.cat([a.keys, b.keys]))
-    return keys, torch.searchsorted(keys, a.keys), torch.searchsorted(keys, b.keys)
+    """The union's keys and where a's, b's keys sit in it: a merge of the two
+    sorted key lists (b's keys that a has too sit where a's do)."""
+    found, pos = lookup(a.keys, b.keys)
+    b_only = torch.ones_like(b.keys, dtype=torch.bool).index_put(
+        (pos[found],), torch.tensor(False, device=b.keys.device))
+    only = b_only.nonzero().squeeze(1)
+    kbo = b.keys.index_select(0, only)
+    at_a = torch.arange(a.keys.shape[0], device=a.keys.device) + torch.searchsorted(kbo, a.keys)
+    at_bo = torch.arange(kbo.shape[0], device=a.keys.device) + torch.searchsorted(a.keys, kbo)
+    keys = torch.empty(a.keys.shape[0] + kbo.shape[0], dtype=a.keys.dtype, device=a.keys.device)
+    keys[at_a] = a.keys
+    keys[at_bo] = kbo
+    at_b = torch.empty_like(b.keys)
+    at_b[only] = at_bo
+    at_b[pos[found]] = at_a[found]
+    return keys, at_a, at_b
 
 
 def ewise_mult(A, B, op="times"):

@@ -47,10 +47,11 @@ def reduce(A, dim=None, monoid="plus"):
         return scalar_result(segment_reduce(monoid, a.values, group, min(a.nse(), 1), a.keys))
     rows, cols = a.rows(), a.cols()
     if dim == 1:  # one value per row; keys are in row order
-        uniq, inv = torch.unique_consecutive(rows, return_inverse=True)
+        uniq, inv, counts = torch.unique_consecutive(rows, return_inverse=True,
+                                                     return_counts=True)
         order = cols
     else:
         uniq, inv = torch.unique(cols, return_inverse=True)
-        order = rows
-    values = segment_reduce(monoid, a.values, inv, uniq.shape[0], order)
+        order, counts = rows, None
+    values = segment_reduce(monoid, a.values, inv, uniq.shape[0], order, counts)
     return result((a.size[1 - dim],), uniq, values)

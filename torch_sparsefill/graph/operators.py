@@ -98,13 +98,18 @@ def monoid_dtype(monoid: str, dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
+_SEGMENT = {"plus": "sum", "times": "prod", "min": "min", "max": "max"}
+
+
 def segment_reduce(monoid: str, terms: torch.Tensor, group: torch.Tensor, n_groups: int,
-                   order: torch.Tensor = None) -> torch.Tensor:
+                   order: torch.Tensor = None, counts: torch.Tensor = None) -> torch.Tensor:
     """The reduction of `terms` by `group` (every group 0..n_groups-1 has at
     least one term): one value per group. `order` ranks the terms within a
     group for ``any`` (the smallest wins; default: position).
     Differentiable for plus, times, min, max (ties share the gradient as
-    torch.amin shares it).
+    torch.amin shares it). `counts`, when the groups are contiguous runs of
+    these lengths, lets floating terms take torch.segment_reduce (parallel;
+    its gradient splits ties the same way).
 
     Example::
 
@@ -112,6 +117,8 @@ def segment_reduce(monoid: str, terms: torch.Tensor, group: torch.Tensor, n_grou
         tensor([1., 2.])
     """
     dtype = monoid_dtype(monoid, terms.dtype)
+    if counts is not None and monoid in _SEGMENT and terms.dtype.is_floating_point:
+        return torch.segment_reduce(terms, _SEGMENT[monoid], lengths=counts, unsafe=True)
     if monoid == "any":
         if order is None:
             order = torch.arange(terms.shape[0], device=terms.device)

@@ -91,13 +91,16 @@ def _by_expansion(a: Entries, b: Entries, monoid, fn, n, mask_keys, complement):
             found, _ = lookup(key, mask_keys)
             keep = (~found if complement else found).nonzero().squeeze(1)
             ea, eb, key = ea[keep], eb[keep], key[keep]
+        counts = None
         if n == 1:  # terms ordered by row already
-            uniq, inv = torch.unique_consecutive(key, return_inverse=True)
+            uniq, inv, counts = torch.unique_consecutive(key, return_inverse=True,
+                                                         return_counts=True)
         else:
             uniq, inv = torch.unique(key, return_inverse=True)
-        terms = fn(a.values[ea], b.values[eb])
+        terms = fn(a.values.index_select(0, ea), b.values.index_select(0, eb))
         keys_out.append(uniq)
-        vals_out.append(segment_reduce(monoid, terms, inv, uniq.shape[0], ak[ea]))
+        vals_out.append(segment_reduce(monoid, terms, inv, uniq.shape[0], ak.index_select(0, ea),
+                                       counts))
     return keys_out, vals_out
 
 
@@ -114,11 +117,26 @@ def _by_dots(a: Entries, b: Entries, monoid, fn, n, mask_keys):
         found, pos = lookup(k * b.ncols + mc[s0:s1][item], b.keys)
         keep = found.nonzero().squeeze(1)
         item, ea, pos, k = item[keep], ea[keep], pos[keep], k[keep]
-        uniq, inv = torch.unique_consecutive(item, return_inverse=True)
-        terms = fn(a.values[ea], b.values[pos])
+        uniq, inv, counts = torch.unique_consecutive(item, return_inverse=True,
+                                                     return_counts=True)
+        terms = fn(a.values.index_select(0, ea), b.values.index_select(0, pos))
         keys_out.append(mask_keys[s0:s1][uniq])
-        vals_out.append(segment_reduce(monoid, terms, inv, uniq.shape[0], k))
+        vals_out.append(segment_reduce(monoid, terms, inv, uniq.shape[0], k, counts))
     return keys_out, vals_out
+
+
+def _by_rows(a: Entries, x: torch.Tensor, monoid, fn, mask_keys, complement):
+    """A @ x for a strided vector x (every element present): one term per
+    stored A[i, k], reduced along each row (already contiguous)."""
+    ar, ak, values = a.rows(), a.cols(), a.values
+    if mask_keys is not None:
+        found, _ = lookup(ar, mask_keys)
+        keep = (~found if complement else found).nonzero().squeeze(1)
+        ar, ak, values = ar.index_select(0, keep), ak.index_select(0, keep), \
+            values.index_select(0, keep)
+    uniq, inv, counts = torch.unique_consecutive(ar, return_inverse=True, return_counts=True)
+    terms = fn(values, x.index_select(0, ak))
+    return [uniq], [segment_reduce(monoid, terms, inv, uniq.shape[0], ak, counts)]
 
 
 def _mask_keys(mask, size, structural: bool):
@@ -182,7 +200,9 @@ def mxm(A, B, semiring="plus_times", mask=None, complement=False, replace=False,
     if not size:  # a dot product: one output, no mask possible
         if mask is not None:
             raise ValueError("mxm: a scalar result takes no mask")
-    if mask_keys is not None and not complement and _dots_cheaper(a, b, mask_keys, n):
+    if vec_b and isinstance(B, torch.Tensor) and not isinstance(B, SparseFillTensor):
+        keys, vals = _by_rows(a, B, monoid, fn, mask_keys, complement)
+    elif mask_keys is not None and not complement and _dots_cheaper(a, b, mask_keys, n):
         keys, vals = _by_dots(a, b, monoid, fn, n, mask_keys)
     else:
         keys, vals = _by_expansion(a, b, monoid, fn, n, mask_keys, complement)
