@@ -31,18 +31,17 @@ def _union(a: Entries, b: Entries):
     """The union's keys and where a's, b's keys sit in it: a merge of the two
     sorted key lists (b's keys that a has too sit where a's do)."""
     found, pos = lookup(a.keys, b.keys)
-    b_only = torch.ones_like(b.keys, dtype=torch.bool).index_put(
-        (pos[found],), torch.tensor(False, device=b.keys.device))
+    b_only = torch.ones_like(b.keys, dtype=torch.bool).index_fill_(
+        0, pos.index_select(0, found.nonzero().squeeze(1)), False)
     only = b_only.nonzero().squeeze(1)
     kbo = b.keys.index_select(0, only)
     at_a = torch.arange(a.keys.shape[0], device=a.keys.device) + torch.searchsorted(kbo, a.keys)
     at_bo = torch.arange(kbo.shape[0], device=a.keys.device) + torch.searchsorted(a.keys, kbo)
     keys = torch.empty(a.keys.shape[0] + kbo.shape[0], dtype=a.keys.dtype, device=a.keys.device)
-    keys[at_a] = a.keys
-    keys[at_bo] = kbo
-    at_b = torch.empty_like(b.keys)
-    at_b[only] = at_bo
-    at_b[pos[found]] = at_a[found]
+    keys.index_copy_(0, at_a, a.keys).index_copy_(0, at_bo, kbo)
+    both = found.nonzero().squeeze(1)
+    at_b = torch.empty_like(b.keys).index_copy_(0, only, at_bo).index_copy_(
+        0, pos.index_select(0, both), at_a.index_select(0, both))
     return keys, at_a, at_b
 
 
@@ -81,13 +80,13 @@ def ewise_add(A, B, op="plus"):
     keys, at_a, at_b = _union(a, b)
     found, pos = lookup(a.keys, b.keys)
     sel = found.nonzero().squeeze(1)
-    both = fn(a.values[sel], b.values[pos[sel]])
+    both = fn(a.values.index_select(0, sel), b.values.index_select(0, pos.index_select(0, sel)))
     dtype = torch.promote_types(both.dtype, torch.promote_types(a.values.dtype, b.values.dtype)) \
         if op in ("first", "second") or callable(op) else both.dtype
     values = torch.zeros(keys.shape[0], dtype=dtype, device=keys.device)
-    values = values.index_put((at_a,), a.values.to(dtype))
-    values = values.index_put((at_b,), b.values.to(dtype))
-    values = values.index_put((at_a[sel],), both.to(dtype))
+    values = values.index_copy(0, at_a, a.values.to(dtype))
+    values = values.index_copy(0, at_b, b.values.to(dtype))
+    values = values.index_copy(0, at_a.index_select(0, sel), both.to(dtype))
     return result(a.size, keys, values, a.layout)
 
 

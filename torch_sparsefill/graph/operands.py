@@ -107,4 +107,4 @@ def lookup(keys: torch.Tensor, sorted_keys: torch.Tensor):
     if sorted_keys.numel() == 0:
         return torch.zeros_like(keys, dtype=torch.bool), torch.zeros_like(keys)
     pos = torch.searchsorted(sorted_keys, keys).clamp_(max=sorted_keys.shape[0] - 1)
-    return sorted_keys[pos] == keys, pos
+    return sorted_keys.index_select(0, pos) == keys, pos
