@@ -21,6 +21,7 @@ import argparse
 import itertools
 import json
 import tempfile
+import sys
 import time
 import types
 from pathlib import Path
@@ -30,7 +31,9 @@ import warnings
 import torch
 
 import torch_sparsefill as sf
-from bench_graph import graph_rows
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_graph, also when imported
+from bench_graph import graph_rows  # noqa: E402
 
 warnings.filterwarnings("ignore", message="Sparse (CSR|CSC|BSR|BSC) tensor support is in beta")
 warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
