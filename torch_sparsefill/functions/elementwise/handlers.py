@@ -193,6 +193,7 @@ def _binary(op: Op, func, args, kwargs, reflected, inplace):
                 lambda fa, o: op.scalar(a._sf_values, fa, o, reverse, *extra), a, other, 1,
                 reverse)
         elif isinstance(other, torch.Tensor) and other.layout == torch.strided:
+            a, other = _promoted(a, other)
             if not _over_dense_part(a, other) and _per_slice_fill(a, other) is not None:
                 # Broadcasts along some sparse dims: an operand with nothing
                 # stored whose fill is `other` (a per-slice fill), merged.
@@ -336,6 +337,9 @@ def _dividing(compute, a: SparseFillTensor, other, one, reverse):
     `other`; on an integer ZeroDivisionError from a's fill that covers no
     element (which no dense element divides by or has), recomputed with that
     fill element 1 (a divisor) or, with nothing stored, `other` as `one`."""
+    cut = _past_dead_fill(compute, a, other)
+    if cut is not None:
+        return cut
     try:
         return compute(a._live_fill(), other)
     except RuntimeError as e:
@@ -346,6 +350,39 @@ def _dividing(compute, a: SparseFillTensor, other, one, reverse):
         if a._sf_values.numel() == 0 and not _covered(a).any():
             return compute(a._live_fill(), one)  # no element at all: nothing divides
         raise
+
+
+def _promoted(a: SparseFillTensor, other: torch.Tensor):
+    """`a` and a strided `other` in the dtype torch computes their op in
+    (torch.result_type: a 0-d tensor of the same kind does not widen a
+    tensor of more dims, one of more dims does), so that values and fill
+    both get it; the generated ops would otherwise widen to the larger."""
+    common = torch.result_type(torch.empty(0, dtype=a._sf_values.dtype, device="meta"),
+                               other if other.dim() else other.to("meta"))
+    return (a if a._sf_values.dtype == common else a.to(common),
+            other if other.dtype == common else other.to(common))
+
+
+def _past_dead_fill(compute, a: SparseFillTensor, other):
+    """compute(fill, other) where `other` is a tensor that needs a gradient
+    and some element of a's fill covers no element: None otherwise. Such a
+    fill element is in no dense element, so no gradient may pass through it,
+    but the chain rule would send `other` 0 * d op(fill, other)/d other,
+    NaN for a fill of inf or NaN, or where that derivative is undefined
+    (pow at a fill of -1). So the op runs with 1 in its place (every
+    derivative there is finite, and is multiplied by 0), and the result's
+    fill shows the true op(fill, other) there, computed off the graph."""
+    if not (isinstance(other, torch.Tensor) and other.requires_grad and torch.is_grad_enabled()) \
+            or torch.compiler.is_compiling():
+        return None
+    covered = _covered(a) != 0
+    if bool(covered.all()):
+        return None
+    f = a._live_fill()
+    values, fill = compute(torch.where(covered, f, torch.ones_like(f)), other)
+    with torch.no_grad():
+        _, shown = compute(a._sf_fill, other)
+    return values, torch.where(covered, fill, shown)
 
 
 def _dead_fill_as_one(b: SparseFillTensor, error: Exception) -> torch.Tensor:

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from ...tensor import args as _args
+from ..opmath import in_opmath
 from .slices import Slices, fill_over_kept, fill_rows
 
 _ops = torch.ops.sparsefill
@@ -93,6 +94,7 @@ def _by_slots(A, d, fill_k, dense_shape, log):
     return out.reshape(values.shape), out_fill
 
 
+@in_opmath(dtype_at=2)
 def softmax_(input, dim=None, dtype=None, *, _stacklevel=3):
     """Softmax along `dim`: the pattern stays, each slice gets its own fill
     ``exp(f - m) / Z`` (a per-slice fill, RFC.md#per-slice-fills and RFC.md#softmax).
@@ -106,6 +108,7 @@ def softmax_(input, dim=None, dtype=None, *, _stacklevel=3):
     return _softmax(False, input, dim, dtype)
 
 
+@in_opmath(dtype_at=2)
 def log_softmax_(input, dim=None, dtype=None, *, _stacklevel=3):
     """log_softmax along `dim`; see :func:`softmax_`.
 
@@ -118,6 +121,7 @@ def log_softmax_(input, dim=None, dtype=None, *, _stacklevel=3):
 
 
 def _f_softmax(log):
+    @in_opmath(dtype_at=3)
     def impl(input, dim=None, _stacklevel=3, dtype=None):
         return _softmax(log, input, dim, dtype, "log_softmax" if log else "softmax")
     return impl
