@@ -27,6 +27,7 @@ from .creation import (collate, eliminate_fill, empty, fill_value, from_pydata, 
 from .creation import data as _data
 from .creation import interop as _interop
 from .creation import serialization as _serialization
+from .functions import masked as _masked
 from .functions import routing as _routing
 from .functions.attention import sampled_matmul, sparse_mask
 from .ops.library import get_include, get_library
@@ -51,6 +52,10 @@ sys.modules.update(_serialization.legacy_modules())
 torch.serialization.add_safe_globals(
     [_serialization._rebuild_sparsefill]
     + [(_serialization._rebuild_sparsefill, name) for name in _serialization.LEGACY_NAMES])
+
+# torch.masked's functions have no __torch_function__ hook: replaced by ones
+# that compute SparseFillTensors with the fill (functions/masked.py).
+_masked.install()
 
 # torch.utils.data's default_collate looks samples' types up in this map.
 torch.utils.data._utils.collate.default_collate_fn_map[SparseFillTensor] = _data.collate_fn
