@@ -27,6 +27,7 @@ from .creation import (collate, eliminate_fill, empty, fill_value, from_pydata, 
 from .creation import data as _data
 from .creation import interop as _interop
 from .creation import serialization as _serialization
+from .functions import components as _components
 from .functions import masked as _masked
 from .functions import routing as _routing
 from .functions.attention import sampled_matmul, sparse_mask
@@ -43,6 +44,10 @@ SparseFillTensor.__reduce_ex__ = _serialization.reduce_ex
 SparseFillTensor.__deepcopy__ = _serialization.deepcopy
 SparseFillTensor.to_scipy = _interop.to_scipy
 SparseFillTensor.to_pydata = _interop.to_pydata
+# A neighbour library (torch_geometric, ...) taking apart a tensor whose fill
+# is not 0 is refused by name (functions/components.py).
+for _name in _components.ACCESSORS:
+    setattr(SparseFillTensor, _name, _components.guarded(_name, getattr(SparseFillTensor, _name)))
 
 # torch.load(weights_only=True), the default, may rebuild our tensors: the
 # rebuild function validates its input like the public constructors. Files

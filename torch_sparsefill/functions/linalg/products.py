@@ -178,8 +178,10 @@ def _sparse_sparse(a, b, func):
 
 
 def _all_finite(values) -> bool:
-    """Every stored value finite (read only where _zero_fill could: not
-    under a tracer, where the general product serves anyway)."""
+    """Every stored value finite. Under a torch.func transform the values
+    may be batched and cannot be read: no (the general product serves)."""
+    if torch._C._are_functorch_transforms_active():
+        return False
     return bool(torch.isfinite(values).all())
 
 

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from ...tensor import args as _args
+from .. import stored_only
 from ..opmath import in_opmath
 from .slices import Slices, fill_over_kept, fill_rows
 
@@ -128,22 +129,29 @@ def _f_softmax(log):
 
 
 def _sparse_softmax(log):
-    """torch.sparse.(log_)softmax: torch documents its unspecified elements as
-    -inf, so only a fill of -inf gives the result code written for torch
-    expects (RFC.md#softmax); any other fill is refused, never silently mixed in."""
+    """torch.sparse.(log_)softmax (RFC.md#stored-only-ops): documented with
+    unspecified entries ignored, which on a defined fill is the dense
+    meaning only at fill -inf (_defined_fill_softmax)."""
     name = "log_softmax" if log else "softmax"
 
+    @in_opmath(dtype_at=2)
     def impl(input, dim, dtype=None):
-        fill = getattr(input, "_sf_fill", None)
-        if fill is not None and not bool((fill == -math.inf).all()):
-            raise NotImplementedError(
-                f"torch.sparse.{name} treats unspecified elements as -inf, but this "
-                f"SparseFillTensor's fill is {fill.detach().cpu().tolist()}: use torch.{name}(A, "
-                f"dim) for the {name} with the fill taking part, or build A with "
-                f"fill_value=-inf")
+        _defined_fill_softmax(input, name)
         return _softmax(log, input, dim, dtype, name)
     return impl
 
+
+def _defined_fill_softmax(A, name: str) -> None:
+    """Whether torch.sparse.`name` of A (a defined fill) computes: at fill
+    -inf ignoring the unspecified entries is the dense softmax; any other
+    fill is refused (functions/stored_only.py)."""
+    fill = getattr(A, "_sf_fill", None)
+    if fill is not None and not bool((fill == -math.inf).all()):
+        shown = fill.detach().cpu()
+        stored_only.refuse(f"torch.sparse.{name}",
+                           f"the fill {shown.item() if shown.numel() == 1 else shown.tolist()} "
+                           f"would be ignored; only a fill of -inf is ignored by the dense "
+                           f"softmax too", f"torch.{name}(A, dim)")
 
 ROUTES = {
     torch.softmax: softmax_, T.softmax: softmax_,
