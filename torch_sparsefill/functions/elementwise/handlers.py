@@ -147,6 +147,8 @@ def _binary(op: Op, func, args, kwargs, reflected, inplace):
     if extra and any(isinstance(e, torch.Tensor) for e in extra):
         return NotImplemented  # e.g. lerp with a tensor weight: the ternary form
     sx, sy = isinstance(x, SparseFillTensor), isinstance(y, SparseFillTensor)
+    if any(_is_bool(o) for o in (x, y)):
+        _ask_torch(func, args, kwargs)
     if sx and sy:
         a, b = x._coalesced(), y._coalesced()
         if a._sf_size != b._sf_size and _broadcasts_into(b, a) != _broadcasts_into(a, b):
@@ -350,6 +352,19 @@ def _dividing(compute, a: SparseFillTensor, other, one, reverse):
         if a._sf_values.numel() == 0 and not _covered(a).any():
             return compute(a._live_fill(), one)  # no element at all: nothing divides
         raise
+
+
+def _is_bool(x) -> bool:
+    return isinstance(x, bool) or (isinstance(x, torch.Tensor) and x.dtype == torch.bool)
+
+
+def _ask_torch(func, args, kwargs) -> None:
+    """Let torch raise where it refuses an operand's dtype (``True - x``:
+    torch does not subtract with bools): `func` on empty stand-ins of the
+    tensors' dtypes, numbers as they are."""
+    def stand_in(x):
+        return torch.empty(0, dtype=x.dtype) if isinstance(x, torch.Tensor) else x
+    func(*[stand_in(x) for x in args], **{k: stand_in(v) for k, v in kwargs.items()})
 
 
 def _promoted(a: SparseFillTensor, other: torch.Tensor):

@@ -31,6 +31,8 @@ def _softmax(log, input, dim=None, dtype=None, what="softmax"):
     if not A.dtype.is_floating_point:
         raise RuntimeError(f"{what}(): expected a floating point tensor, got {A.dtype}")
     d = _args.dim(dim, A.dim(), f"{what}()")
+    if A.numel() == 0:  # no element: nothing to normalise (the fill covers none)
+        return A._with(A._sf_values.clone(), torch.zeros_like(A._sf_fill))
     sd = A.sparse_dim()
     dense_shape = tuple(A.shape[sd:])
     fn = torch.log_softmax if log else torch.softmax
