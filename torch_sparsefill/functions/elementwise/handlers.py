@@ -195,7 +195,10 @@ def _binary(op: Op, func, args, kwargs, reflected, inplace):
                 lambda fa, o: op.scalar(a._sf_values, fa, o, reverse, *extra), a, other, 1,
                 reverse)
         elif isinstance(other, torch.Tensor) and other.layout == torch.strided:
-            a, other = _promoted(a, other)
+            if other.dtype != a.dtype:
+                _ask_torch(func, args, kwargs)  # e.g. lerp refuses an `end` of another dtype
+            if other.dtype != torch.bool:  # a mask or condition keeps its dtype
+                a, other = _promoted(a, other)
             if not _over_dense_part(a, other) and _per_slice_fill(a, other) is not None:
                 # Broadcasts along some sparse dims: an operand with nothing
                 # stored whose fill is `other` (a per-slice fill), merged.
@@ -268,7 +271,15 @@ def _ternary(op: Op, func, args, kwargs, reflected, inplace):
             if name not in spec["missing"]:
                 return NotImplemented
             bound[name] = _stand_in(spec["missing"][name], given.values(), ref.device)
-    operands = [bound[n] for n in names]
+    half = _only_half(bound.values())
+    if half is not None:
+        # Three operands, one rounding: in float32 as ATen's opmath (x + t * u
+        # would overflow t * u in the half dtype where dense's does not).
+        wide = [v.to(torch.float32) if isinstance(v, torch.Tensor) and v.dtype == half else v
+                for v in (bound[n] for n in names)]
+        out = _ternary(op, func, tuple(wide), {}, reflected, inplace)
+        return out if out is NotImplemented or out.dtype != torch.float32 else out.to(half)
+    operands = _promoted_plain(func, [bound[n] for n in names])
     dense_shape = tuple(ref._sf_values.shape[1:])
     sparse_dim = ref.sparse_dim()
     parts = []
@@ -354,6 +365,36 @@ def _dividing(compute, a: SparseFillTensor, other, one, reverse):
         raise
 
 
+def _only_half(operands):
+    """The half dtype when every floating tensor operand has it, else None."""
+    dtypes = {o.dtype for o in operands if isinstance(o, torch.Tensor) and o.dtype != torch.bool}
+    return dtypes.pop() if len(dtypes) == 1 and dtypes <= {torch.float16, torch.bfloat16} \
+        else None
+
+
+def _promoted_plain(func, operands):
+    """The operands of a ternary op in the dtype torch computes in, where a
+    strided operand of another dtype takes part: torch's own answer for
+    empty stand-ins (a 0-d one stays 0-d, so its promotion rule holds:
+    torch.lerp(x, y, tensor(0.5, float32)) stays float64), which also
+    raises where torch refuses the mix (lerp's `end` of another dtype).
+    Bool operands (a where's condition) are left as they are."""
+    dtypes = {o.dtype for o in operands if isinstance(o, torch.Tensor)}
+    if len(dtypes) < 2 or not any(isinstance(o, torch.Tensor) and
+                                  not isinstance(o, SparseFillTensor) for o in operands):
+        return operands
+    def stand_in(o):
+        if not isinstance(o, torch.Tensor):
+            return o
+        return torch.empty(() if not isinstance(o, SparseFillTensor) and o.dim() == 0 else 0,
+                           dtype=o.dtype)
+    common = func(*[stand_in(o) for o in operands]).dtype
+    if common == torch.bool:
+        return operands
+    return [o.to(common) if isinstance(o, torch.Tensor) and o.dtype != torch.bool and
+            o.dtype != common else o for o in operands]
+
+
 def _is_bool(x) -> bool:
     return isinstance(x, bool) or (isinstance(x, torch.Tensor) and x.dtype == torch.bool)
 
@@ -363,7 +404,10 @@ def _ask_torch(func, args, kwargs) -> None:
     torch does not subtract with bools): `func` on empty stand-ins of the
     tensors' dtypes, numbers as they are."""
     def stand_in(x):
-        return torch.empty(0, dtype=x.dtype) if isinstance(x, torch.Tensor) else x
+        if not isinstance(x, torch.Tensor):
+            return x
+        zero_d = not isinstance(x, SparseFillTensor) and x.dim() == 0
+        return torch.empty(() if zero_d else 0, dtype=x.dtype)
     func(*[stand_in(x) for x in args], **{k: stand_in(v) for k, v in kwargs.items()})
 
 
@@ -471,6 +515,8 @@ def _assign(target: SparseFillTensor, out: SparseFillTensor, func):
     involved (the components keep their identity, so an optimiser holding
     them sees a no_grad update), otherwise by replacing its components, as
     torch's sparse in-place ops do."""
+    if out.dtype != target.dtype and torch.can_cast(out.dtype, target.dtype):
+        out = out.to(target.dtype)  # torch's in-place rule: computed wide, cast back
     if out.dtype != target.dtype:
         raise RuntimeError(f"{_args.name(func)}: result type {out.dtype} can't be cast to the "
                            f"desired output type {target.dtype}")
