@@ -408,7 +408,12 @@ def _ask_torch(func, args, kwargs) -> None:
             return x
         zero_d = not isinstance(x, SparseFillTensor) and x.dim() == 0
         return torch.empty(() if zero_d else 0, dtype=x.dtype)
-    func(*[stand_in(x) for x in args], **{k: stand_in(v) for k, v in kwargs.items()})
+    if not args or not isinstance(args[0], torch.Tensor):
+        return  # a reflected method called with its number first: torch checks nothing
+    try:
+        func(*[stand_in(x) for x in args], **{k: stand_in(v) for k, v in kwargs.items()})
+    except (TypeError, AttributeError):  # not torch's dtype rule: no answer
+        pass
 
 
 def _promoted(a: SparseFillTensor, other: torch.Tensor):
