@@ -140,8 +140,11 @@ class Operand:
             put = torch.zeros(self.size, dtype=torch.bool).index_put(tuple(self.indices),
                                                                     self.values, accumulate=True)
             return base | put
-        return base + torch.zeros(self.size, dtype=self.values.dtype).index_put(
+        put = torch.zeros(self.size, dtype=self.values.dtype).index_put(
             tuple(self.indices), self.values, accumulate=True)
+        if self.values.dtype.is_complex:  # 0 + (inf - 1j) is inf + nanj in complex arithmetic
+            return torch.where(stored, put, f)
+        return base + put
 
 
 def random_values(g: random.Random, n, dense_shape, dtype):

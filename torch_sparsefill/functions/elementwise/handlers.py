@@ -520,7 +520,9 @@ def _assign(target: SparseFillTensor, out: SparseFillTensor, func):
     involved (the components keep their identity, so an optimiser holding
     them sees a no_grad update), otherwise by replacing its components, as
     torch's sparse in-place ops do."""
-    if out.dtype != target.dtype and torch.can_cast(out.dtype, target.dtype):
+    if out.dtype != target.dtype and torch.can_cast(out.dtype, target.dtype) and \
+            out.dtype.is_complex == target.dtype.is_complex and \
+            out.dtype.is_floating_point == target.dtype.is_floating_point:
         out = out.to(target.dtype)  # torch's in-place rule: computed wide, cast back
     if out.dtype != target.dtype:
         raise RuntimeError(f"{_args.name(func)}: result type {out.dtype} can't be cast to the "
