@@ -159,7 +159,7 @@ def _mm(a, b, func=torch.mm):
 def _sparse_sparse(a, b, func):
     """A @ B of two coalesced sparse matrices. Both fills 0 and every stored
     value finite: the sparse product (SpGEMM), exact. Otherwise the general
-    product over the fills, strided: it also applies RFC.md#non-finite
+    product over the fills, strided: it also applies RFC.md#non-finite-products
     (a stored NaN or inf meets the other operand's unspecified zeros:
     ``inf * 0`` is NaN, which SpGEMM, skipping them, would drop). Halves
     multiply in float32 and round once, as dense (functions/opmath.py)."""
