@@ -77,7 +77,7 @@ T = torch.Tensor
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = {op["name"]: op for op in
         yaml.safe_load((ROOT / "tools/codegen/elementwise.yaml").read_text())["ops"]}
-FLOAT_FILLS = [0.0, 1.5, -math.inf, math.inf, math.nan]
+FLOAT_FILLS = [0.0, 1.5, -1.0, -math.inf, math.inf, math.nan]
 # Large fills and values (1e2-1e4): where a half accumulation would
 # overflow or round away what dense's float32 accumulation keeps.
 LARGE = [1e2, -3e3, 1e4]
@@ -1081,6 +1081,10 @@ def unfuzzed_routes():
 # known, so the bounded run in `make test` guards against everything else.
 # Each entry says whose it is; remove it with the fix.
 KNOWN = {
+    "complex arithmetic with an infinite part: torch's scalar kernel (the fill, a 0-d "
+    "tensor) and its vectorised one disagree on NaN (division by x + inf j); torch's to settle":
+        lambda detail, text: "NaN positions differ" in detail and "complex" in text and
+        "inf" in text,
     "gelu of +inf: torch's own kernels disagree (the vectorised/oneDNN kernel of a contiguous "
     "float tensor gives nan, the scalar kernel of a 0-d or expanded one inf; "
     "pytorch/pytorch#185770, fix proposed in #192318), and the fill is computed as a 0-d "
@@ -1424,10 +1428,9 @@ def check(seed: int, verbose=False, strict_grad=False) -> tuple[Outcome, str]:
         return Outcome("failed", msg), text
     if low in HALVES or any(o.values.dtype.is_complex for o in operands):
         return Outcome("ok", "forward only (half or complex operands)"), text
-    hidden = [o.fill for o in operands] + [v._fill_value() for v in seen_sparse
-                                           if isinstance(v, sf.SparseFillTensor)]
-    if not strict_grad and not all(_finite(v) for v in seen + hidden +
-                                   [o.dense() for o in operands]):
+    # (A fill that covers no element is in no dense value: an infinite or
+    # NaN one does not stop the gradient check, and no NaN may come of it.)
+    if not strict_grad and not all(_finite(v) for v in seen + [o.dense() for o in operands]):
         return Outcome("ok", "forward only (non-finite values on the way)"), text
     if _variance_is_rounding_noise(steps, seen):
         return Outcome("ok", "forward only (numerically zero variance: no gradient "
