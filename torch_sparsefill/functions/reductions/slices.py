@@ -489,8 +489,10 @@ def var_core(correction, dense_numel_reduced, take_sqrt):
         # zeros, so a slice of equal elements has mean and variance exactly
         # 0 (as dense's Welford), not the rounding of (n f) / n - f; the
         # variance of the shifted elements is the variance, gradients included.
-        # (A non-finite fill is not a shift: it stays, and gives dense's NaN.)
-        offset = torch.where(torch.isfinite(frows), frows, torch.zeros_like(frows))
+        # (A non-finite fill is not a shift: it stays, and gives dense's NaN.
+        # With dense dims reduced too, an output element mixes dense
+        # positions whose fills differ: no common shift, none taken.)
+        offset = torch.where(torch.isfinite(frows) & (not D), frows, torch.zeros_like(frows))
         values = values - (offset if offset.shape[0] == 1 else offset.index_select(0, rows))
         frows = frows - offset
         total = _ops.seg_reduce(*[flat(x.sum(shift, keepdim=True) if D else x)
