@@ -4,9 +4,12 @@ their dense equivalents, which must agree.
 
 A program starts from one random operand (COO, CSR, CSC, BSR or BSC; plain,
 hybrid or 3-D, a 3-D compressed one batched; empty, random, all-stored or
-uncoalesced; fill 0, 1.5, -inf, +inf, nan or a per-slice fill; float64,
-float32, int64 or bool) and applies ops one after another; binary, ternary, product and concatenation steps draw further
-operands (SparseFillTensors, strided tensors, numbers). Every SparseFillTensor
+uncoalesced; fill 0, 1.5, -1, -inf, +inf, nan or a per-slice fill; float64,
+float32, int64, bool, float16, bfloat16 (values and fills of 1e2-1e4 half
+the time) or complex64) and applies ops one after another; binary, ternary,
+product and concatenation steps draw further operands (SparseFillTensors,
+strided tensors, of the program's dtype or another, 0-d or over the dense
+part, some of them leaves that need a gradient, numbers). Every SparseFillTensor
 operand is built from leaf components (values, fill) and has a dense twin
 built from the same leaves in plain torch (`fill` everywhere, `values`
 added at the stored positions), so the dense program's gradients with
@@ -34,6 +37,14 @@ numbers, though vectorised differently, so a last-place difference in a
 transcendental function is allowed), 1e-9 or 1e-4 where an op sums
 (reductions, products, softmax, and every fill gradient, a sum over the
 unspecified elements), since the summation order differs from dense.
+
+Half results (float16, bfloat16) are judged against dense's own error:
+the program is rerun in float64, and each finite element must lie within
+twice dense's distance to that reference plus two units of the half dtype's
+rounding (`compare_half`); their gradients and complex ones are not
+compared. Complex results are compared part by part, except where dense is
+not finite (torch's own complex kernels disagree there). A fill that covers
+no element is in no value below.
 
 Gradients are compared where every value on the way (operands and each
 step's dense result) is finite. With an infinity or NaN on the way, dense
