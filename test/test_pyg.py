@@ -198,3 +198,43 @@ def test_adapters_refuse_what_they_cannot_do():
         sf.gat_conv(conv, x, M)
     with pytest.raises(RuntimeError, match="square"):
         sf.gcn_conv(GCNConv(5, 3).double(), x, edge_mask(7, 15))
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_csr, torch.sparse_coo], ids=["csr", "coo"])
+@pytest.mark.parametrize("fill", [0.3, -0.5, math.nan])
+def test_gcnconv_normalize_and_gatconv_on_a_nonzero_fill_refuse_naming_the_adapters(fill,
+                                                                                     layout):
+    """GCNConv(normalize=True) and GATConv called on a SparseFillTensor with a
+    non-zero fill computed as if the fill were 0 (gcn_norm rebuilds the
+    tensor from crow_indices()/values()): differences 0.2-2.0 on 40 nodes."""
+    from torch_geometric.nn import GATConv
+    torch.manual_seed(0)
+    A = adjacency(40, fill, 7, layout)
+    x = torch.randn(40, 5, generator=rng(8), dtype=torch.float64)
+    for conv in (GCNConv(5, 3).double(), GATConv(5, 3).double()):
+        with pytest.raises(NotImplementedError, match=r"sf\.gcn_conv.*sf\.gat_conv"):
+            conv(x, A)
+
+
+def test_gcnconv_normalize_at_fill_zero_still_computes():
+    """The components are the whole tensor at fill 0: PyG's own path stays."""
+    torch.manual_seed(0)
+    A = adjacency(12, 0.0, 9)
+    x = torch.randn(12, 5, generator=rng(10), dtype=torch.float64)
+    conv = GCNConv(5, 3).double()
+    assert_dense_equal(conv(x, A), conv(x, A.to_dense().to_sparse_csr()))
+
+
+def test_sageconv_mean_refuses_instead_of_averaging_over_all_nodes():
+    """SAGEConv(aggr='mean') calls torch.sparse.mm(A, x, 'mean'): torch
+    averages over the stored neighbours, ours did over all n."""
+    from torch_geometric.nn import SAGEConv
+    A = adjacency(12, 0.0, 11)
+    x = torch.randn(12, 5, generator=rng(12), dtype=torch.float64)
+    with pytest.raises(NotImplementedError, match="A.to_indefinite"):
+        SAGEConv(5, 3).double()(x, A)
+
+
+def test_user_code_reads_components_as_always():
+    A = adjacency(6, 0.3, 13)
+    assert A.values().shape[0] == A._nnz() and A.crow_indices().shape == (7,)

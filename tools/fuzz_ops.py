@@ -4,9 +4,12 @@ their dense equivalents, which must agree.
 
 A program starts from one random operand (COO, CSR, CSC, BSR or BSC; plain,
 hybrid or 3-D, a 3-D compressed one batched; empty, random, all-stored or
-uncoalesced; fill 0, 1.5, -inf, +inf, nan or a per-slice fill; float64,
-float32, int64 or bool) and applies ops one after another; binary, ternary, product and concatenation steps draw further
-operands (SparseFillTensors, strided tensors, numbers). Every SparseFillTensor
+uncoalesced; fill 0, 1.5, -1, -inf, +inf, nan or a per-slice fill; float64,
+float32, int64, bool, float16, bfloat16 (values and fills of 1e2-1e4 half
+the time) or complex64) and applies ops one after another; binary, ternary,
+product and concatenation steps draw further operands (SparseFillTensors,
+strided tensors, of the program's dtype or another, 0-d or over the dense
+part, some of them leaves that need a gradient, numbers). Every SparseFillTensor
 operand is built from leaf components (values, fill) and has a dense twin
 built from the same leaves in plain torch (`fill` everywhere, `values`
 added at the stored positions), so the dense program's gradients with
@@ -34,6 +37,14 @@ numbers, though vectorised differently, so a last-place difference in a
 transcendental function is allowed), 1e-9 or 1e-4 where an op sums
 (reductions, products, softmax, and every fill gradient, a sum over the
 unspecified elements), since the summation order differs from dense.
+
+Half results (float16, bfloat16) are judged against dense's own error:
+the program is rerun in float64, and each finite element must lie within
+twice dense's distance to that reference plus two units of the half dtype's
+rounding (`compare_half`); their gradients and complex ones are not
+compared. Complex results are compared part by part, except where dense is
+not finite (torch's own complex kernels disagree there). A fill that covers
+no element is in no value below.
 
 Gradients are compared where every value on the way (operands and each
 step's dense result) is finite. With an infinity or NaN on the way, dense
@@ -77,8 +88,15 @@ T = torch.Tensor
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = {op["name"]: op for op in
         yaml.safe_load((ROOT / "tools/codegen/elementwise.yaml").read_text())["ops"]}
-FLOAT_FILLS = [0.0, 1.5, -math.inf, math.inf, math.nan]
-DTYPES = [torch.float64, torch.float64, torch.float32, torch.int64, torch.bool]
+FLOAT_FILLS = [0.0, 1.5, -1.0, -math.inf, math.inf, math.nan]
+# Large fills and values (1e2-1e4): where a half accumulation would
+# overflow or round away what dense's float32 accumulation keeps.
+LARGE = [1e2, -3e3, 1e4]
+HALVES = (torch.float16, torch.bfloat16)
+DTYPES = [torch.float64, torch.float64, torch.float32, torch.int64, torch.bool,
+          torch.float16, torch.bfloat16, torch.complex64]
+# The dtypes of a plain operand of another dtype than the program's.
+PLAIN_DTYPES = [torch.float64, torch.float32, torch.float16, torch.int64, torch.bool]
 
 
 # ---- operands -------------------------------------------------------------------------
@@ -133,8 +151,11 @@ class Operand:
             put = torch.zeros(self.size, dtype=torch.bool).index_put(tuple(self.indices),
                                                                     self.values, accumulate=True)
             return base | put
-        return base + torch.zeros(self.size, dtype=self.values.dtype).index_put(
+        put = torch.zeros(self.size, dtype=self.values.dtype).index_put(
             tuple(self.indices), self.values, accumulate=True)
+        if self.values.dtype.is_complex:  # 0 + (inf - 1j) is inf + nanj in complex arithmetic
+            return torch.where(stored, put, f)
+        return base + put
 
 
 def random_values(g: random.Random, n, dense_shape, dtype):
@@ -142,11 +163,16 @@ def random_values(g: random.Random, n, dense_shape, dtype):
     shape = (n,) + tuple(dense_shape)
     if dtype == torch.bool:
         return torch.rand(shape, generator=gen) < 0.5
-    if not dtype.is_floating_point:
+    if not (dtype.is_floating_point or dtype.is_complex):
         return torch.randint(-4, 5, shape, generator=gen).to(dtype)
     v = torch.randn(shape, generator=gen, dtype=torch.float64)
+    if dtype in HALVES and g.random() < 0.5:  # magnitudes a half sum overflows with
+        v = v * g.choice([1e2, 1e3, 1e4])
     if g.random() < 0.1 and v.numel():  # a non-finite stored value now and then
         v.view(-1)[g.randrange(v.numel())] = g.choice([math.inf, -math.inf, math.nan])
+    if dtype.is_complex:
+        w = torch.randn(shape, generator=gen, dtype=torch.float64)
+        return torch.complex(v, w).to(dtype)
     return v.to(dtype)
 
 
@@ -155,8 +181,10 @@ def random_fill(g: random.Random, dtype, size, sparse_dim, dense_shape):
     def scalar():
         if dtype == torch.bool:
             return g.random() < 0.5
-        if not dtype.is_floating_point:
+        if not (dtype.is_floating_point or dtype.is_complex):
             return g.choice([0, 2, -3])
+        if dtype in HALVES and g.random() < 0.5:
+            return g.choice(LARGE)
         return g.choice(FLOAT_FILLS)
     r = g.random()
     if r < 0.15 and sparse_dim == 2 and not dense_shape and len(size) == 2:
@@ -213,7 +241,7 @@ def make_operand(g: random.Random, dtype, size=None, sparse_dim=None, layout=Non
     indices = torch.tensor(idx, dtype=torch.int64).reshape(len(idx), sparse_dim).t().contiguous()
     values = random_values(g, len(lin), dense_shape, dtype)
     fill, fdesc = random_fill(g, dtype, size, sparse_dim, dense_shape)
-    if requires_grad and dtype.is_floating_point:
+    if requires_grad and dtype.is_floating_point and dtype not in HALVES:
         values.requires_grad_()
         fill.requires_grad_()
     blocksize = (1, 1)
@@ -280,12 +308,24 @@ def _other_like(g, x, dtype):
         shape = tuple(x.shape) if g.random() < 0.5 else tuple(x.shape[_sd(x):])
         if x.dim() == 2 and not x.dense_dim() and g.random() < 0.3:
             shape = g.choice([(x.shape[0], 1), (1, x.shape[1])])  # a per-slice fill to merge
-        return random_values(g, 1, shape, dtype)[0]
+        if g.random() < 0.25:
+            shape = ()  # 0-d: torch's promotion lets it keep x's dtype
+        return plain_operand(g, shape, g.choice(PLAIN_DTYPES) if g.random() < 0.3 else dtype)
     if dtype == torch.bool:
         return g.random() < 0.5
     if not dtype.is_floating_point:
         return g.choice([0, 2, -1])
     return g.choice([0.0, 2.5, -1.0, math.inf, math.nan, 3])
+
+
+def plain_operand(g: random.Random, shape, dtype):
+    """A strided operand; a floating one (not half) is now and then a leaf
+    that needs a gradient, so that what reaches it through a fill that
+    covers no element is checked too."""
+    t = random_values(g, 1, shape, dtype)[0]
+    if dtype in (torch.float64, torch.float32) and g.random() < 0.5:
+        t.requires_grad_()
+    return t
 
 
 def _elementwise_recipes():
@@ -1357,11 +1397,18 @@ KNOWN = {
     "torch's to settle":
         lambda detail, text: "NaN positions differ" in detail and "broadcast_to" in text and
         ("median" in text or "kthvalue" in text),
+    "complex arithmetic with an infinite part: torch's scalar kernel (the fill, a 0-d "
+    "tensor) and its vectorised one disagree on NaN (division by x + inf j); torch's to settle":
+        lambda detail, text: "NaN positions differ" in detail and "complex" in text and
+        "inf" in text,
     "gelu of +inf: torch's own kernels disagree (the vectorised/oneDNN kernel of a contiguous "
     "float tensor gives nan, the scalar kernel of a 0-d or expanded one inf; "
     "pytorch/pytorch#185770, fix proposed in #192318), and the fill is computed as a 0-d "
     "tensor; torch's to settle":
-        lambda detail, text: "NaN positions differ" in detail and "gelu(" in text,
+        lambda detail, text: "gelu(" in text and (
+            "NaN positions differ" in detail or
+            # nan_to_num later turns that nan/inf into two different numbers
+            ("nan_to_num(" in text and "values differ" in detail)),
 }
 
 
@@ -1413,13 +1460,26 @@ def _materialise(a, sparse):
     return a
 
 
-def _apply(step: Step, x, sparse: bool):
+def _widen(a):
+    """A float64 (complex128) copy of a lower-precision floating tensor: the
+    reference program's operand."""
+    if isinstance(a, torch.Tensor) and a.dtype in (torch.float32,) + HALVES:
+        return a.detach().double()
+    if isinstance(a, torch.Tensor) and a.dtype == torch.complex64:
+        return a.detach().to(torch.complex128)
+    if isinstance(a, (list, tuple)) and not isinstance(a, torch.Size):
+        return type(a)(_widen(v) for v in a)
+    return a
+
+
+def _apply(step: Step, x, sparse: bool, widen=False):
     def sub(a):
         if a is X:
             return x
         if isinstance(a, list):
             return [sub(v) for v in a]
-        return _materialise(a, sparse)
+        out = _materialise(a, sparse)
+        return _widen(out) if widen else out
     args = [sub(a) for a in step.args]
     kwargs = {k: sub(v) for k, v in step.kwargs.items()}
     if step.inplace and step.func not in (T.detach, torch.detach):
@@ -1462,14 +1522,16 @@ def _finite(x) -> bool:
     return bool(torch.isfinite(x.detach()).all())
 
 
-def run_program(x0: Operand, steps, sparse: bool, seen=None):
-    """The program's result; `seen` (a list) collects every value on the way."""
+def run_program(x0: Operand, steps, sparse: bool, seen=None, widen=False):
+    """The program's result; `seen` (a list) collects every value on the way.
+    `widen`: the dense program in float64 (the reference of half results)."""
     x = x0.sparse() if sparse else x0.dense()
+    x = _widen(x) if widen else x
     if seen is not None:
         seen.append(x)
     for step in steps:
         try:
-            x = _apply(step, x, sparse)
+            x = _apply(step, x, sparse, widen)
         except NotImplementedError as e:
             e._fuzz_step = step.name
             raise
@@ -1496,10 +1558,37 @@ def _operands(x0, steps):
     return out
 
 
-def _lowest_precision(operands, dtype):
+def _plain_leaves(steps):
+    """The strided operands that need a gradient (plain_operand)."""
+    return [t for t in _plain_tensors(steps) if t.requires_grad and t.is_leaf]
+
+
+def _plain_tensors(steps):
+    """The strided tensors among the steps' arguments."""
+    out = []
+    def walk(a):
+        if isinstance(a, torch.Tensor) and not any(a is o for o in out):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            for v in a:
+                walk(v)
+    for st in steps:
+        walk(st.args)
+        walk(list(st.kwargs.values()))
+    return out
+
+
+def _lowest_precision(operands, dtype, steps=()):
     """float32 if the result or any operand is float32 (float_power computes
-    in float64 from float32 operands), else the result's dtype."""
-    if dtype == torch.float32 or any(o.values.dtype == torch.float32 for o in operands):
+    in float64 from float32 operands), else the result's dtype; a half dtype
+    before either (a plain operand's included: dense autograd's formulas
+    compute in a half operand's dtype, e.g. atan2's other ** 2)."""
+    plain = {t.dtype for t in _plain_tensors(steps)}
+    for half in HALVES:
+        if dtype == half or half in plain or any(o.values.dtype == half for o in operands):
+            return half
+    if dtype in (torch.float32, torch.complex64) or \
+            any(o.values.dtype in (torch.float32, torch.complex64) for o in operands):
         return torch.float32
     return dtype
 
@@ -1525,6 +1614,15 @@ def compare(name, got, want, rtol, check_dtype=True, any_nonfinite=False):
         return f"{name}: shape {tuple(got.shape)} != dense {tuple(want.shape)}"
     if check_dtype and got.dtype != want.dtype:
         return f"{name}: dtype {got.dtype} != dense {want.dtype}"
+    if want.dtype.is_complex:  # real and imaginary parts, each by the rule
+        # Where dense is not finite, torch's complex kernels themselves differ
+        # (vectorised and scalar paths at branch cuts and special values):
+        # those elements are not compared.
+        got, want = got.resolve_conj(), want.resolve_conj()
+        keep = torch.isfinite(want)
+        got, want = torch.where(keep, got, 0), torch.where(keep, want, 0)
+        return compare(name, torch.view_as_real(got), torch.view_as_real(want), rtol, False,
+                       any_nonfinite)
     if not (want.dtype.is_floating_point or want.dtype.is_complex):
         return None if torch.equal(got.to(want.dtype), want) else \
             f"{name}: values differ\n got  {got}\n want {want}"
@@ -1547,6 +1645,29 @@ def compare(name, got, want, rtol, check_dtype=True, any_nonfinite=False):
     bad = (g - w).abs() > rtol * (w.abs() + scale)
     if bad.any():
         return f"{name}: values differ (rtol {rtol})\n got  {got}\n want {want}"
+    return None
+
+
+def compare_half(got, want, reference):
+    """A float16/bfloat16 result against dense's own error (module doc):
+    dtype, shape and non-finite positions as dense; each finite element
+    within twice dense's distance to the float64 reference plus two units of
+    the half dtype's rounding of the reference."""
+    if isinstance(got, sf.SparseFillTensor):
+        got = got.to_dense()
+    msg = compare("forward", got, want, math.inf)  # dtype, shape, NaN/inf positions
+    if msg or not isinstance(want, torch.Tensor) or not want.dtype.is_floating_point:
+        return msg
+    o, d = got.detach().double(), want.detach().double()
+    r = reference.detach().to(torch.float64) if isinstance(reference, torch.Tensor) else \
+        torch.as_tensor(reference, dtype=torch.float64)
+    fin = torch.isfinite(d) & torch.isfinite(r)
+    eps = torch.finfo(want.dtype).eps
+    allowed = 2 * (d - r).abs() + 2 * eps * (r.abs() + 1)
+    bad = ((o - r).abs() > allowed) & fin
+    if bad.any():
+        return (f"forward ({want.dtype}): beyond dense's own error against float64\n"
+                f" got  {got}\n want {want}\n ref  {r}")
     return None
 
 
@@ -1609,21 +1730,32 @@ def check(seed: int, verbose=False, strict_grad=False) -> tuple[Outcome, str]:
     if got is None or want is None:
         return Outcome("ok", "empty"), text
     dtype = want.dtype if isinstance(want, torch.Tensor) else torch.float64
-    msg = compare("forward", got, want, _tolerance(_lowest_precision(_operands(x0, steps), dtype),
-                                                   sums))
+    operands = _operands(x0, steps)
+    low = _lowest_precision(operands, dtype, steps)
+    if low in HALVES:
+        try:
+            reference = run_program(x0, steps, sparse=False, widen=True)
+        except Exception:  # noqa: BLE001 -- no float64 twin (a dtype argument): dense's rule
+            reference = want
+        msg = compare_half(got, want, reference) if isinstance(reference, torch.Tensor) and \
+            isinstance(want, torch.Tensor) and want.dtype in HALVES and \
+            reference.shape == want.shape else \
+            compare("forward", got, want, 1e-2)
+    else:
+        msg = compare("forward", got, want, _tolerance(low, sums))
     if msg:
         return Outcome("failed", msg), text
-    operands = _operands(x0, steps)
-    hidden = [o.fill for o in operands] + [v._fill_value() for v in seen_sparse
-                                           if isinstance(v, sf.SparseFillTensor)]
-    if not strict_grad and not all(_finite(v) for v in seen + hidden +
-                                   [o.dense() for o in operands]):
+    if low in HALVES or any(o.values.dtype.is_complex for o in operands):
+        return Outcome("ok", "forward only (half or complex operands)"), text
+    # (A fill that covers no element is in no dense value: an infinite or
+    # NaN one does not stop the gradient check, and no NaN may come of it.)
+    if not strict_grad and not all(_finite(v) for v in seen + [o.dense() for o in operands]):
         return Outcome("ok", "forward only (non-finite values on the way)"), text
     if _variance_is_rounding_noise(steps, seen):
         return Outcome("ok", "forward only (numerically zero variance: no gradient "
                              "reference)"), text
     # First and second order.
-    leaves = [l for op in operands for l in op.leaves()]
+    leaves = [l for op in operands for l in op.leaves()] + _plain_leaves(steps)
     sparse_out = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
     if not leaves or not isinstance(want, torch.Tensor) or not want.dtype.is_floating_point \
             or not want.requires_grad or not sparse_out.requires_grad:

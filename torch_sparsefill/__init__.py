@@ -27,6 +27,8 @@ from .creation import (collate, eliminate_fill, empty, fill_value, from_pydata, 
 from .creation import data as _data
 from .creation import interop as _interop
 from .creation import serialization as _serialization
+from .functions import components as _components
+from .functions import masked as _masked
 from .functions import routing as _routing
 from .functions.attention import sampled_matmul, sparse_mask
 from .graph import (apply, assign, ewise_add, ewise_mult, ewise_union, extract,
@@ -45,6 +47,10 @@ SparseFillTensor.__deepcopy__ = _serialization.deepcopy
 SparseFillTensor.to_scipy = _interop.to_scipy
 SparseFillTensor.to_pydata = _interop.to_pydata
 SparseFillTensor.to_graphblas = to_graphblas
+# A neighbour library (torch_geometric, ...) taking apart a tensor whose fill
+# is not 0 is refused by name (functions/components.py).
+for _name in _components.ACCESSORS:
+    setattr(SparseFillTensor, _name, _components.guarded(_name, getattr(SparseFillTensor, _name)))
 
 # torch.load(weights_only=True), the default, may rebuild our tensors: the
 # rebuild function validates its input like the public constructors. Files
@@ -54,6 +60,10 @@ sys.modules.update(_serialization.legacy_modules())
 torch.serialization.add_safe_globals(
     [_serialization._rebuild_sparsefill, type(indefinite)]
     + [(_serialization._rebuild_sparsefill, name) for name in _serialization.LEGACY_NAMES])
+
+# torch.masked's functions have no __torch_function__ hook: replaced by ones
+# that compute SparseFillTensors with the fill (functions/masked.py).
+_masked.install()
 
 # torch.utils.data's default_collate looks samples' types up in this map.
 torch.utils.data._utils.collate.default_collate_fn_map[SparseFillTensor] = _data.collate_fn

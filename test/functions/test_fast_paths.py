@@ -112,7 +112,8 @@ def _route(func, args):
         return None, e
 
 
-DTYPES = [torch.float64, torch.float32, torch.int64, torch.bool, torch.complex128]
+DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool,
+          torch.complex128]
 FUNCS = sorted(routing.FAST, key=lambda f: routing._args.name(f))
 
 

@@ -57,6 +57,9 @@ def op_key(op) -> str:
 def load_op_db():
     """PyTorch's OpInfo list, keyed by op_key (importing it needs expecttest)."""
     warnings.filterwarnings("ignore")
+    # The package first: an OpInfo binds its function when op_db is built,
+    # and importing the package replaces torch.masked's (functions/masked.py).
+    import torch_sparsefill  # noqa: F401
     from torch.testing._internal.common_methods_invocations import op_db
     return {op_key(op): op for op in op_db}
 

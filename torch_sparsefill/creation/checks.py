@@ -7,6 +7,7 @@ indices' own device).
 from __future__ import annotations
 
 import numbers
+import operator
 
 import torch
 
@@ -76,11 +77,16 @@ def as_fill(fill_value, dtype: torch.dtype, device, dense_shape, size=None) -> t
             raise TypeError(f"fill_value of dtype {fill_value.dtype} cannot be cast to the "
                             f"tensor's dtype {dtype}")
         fill = fill_value
+        _check_integer_range(fill, dtype)
     else:
         if not scalar_castable(fill_value, dtype):
             raise TypeError(f"fill_value {fill_value!r} ({type(fill_value).__name__}) cannot be "
                             f"cast to the tensor's dtype {dtype}")
-        fill = torch.tensor(fill_value, dtype=dtype, device=device)
+        try:
+            fill = torch.tensor(fill_value, dtype=dtype, device=device)
+        except RuntimeError:  # torch: "value cannot be converted ... without overflow"
+            raise ValueError(f"fill_value {fill_value!r} is out of the range of the tensor's "
+                             f"dtype {dtype}") from None
     dense_shape = tuple(dense_shape)
     if size is not None and _fill.is_per_slice(fill, len(dense_shape)):
         size = tuple(size)
@@ -105,9 +111,29 @@ def broadcasts_to(shape, target) -> bool:
     return all(s in (1, t) for s, t in zip(shape, tuple(target)[len(target) - len(shape):]))
 
 
+def _check_integer_range(fill: torch.Tensor, dtype: torch.dtype) -> None:
+    """A fill tensor of a wider integer dtype must fit `dtype` (torch's cast
+    would wrap it silently: 2**40 as int32 is 0)."""
+    if fill.dtype == dtype or fill.dtype.is_floating_point or fill.dtype.is_complex or \
+            dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or \
+            fill.is_meta or torch.compiler.is_compiling():
+        return
+    info = torch.iinfo(dtype)
+    if bool(((fill < info.min) | (fill > info.max)).any()):
+        raise ValueError(f"fill_value {fill.detach().cpu().tolist()} ({fill.dtype}) is out of "
+                         f"the range of the tensor's dtype {dtype}")
+
+
+def _index(s) -> int:
+    """One extent of a size: an integer (torch refuses 3.5 rather than truncate it)."""
+    if isinstance(s, torch.SymInt):
+        return s
+    return operator.index(s)
+
+
 def check_size(size, name="size") -> tuple:
     try:
-        size = tuple(int(s) for s in size)
+        size = tuple(_index(s) for s in size)
     except TypeError:
         raise TypeError(f"{name} must be a sequence of integers, got {size!r}") from None
     for d, s in enumerate(size):

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from ..tensor import args as _args
+from .opmath import in_opmath
 from .elementwise import handlers as _elementwise
 from ..tensor import SparseFillTensor
 
@@ -50,13 +51,17 @@ def linear(input, weight, bias=None):
 
 # ---- the optimisers' arithmetic --------------------------------------------------------
 
+@in_opmath(operands=3)
 def addcmul(input, tensor1, tensor2, *, value=1):
-    """``torch.addcmul``: ``input + value * tensor1 * tensor2`` element-wise."""
+    """``torch.addcmul``: ``input + value * tensor1 * tensor2`` element-wise
+    (halves in float32, rounded once, as ATen's kernel)."""
     return input + (tensor1 * tensor2) * value
 
 
+@in_opmath(operands=3)
 def addcdiv(input, tensor1, tensor2, *, value=1):
-    """``torch.addcdiv``: ``input + value * tensor1 / tensor2`` element-wise."""
+    """``torch.addcdiv``: ``input + value * tensor1 / tensor2`` element-wise
+    (halves in float32, rounded once, as ATen's kernel)."""
     return input + (tensor1 / tensor2) * value
 
 

@@ -31,6 +31,7 @@ from ..tensor import args as _args
 from . import attention as _attention
 from . import autocast as _autocast
 from . import indefinite as _indefinite
+from . import components as _components
 from . import layouts as _layouts
 from . import nn as _nn
 from .elementwise import fast as _elementwise_fast
@@ -90,6 +91,10 @@ def _cuda(self, device=None, non_blocking=False, memory_format=None):
 
 def _methods() -> dict:
     table = {getattr(T, n): getattr(SparseFillTensor, n) for n in _METHOD_NAMES}
+    # A neighbour library reading the components of a tensor whose fill is
+    # not 0 is refused (functions/components.py).
+    table.update({getattr(T, n): _components.guarded(n, getattr(SparseFillTensor, n))
+                  for n in _components.ACCESSORS})
     table.update({getattr(T, n): _cast(d) for n, d in _CASTS.items()})
     table.update({
         torch.clone: SparseFillTensor.clone,
@@ -266,6 +271,10 @@ def torch_function(cls, func, types, args=(), kwargs=None):
             f"torch_sparsefill: {_args.name(func)} is not supported on a SparseFillTensor "
             f"(it would read the stored components, not the elements); call it on the dense "
             f"tensor: {_AS_DATA[func]}")
+    library = _components.reading_library(1)
+    if library is not None:  # a neighbour library taking the tensor apart
+        raise NotImplementedError(_components.library_refusal(
+            library, f"called {_args.name(func)}, which is not implemented for SparseFillTensor"))
     raise NotImplementedError(
         f"torch_sparsefill: {_args.name(func)} is not implemented for SparseFillTensor: it has "
         f"no fill-value semantics yet, so it is refused rather than computed as if the fill "

@@ -15,7 +15,8 @@ namespace sparsefill {
 namespace hot {
 namespace {
 
-// _C.hot_sum(values, fill, size) -> values.sum() + count * fill, count the
+// _C.hot_sum(values, fill, size) -> values.sum() + count * fill (in float32
+// for float16/bfloat16, cast back), count the
 // number of unspecified elements (prod(size) - nse): the sum of a plain
 // tensor (given the components of a coalesced COO or a CSR one), or None (also for values that are not floating: their sum's
 // dtype has its own rules, which the route keeps). The same two ATen calls
@@ -39,8 +40,15 @@ PyObject* hot_sum(PyObject*, PyObject* const* args, Py_ssize_t n) {
   Tensor total;
   try {
     at::AutoDispatchBelowADInplaceOrView below;
-    total = values.sum();
-    if (count > 0) total = at::add(total, T(args[1]), count);
+    // Halves accumulate in float32 (ATen's opmath, as dense's sum), and
+    // count * fill would overflow in their own dtype: the term is added in
+    // float32 and the total cast back, as functions/reductions/handlers.py's
+    // values_sum and with_fill_term do.
+    const at::ScalarType own = values.scalar_type();
+    const bool half = own == at::kHalf || own == at::kBFloat16;
+    total = half ? values.sum(at::kFloat) : values.sum();
+    if (count > 0) total = at::add(total, half ? T(args[1]).to(at::kFloat) : T(args[1]), count);
+    if (half) total = total.to(own);
   } catch (const std::exception&) {
     Py_RETURN_NONE;
   }

@@ -9,6 +9,7 @@
 #include <ATen/ops/all.h>
 #include <ATen/ops/any.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/logical_not.h>
@@ -34,7 +35,13 @@ std::tuple<Tensor, Tensor> coo_coalesce_composite(const Tensor& indices, const T
   auto [new_indices, segment] = call::coalesce_plan(indices, sparse_size);
   c10::SymDimVector shape(values.sym_sizes().begin(), values.sym_sizes().end());
   shape[0] = new_indices.sym_size(1);
-  Tensor new_values = at::zeros_symint(shape, values.options()).index_add(0, segment, values);
+  // Summed onto -0.0, the identity of IEEE addition (0.0 is not: 0.0 + -0.0
+  // is +0.0): a lone -0.0 stays -0.0, as torch's coalesce keeps it.
+  const bool signed_zero = at::isFloatingType(values.scalar_type()) ||
+                           at::isComplexType(values.scalar_type());
+  Tensor start = signed_zero ? at::full_symint(shape, -0.0, values.options())
+                             : at::zeros_symint(shape, values.options());
+  Tensor new_values = start.index_add(0, segment, values);
   return {new_indices, new_values};
 }
 

@@ -21,6 +21,8 @@ from ...tensor import fill as _fill
 from ...ops import elementwise as _generated_ops
 from ...tensor.fill import full_rank
 from ...tensor import SparseFillTensor, build
+from .operands import (_ask_torch, _covered, _is_bool, _only_half, _past_dead_fill, _promoted,
+                       _promoted_plain)
 
 __all__: list = []
 
@@ -147,6 +149,8 @@ def _binary(op: Op, func, args, kwargs, reflected, inplace):
     if extra and any(isinstance(e, torch.Tensor) for e in extra):
         return NotImplemented  # e.g. lerp with a tensor weight: the ternary form
     sx, sy = isinstance(x, SparseFillTensor), isinstance(y, SparseFillTensor)
+    if any(_is_bool(o) for o in (x, y)):
+        _ask_torch(func, args, kwargs)
     if sx and sy:
         a, b = x._coalesced(), y._coalesced()
         if a._sf_size != b._sf_size and _broadcasts_into(b, a) != _broadcasts_into(a, b):
@@ -193,6 +197,10 @@ def _binary(op: Op, func, args, kwargs, reflected, inplace):
                 lambda fa, o: op.scalar(a._sf_values, fa, o, reverse, *extra), a, other, 1,
                 reverse)
         elif isinstance(other, torch.Tensor) and other.layout == torch.strided:
+            if other.dtype != a.dtype:
+                _ask_torch(func, args, kwargs)  # e.g. lerp refuses an `end` of another dtype
+            if other.dtype != torch.bool:  # a mask or condition keeps its dtype
+                a, other = _promoted(a, other)
             if not _over_dense_part(a, other) and _per_slice_fill(a, other) is not None:
                 # Broadcasts along some sparse dims: an operand with nothing
                 # stored whose fill is `other` (a per-slice fill), merged.
@@ -265,7 +273,15 @@ def _ternary(op: Op, func, args, kwargs, reflected, inplace):
             if name not in spec["missing"]:
                 return NotImplemented
             bound[name] = _stand_in(spec["missing"][name], given.values(), ref.device)
-    operands = [bound[n] for n in names]
+    half = _only_half(bound.values())
+    if half is not None:
+        # Three operands, one rounding: in float32 as ATen's opmath (x + t * u
+        # would overflow t * u in the half dtype where dense's does not).
+        wide = [v.to(torch.float32) if isinstance(v, torch.Tensor) and v.dtype == half else v
+                for v in (bound[n] for n in names)]
+        out = _ternary(op, func, tuple(wide), {}, reflected, inplace)
+        return out if out is NotImplemented or out.dtype != torch.float32 else out.to(half)
+    operands = _promoted_plain(func, [bound[n] for n in names])
     dense_shape = tuple(ref._sf_values.shape[1:])
     sparse_dim = ref.sparse_dim()
     parts = []
@@ -336,6 +352,9 @@ def _dividing(compute, a: SparseFillTensor, other, one, reverse):
     `other`; on an integer ZeroDivisionError from a's fill that covers no
     element (which no dense element divides by or has), recomputed with that
     fill element 1 (a divisor) or, with nothing stored, `other` as `one`."""
+    cut = _past_dead_fill(compute, a, other)
+    if cut is not None:
+        return cut
     try:
         return compute(a._live_fill(), other)
     except RuntimeError as e:
@@ -356,14 +375,6 @@ def _dead_fill_as_one(b: SparseFillTensor, error: Exception) -> torch.Tensor:
     if bool(((f == 0) & (covered != 0)).any()):
         raise error
     return torch.where(covered != 0, f, torch.ones_like(f))
-
-
-def _covered(a: SparseFillTensor) -> torch.Tensor:
-    """1 where an element of a's fill covers some element, else 0 (fill's shape)."""
-    f = a._sf_fill.detach()
-    return _fill.live(torch.ones_like(f), a._sf_size, a.sparse_dim(), a._sf_values.shape[0],
-                      a._coo_indices() if _fill.is_per_slice(f, a.dense_dim()) else None,
-                      zero=True)
 
 
 def _check_pow_number(a: SparseFillTensor, exponent) -> None:
@@ -419,6 +430,10 @@ def _assign(target: SparseFillTensor, out: SparseFillTensor, func):
     involved (the components keep their identity, so an optimiser holding
     them sees a no_grad update), otherwise by replacing its components, as
     torch's sparse in-place ops do."""
+    if out.dtype != target.dtype and torch.can_cast(out.dtype, target.dtype) and \
+            out.dtype.is_complex == target.dtype.is_complex and \
+            out.dtype.is_floating_point == target.dtype.is_floating_point:
+        out = out.to(target.dtype)  # torch's in-place rule: computed wide, cast back
     if out.dtype != target.dtype:
         raise RuntimeError(f"{_args.name(func)}: result type {out.dtype} can't be cast to the "
                            f"desired output type {target.dtype}")

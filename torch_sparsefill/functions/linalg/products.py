@@ -25,6 +25,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ... import _C
+from ..opmath import HALF
 from ...tensor import args as _args
 from ...tensor import fill as _fill
 from ...creation.full import to_sparse
@@ -143,15 +144,7 @@ def _mm(a, b, func=torch.mm):
     a = a._coalesced() if sa else a  # the fill's coverage counts unique positions
     b = b._coalesced() if sb else b
     if sa and sb:
-        fa, fb = _fill2d(a, func), _fill2d(b, func)
-        crow_a, col_a, va = _csr(a)
-        crow_b, col_b, vb = _csr(b)
-        m, n = a.shape[0], b.shape[1]
-        if _zero_fill(a) and _zero_fill(b):
-            crow, col, values = _ops.spgemm(crow_a, col_a, va, crow_b, col_b, vb, n)
-            zero = torch.zeros((), dtype=values.dtype, device=values.device)
-            return build(a.layout, (m, n), values, zero, crow=crow, col=col)
-        return _ops.sparse_mm_dense(crow_a, col_a, va, fa, crow_b, col_b, vb, fb, a.shape[1], n)
+        return _sparse_sparse(a, b, func)
     if sa:
         crow, col, values = _csr(a)
         return _ops.spmm(crow, col, values, _fill2d(a, func), b, a.shape[1])
@@ -161,6 +154,35 @@ def _mm(a, b, func=torch.mm):
     # Two strided matrices (e.g. addmm's with a SparseFillTensor bias): not
     # `func`, which may take other arguments (addmm's input).
     return torch.mm(a, b)
+
+
+def _sparse_sparse(a, b, func):
+    """A @ B of two coalesced sparse matrices. Both fills 0 and every stored
+    value finite: the sparse product (SpGEMM), exact. Otherwise the general
+    product over the fills, strided: it also applies RFC.md#non-finite-products
+    (a stored NaN or inf meets the other operand's unspecified zeros:
+    ``inf * 0`` is NaN, which SpGEMM, skipping them, would drop). Halves
+    multiply in float32 and round once, as dense (functions/opmath.py)."""
+    own = a._sf_values.dtype
+    if own in HALF:
+        return _sparse_sparse(a.to(torch.float32), b.to(torch.float32), func).to(own)
+    fa, fb = _fill2d(a, func), _fill2d(b, func)
+    crow_a, col_a, va = _csr(a)
+    crow_b, col_b, vb = _csr(b)
+    m, n = a.shape[0], b.shape[1]
+    if _zero_fill(a) and _zero_fill(b) and _all_finite(va) and _all_finite(vb):
+        crow, col, values = _ops.spgemm(crow_a, col_a, va, crow_b, col_b, vb, n)
+        zero = torch.zeros((), dtype=values.dtype, device=values.device)
+        return build(a.layout, (m, n), values, zero, crow=crow, col=col)
+    return _ops.sparse_mm_dense(crow_a, col_a, va, fa, crow_b, col_b, vb, fb, a.shape[1], n)
+
+
+def _all_finite(values) -> bool:
+    """Every stored value finite. Under a torch.func transform the values
+    may be batched and cannot be read: no (the general product serves)."""
+    if torch._C._are_functorch_transforms_active():
+        return False
+    return bool(torch.isfinite(values).all())
 
 
 def _mv(a, x, func=torch.mv):

@@ -13,6 +13,7 @@ from ... import _C
 from ...tensor import args as _args
 from ...tensor import fill as _fill
 from ...tensor import SparseFillTensor, is_plain
+from ..opmath import HALF, in_opmath, opmath
 from .slices import (Slices, count_core, fill_over_kept, fill_rows, logsumexp_core, max_core, mean_core, prod_core, reduce, safe_root, sum_core, var_core)
 
 _ops = torch.ops.sparsefill
@@ -49,6 +50,8 @@ def sum_(input, dim=None, keepdim=False, *, dtype=None):
     dims = _args.dims(dim, ndim, "sum()")
     if len(dims) == ndim and own.is_floating_point and not A._has_per_slice_fill():
         return _sum_all(A, keepdim)
+    if own in HALF:  # accumulated in float32, as dense (functions/opmath.py)
+        return reduce(A.to(torch.float32), dims, keepdim, sum_core(), "sum", linear=True).to(own)
     return reduce(A, dims, keepdim, sum_core(), "sum", linear=True)
 
 
@@ -77,25 +80,49 @@ def _sum_all(A, keepdim: bool) -> torch.Tensor:
     A = A._coalesced()
     count = _fill.unspecified_per_dense_part_element(A._sf_fill, A._sf_size, A.sparse_dim(),
                                                      A._sf_values.shape[0])
-    total = with_fill_term(A._sf_values.sum(), A._sf_fill.sum(), count)
+    total = with_fill_term(values_sum(A._sf_values), A._sf_fill.sum(), count)
     return total.reshape((1,) * len(A._sf_size)) if keepdim else total
+
+
+def values_sum(values):
+    """The stored values' sum as a whole sum's `total`: in float32 for
+    float16/bfloat16 values (ATen's opmath, as dense's sum accumulates).
+
+    Example::
+
+        >>> values_sum(torch.tensor([6e4, 6e4], dtype=torch.float16))
+        tensor(120000.)
+    """
+    return values.sum(dtype=torch.float32) if values.dtype in HALF else values.sum()
 
 
 def with_fill_term(total, fill, count):
     """The one rule of a whole sum's fill term: ``total + count * fill`` (one
-    ATen add with alpha), left out where the fill covers nothing (count 0), so
+    ATen add with alpha, in `total`'s dtype: float32 for a half fill, whose
+    ``count * fill`` would overflow in its own dtype), cast to the fill's
+    dtype; the term is left out where the fill covers nothing (count 0), so
     an infinite or NaN fill that covers no element does not leak in. Every
     path of ``A.sum()`` computes it so (the route, the fast handler, and the
     C hot path ``_C.hot_sum``'s ``at::add(total, fill, count)``): their bits
-    are equal (test/functions/test_fast_paths.py)."""
+    are equal (test/functions/test_fast_paths.py).
+
+    Example::
+
+        >>> half = torch.tensor(100., dtype=torch.float16)
+        >>> with_fill_term(torch.tensor(-6e4), half, 1000)  # 1000 * 100 overflows float16
+        tensor(40000., dtype=torch.float16)
+    """
+    acc = opmath(fill.dtype)
     if isinstance(count, torch.SymInt):
         # A traced nse (sf.compile): comparing it would guard on data (an
         # unbacked nse cannot be), so the term is masked instead.
         covered = torch.full((), count, dtype=torch.int64, device=fill.device) > 0
-        return total + torch.where(covered, fill * count, torch.zeros_like(fill))
-    return torch.add(total, fill, alpha=count) if count > 0 else total
+        f = fill.to(acc)
+        return (total + torch.where(covered, f * count, torch.zeros_like(f))).to(fill.dtype)
+    return (torch.add(total, fill.to(acc), alpha=count) if count > 0 else total).to(fill.dtype)
 
 
+@in_opmath
 def mean_(input, dim=None, keepdim=False, *, dtype=None):
     """Mean over the dims, unspecified elements counted as the fill.
 
@@ -115,6 +142,7 @@ def mean_(input, dim=None, keepdim=False, *, dtype=None):
     return reduce(A, dims, keepdim, mean_core(dense_reduced), "mean", linear=True)
 
 
+@in_opmath
 def prod_(input, dim=None, keepdim=False, *, dtype=None):
     """Product; the fill enters as fill**(n - s) per slice.
 
@@ -241,6 +269,7 @@ def min_(input, dim=None, keepdim=False, *, out=None):
     return _max_min(True, input, dim, keepdim, out=out)
 
 
+@in_opmath
 def logsumexp_(input, dim, keepdim=False):
     """``log(sum(exp(x)))`` over the dims, stable, fill included.
 
@@ -255,6 +284,7 @@ def logsumexp_(input, dim, keepdim=False):
                   "logsumexp")
 
 
+@in_opmath(dtype_at=4)
 def norm_(input, p="fro", dim=None, keepdim=False, dtype=None, out=None):
     """Vector p-norm over the dims (p = 1, 2, 'fro', inf, -inf, 0 or any
     other number), fill included.
@@ -308,6 +338,7 @@ def _var_std(take_sqrt, input, dim=None, unbiased=None, keepdim=False, *, correc
     return reduce(A, dims, keepdim, var_core(correction, dense_reduced, take_sqrt), name)
 
 
+@in_opmath
 def var_(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance over the dims (``correction`` as torch), fill included.
 
@@ -319,6 +350,7 @@ def var_(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _var_std(False, input, dim, unbiased, keepdim, correction=correction)
 
 
+@in_opmath
 def std_(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Standard deviation; see :func:`var_`.
 
@@ -408,7 +440,7 @@ def _fast_sum(args):
         return total
     if not is_plain(A) or not A._sf_values.dtype.is_floating_point:
         return None
-    return with_fill_term(A._sf_values.sum(), A._sf_fill,
+    return with_fill_term(values_sum(A._sf_values), A._sf_fill,
                           math.prod(A._sf_size) - A._sf_values.shape[0])
 
 

@@ -482,13 +482,23 @@ def var_core(correction, dense_numel_reduced, take_sqrt):
             fn = torch.std if take_sqrt else torch.var
             return fn(values, shift, correction=correction, keepdim=True)
         N = n * dense_numel_reduced
+        counts = seg_ptr[1:] - seg_ptr[:-1]
+        rows = torch.repeat_interleave(torch.arange(seg_ptr.shape[0] - 1, device=seg_ptr.device),
+                                       counts, output_size=values.shape[0])
+        # Shifted by the slice's fill: the unspecified elements become exact
+        # zeros, so a slice of equal elements has mean and variance exactly
+        # 0 (as dense's Welford), not the rounding of (n f) / n - f; the
+        # variance of the shifted elements is the variance, gradients included.
+        # (A non-finite fill is not a shift: it stays, and gives dense's NaN.
+        # With dense dims reduced too, an output element mixes dense
+        # positions whose fills differ: no common shift, none taken.)
+        offset = torch.where(torch.isfinite(frows) & (not D), frows, torch.zeros_like(frows))
+        values = values - (offset if offset.shape[0] == 1 else offset.index_select(0, rows))
+        frows = frows - offset
         total = _ops.seg_reduce(*[flat(x.sum(shift, keepdim=True) if D else x)
                                   for x in (values, frows)], seg_ptr, n, "sum")
         kept = tuple((values.sum(shift, keepdim=True) if D else values).shape[1:])
         mu = (total / N).reshape((total.shape[0],) + kept)
-        counts = seg_ptr[1:] - seg_ptr[:-1]
-        rows = torch.repeat_interleave(torch.arange(seg_ptr.shape[0] - 1, device=seg_ptr.device),
-                                       counts, output_size=values.shape[0])
         dv = (values - mu.index_select(0, rows)) ** 2
         df = (frows - mu) ** 2  # one row per segment (a single fill row broadcasts)
         dv = dv.sum(shift, keepdim=True) if D else dv

@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from ...tensor import args as _args
+from .. import stored_only
+from ..opmath import in_opmath
 from .slices import Slices, fill_over_kept, fill_rows
 
 _ops = torch.ops.sparsefill
@@ -29,6 +31,8 @@ def _softmax(log, input, dim=None, dtype=None, what="softmax"):
     if not A.dtype.is_floating_point:
         raise RuntimeError(f"{what}(): expected a floating point tensor, got {A.dtype}")
     d = _args.dim(dim, A.dim(), f"{what}()")
+    if A.numel() == 0:  # no element: nothing to normalise (the fill covers none)
+        return A._with(A._sf_values.clone(), torch.zeros_like(A._sf_fill))
     sd = A.sparse_dim()
     dense_shape = tuple(A.shape[sd:])
     fn = torch.log_softmax if log else torch.softmax
@@ -94,6 +98,7 @@ def _by_slots(A, d, fill_k, dense_shape, log):
     return out.reshape(values.shape), out_fill
 
 
+@in_opmath(dtype_at=2)
 def softmax_(input, dim=None, dtype=None, *, _stacklevel=3):
     """Softmax along `dim`: the pattern stays, each slice gets its own fill
     ``exp(f - m) / Z`` (a per-slice fill, RFC.md#per-slice-fills and RFC.md#softmax).
@@ -107,6 +112,7 @@ def softmax_(input, dim=None, dtype=None, *, _stacklevel=3):
     return _softmax(False, input, dim, dtype)
 
 
+@in_opmath(dtype_at=2)
 def log_softmax_(input, dim=None, dtype=None, *, _stacklevel=3):
     """log_softmax along `dim`; see :func:`softmax_`.
 
@@ -119,28 +125,36 @@ def log_softmax_(input, dim=None, dtype=None, *, _stacklevel=3):
 
 
 def _f_softmax(log):
+    @in_opmath(dtype_at=3)
     def impl(input, dim=None, _stacklevel=3, dtype=None):
         return _softmax(log, input, dim, dtype, "log_softmax" if log else "softmax")
     return impl
 
 
 def _sparse_softmax(log):
-    """torch.sparse.(log_)softmax: torch documents its unspecified elements as
-    -inf, so only a fill of -inf gives the result code written for torch
-    expects (RFC.md#softmax); any other fill is refused, never silently mixed in."""
+    """torch.sparse.(log_)softmax (RFC.md#stored-only-ops): documented with
+    unspecified entries ignored, which on a defined fill is the dense
+    meaning only at fill -inf (_defined_fill_softmax)."""
     name = "log_softmax" if log else "softmax"
 
+    @in_opmath(dtype_at=2)
     def impl(input, dim, dtype=None):
-        fill = getattr(input, "_sf_fill", None)
-        if fill is not None and not bool((fill == -math.inf).all()):
-            raise NotImplementedError(
-                f"torch.sparse.{name} treats unspecified elements as -inf, but this "
-                f"SparseFillTensor's fill is {fill.detach().cpu().tolist()}: use torch.{name}(A, "
-                f"dim) for the {name} with the fill taking part, or build A with "
-                f"fill_value=-inf")
+        _defined_fill_softmax(input, name)
         return _softmax(log, input, dim, dtype, name)
     return impl
 
+
+def _defined_fill_softmax(A, name: str) -> None:
+    """Whether torch.sparse.`name` of A (a defined fill) computes: at fill
+    -inf ignoring the unspecified entries is the dense softmax; any other
+    fill is refused (functions/stored_only.py)."""
+    fill = getattr(A, "_sf_fill", None)
+    if fill is not None and not bool((fill == -math.inf).all()):
+        shown = fill.detach().cpu()
+        stored_only.refuse(f"torch.sparse.{name}",
+                           f"the fill {shown.item() if shown.numel() == 1 else shown.tolist()} "
+                           f"would be ignored; only a fill of -inf is ignored by the dense "
+                           f"softmax too", f"torch.{name}(A, dim)")
 
 ROUTES = {
     torch.softmax: softmax_, T.softmax: softmax_,
