@@ -29,6 +29,7 @@ from .creation import interop as _interop
 from .creation import serialization as _serialization
 from .functions import routing as _routing
 from .functions.attention import sampled_matmul, sparse_mask
+from .functions.densify import auto_densify, is_auto_densify, set_auto_densify
 from .ops.library import get_include, get_library
 from .pyg import gat_conv, gcn_conv
 from .tensor import SparseFillTensor
@@ -64,5 +65,6 @@ __all__ = ["SparseFillTensor", "collate", "compile", "exportable", "get_include"
            "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor",
            "sparse_bsc_tensor", "sparse_compressed_tensor", "to_sparse", "full", "zeros", "ones",
            "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill",
-           "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv", "vmap", "vmappable"]
+           "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv", "vmap", "vmappable",
+           "auto_densify", "set_auto_densify", "is_auto_densify"]
 __version__ = "0.1.0"
