@@ -87,6 +87,16 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enable
     return torch.native_group_norm(input, weight, bias, n, c, hxw, num_groups, eps)[0]
 
 
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """F.normalize: input over its p-norm along dim (at least eps). torch's
+    Python body expands the norm to input's shape first, which a sparse dim
+    of size 1 cannot do; division broadcasts it per slice instead."""
+    if out is not None:
+        raise NotImplementedError("torch_sparsefill: torch.nn.functional.normalize with out= "
+                                  "is not implemented for SparseFillTensor")
+    return input / input.norm(p, dim, keepdim=True).clamp_min(eps)
+
+
 def multi_dot(tensors, *, out=None):
     """linalg.multi_dot: the products left to right (ATen picks the cheapest
     order; the values differ by rounding only)."""
@@ -111,4 +121,10 @@ COMPOSITES = {
     torch.layer_norm: layer_norm,
     torch.group_norm: group_norm,
     torch.linalg.multi_dot: multi_dot,
+    torch.nn.functional.normalize: normalize,
+}
+# Entries that replace a Python body of torch's, and why (the rest restate
+# C++-only kernels).
+REPLACES_PYTHON_BODY = {
+    torch.nn.functional.normalize: "its body expands a size-1 sparse dim; division broadcasts",
 }

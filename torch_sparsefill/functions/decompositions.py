@@ -4,13 +4,14 @@ each step routing again (docs/design.md#decomposition-route); then, inside
 ``sf.auto_densify()``, the dense computation (functions/densify.py).
 
 Where a decomposition comes from, tried in this order (``source(func)``):
-  ``python``  the function's own Python body, when torch writes the public
-              function in Python (``F.normalize``, ``F.softmin``, ``F.mse_loss``'s
-              broadcast before its aten call): run with its
-              ``has_torch_function`` guards off, so its torch calls route;
   ``composite`` where torch's only decomposition is a C++ kernel
-              (CompositeImplicitAutograd, whose steps never route): its
-              formula restated in torch calls (functions/composites.py);
+              (CompositeImplicitAutograd, whose steps never route), or its
+              Python body takes a step we cannot (composites.py says which):
+              its formula restated in torch calls (functions/composites.py);
+  ``python``  the function's own Python body, when torch writes the public
+              function in Python (``F.softmin``, ``F.mse_loss``'s broadcast
+              before its aten call): run with its ``has_torch_function``
+              guards off, so its torch calls route;
   ``refs``    torch._refs' reference implementation keyed by the callable
               (``torch._prims.context.torch_to_refs_map``);
   ``decomp``  torch._decomp's table entry of the aten op of the callable's
@@ -175,15 +176,15 @@ def source(func):
     """
     if func in REFUSED or _in_place(func) or _nondeterministic(func):
         return None
+    composite = _composites.COMPOSITES.get(func)
+    if composite is not None:
+        return "composite", composite
     try:
         body = _python_body(func)
     except Exception:  # noqa: BLE001 -- an unusual callable: no Python body
         body = None
     if body is not None:
         return "python", body
-    composite = _composites.COMPOSITES.get(func)
-    if composite is not None:
-        return "composite", composite
     try:
         ref = _refs_map().get(func)
     except TypeError:  # an unhashable callable
@@ -331,7 +332,9 @@ def call(func, args, kwargs):
     found = source(func)
     stack = _stack()
     if found is None or func in stack or (kwargs and kwargs.get("out") is not None):
-        if _densify.enabled() and not _in_place(func):
+        # the dense route takes the whole call the user made, never a step
+        # of a decomposition (prims have no autograd of their own)
+        if not stack and _densify.enabled() and not _in_place(func):
             return _densify.call(func, args, kwargs)
         why = ("has no fill-value semantics yet" if found is None else
                "has a decomposition that reaches itself" if func in stack else
@@ -377,3 +380,54 @@ def _run(func, found, args, kwargs):
                       ) from exc
     finally:
         stack.pop()
+
+
+# ---- the table of what takes which route --------------------------------------
+
+def candidates() -> list:
+    """torch's overridable callables (torch.overrides' registry): the
+    universe the route table and docs/routes.md classify."""
+    from torch.overrides import get_overridable_functions
+    seen, out = set(), []
+    for funcs in get_overridable_functions().values():
+        for f in funcs:
+            try:
+                if f in seen:
+                    continue
+                seen.add(f)
+            except TypeError:
+                continue
+            out.append(f)
+    return out
+
+
+def route_of(func, routed) -> str:
+    """How a call of func with a SparseFillTensor operand is computed:
+    "explicit" (routed: in `routed`), "decomposition" (torch's decomposition,
+    its source kind after a colon), "auto_densify" (refused, dense inside
+    sf.auto_densify()) or "refused" (in-place: never densified).
+
+    Example::
+
+        >>> route_of(torch.nn.functional.mse_loss, {})
+        'decomposition:python'
+    """
+    if func in routed:
+        return "explicit"
+    found = source(func)
+    if found is not None:
+        return "decomposition:" + found[0]
+    return "refused" if _in_place(func) else "auto_densify"
+
+
+def table(routed) -> dict:
+    """{callable: route_of(callable)} over candidates(), built from torch's
+    registries (overridable functions, torch._refs, torch._decomp)."""
+    funcs = candidates()
+    funcs += [f for f in routed if f not in set(funcs)]
+    return {f: route_of(f, routed) for f in funcs}
+
+
+def name(func) -> str:
+    """The public name of a callable for messages and docs."""
+    return _name(func)

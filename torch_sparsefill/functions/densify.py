@@ -19,6 +19,7 @@ import os
 import torch
 
 from ..tensor import SparseFillTensor
+from ..tensor import args as _args
 
 __all__ = ["auto_densify", "set_auto_densify", "is_auto_densify"]
 
@@ -100,7 +101,6 @@ def call(func, args, kwargs):
     """func on the dense forms of its SparseFillTensor arguments (the caller
     checked that the dense route is on and func writes into none of them)."""
     if kwargs and _has_sparse(kwargs.get("out")):
-        from ..tensor import args as _args
         raise NotImplementedError(
             f"torch_sparsefill: {_args.name(func)} with a SparseFillTensor out= is not "
             f"computed inside sf.auto_densify() (its result is dense); pass a dense out= or "
