@@ -6,7 +6,7 @@
 #   make bench   benchmark table (ratios against torch in the same run)
 #   make wheel   build a wheel (--no-build-isolation, against .venv's torch) and import it
 #   make gen     regenerate the code of tools/codegen's two lists (native.yaml, elementwise.yaml)
-#   make docs    regenerate docs/ops.md, the op reference, from the built extension
+#   make docs    regenerate docs/ops.md, the op reference, from the built extension, and docs/routes.md
 #   make fuzz    libFuzzer on the C core (FUZZ_RUNS executions, default 10 million)
 #   make fuzz-ops  the op-chain differential fuzzer: N programs (default 5000) from SEED
 #   make cuda-build  the CUDA build, in its own environment, and its tests (no GPU needed)
@@ -80,6 +80,7 @@ wheel: $(VENV)/.deps
 
 docs: build
 	$(PY) tools/gen_op_reference.py
+	$(PY) tools/gen_routes_doc.py
 
 gen: $(VENV)/.deps
 	$(PY) tools/codegen/gen_native.py
@@ -136,6 +137,7 @@ test-slow: build
 test: system-deps build
 	$(PY) tools/codegen/gen_native.py --check
 	$(PY) tools/codegen/gen_elementwise.py --check
+	$(PY) tools/gen_routes_doc.py --check
 	$(MAKE) --no-print-directory ctest
 	$(MAKE) --no-print-directory pytest
 	$(MAKE) --no-print-directory examples

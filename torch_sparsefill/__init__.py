@@ -31,6 +31,7 @@ from .functions import components as _components
 from .functions import masked as _masked
 from .functions import routing as _routing
 from .functions.attention import sampled_matmul, sparse_mask
+from .functions.densify import auto_densify, is_auto_densify, set_auto_densify
 from .graph import (apply, assign, ewise_add, ewise_mult, ewise_union, extract,
                     from_graphblas, indefinite, kron, mxm, reduce, select, to_graphblas)
 from .ops.library import get_include, get_library
@@ -79,5 +80,6 @@ __all__ = ["SparseFillTensor", "collate", "compile", "exportable", "get_include"
            "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill",
            "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv", "vmap", "vmappable",
            "indefinite", "mxm", "ewise_add", "ewise_mult", "ewise_union", "apply", "select",
-           "reduce", "extract", "assign", "kron", "from_graphblas", "to_graphblas"]
+           "reduce", "extract", "assign", "kron", "from_graphblas", "to_graphblas",
+           "auto_densify", "set_auto_densify", "is_auto_densify"]
 __version__ = "0.1.0"

@@ -176,6 +176,7 @@ def run_op(op, sf, dtypes, heartbeat=lambda: None, route=None) -> dict:
         return {"status": "skipped", "reason": reason}
     counts, examples = collections.Counter(), {}
     route_counts = collections.Counter()
+    decomposed = 0  # passing cases computed by the decomposition route
     dense_raises = 0
     sparse_binary = binary_ufunc(op)
     supported = op.supported_dtypes("cpu")
@@ -225,9 +226,12 @@ def run_op(op, sf, dtypes, heartbeat=lambda: None, route=None) -> dict:
                 layouts = [torch.sparse_coo] + ([torch.sparse_csr] if len(shape) == 2 else [])
                 for layout in layouts:
                     heartbeat()
+                    before = _taken(sf)
                     outcome, message = _one_case(op, sf, base_in, args, kwargs, layout,
                                                  sparse_binary, expected, ref)
                     counts[outcome] += 1
+                    if outcome == "pass" and _taken(sf) > before:
+                        decomposed += 1
                     if outcome != "pass":
                         examples.setdefault(outcome, f"{dname} {tuple(shape)} {variant} "
                                                  f"{str(layout).split('_')[-1]}: {message}")
@@ -244,7 +248,16 @@ def run_op(op, sf, dtypes, heartbeat=lambda: None, route=None) -> dict:
                          "no sample with a strided tensor input of at least one dim")
     if route is not None:
         out["route_cases"] = dict(route_counts)
+    if decomposed:
+        out["decomposition_cases"] = decomposed
     return out
+
+
+def _taken(sf) -> int:
+    """How many calls the package computed by torch's decomposition so far (0
+    for a package without the route)."""
+    module = sys.modules.get(sf.__name__ + ".functions.decompositions")
+    return module.TAKEN["decomposition"] if module is not None else 0
 
 
 def _one_case(op, sf, base_in, args, kwargs, layout, sparse_binary, expected, ref):

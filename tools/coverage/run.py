@@ -19,12 +19,12 @@ got worse or a new wrong/error appears, and names the ops that improved
 (--update, `make coverage UPDATE=1`, rewrites the file; from a full run it
 also picks the bounded subset that `make test` runs, test/crosscutting/test_op_coverage.py).
 
-Routes of later work: --dense-route reruns every refused case under
-``sf.auto_densify()`` (the opt-in dense route) and reports the share that
-computes with it as a second column. A route that computes by decomposition
-needs no flag: its cases pass by default; to count them apart, make
-cases._one_case return the route a result took (e.g. read from a record the
-decomposition route keeps) and add its column beside "route_cases".
+Routes: --dense-route reruns every refused case under ``sf.auto_densify()``
+(the opt-in dense route) and reports the share that computes with it as a
+second column. A case computed by torch's decomposition passes by default;
+the worker counts those cases apart (the package's record of calls the
+decomposition route computed) and the summary splits the ops that compute into
+explicit routes only and decomposition in some case.
 
 Example::
 
@@ -175,6 +175,10 @@ def summarize(results: dict) -> dict:
            "share": round(computing / judged, 4) if judged else 0.0,
            "status": {s: counts[s] for s in
                       ("pass", "partial", "refused", "wrong", "error", "unusable", "skipped")}}
+    by_decomposition = sum(1 for r in results.values() if r["status"] in ("pass", "partial")
+                           and r.get("decomposition_cases"))
+    out["computing_by_decomposition"] = by_decomposition
+    out["computing_explicitly"] = computing - by_decomposition
     if any("route_cases" in r for r in results.values()):
         with_route = sum(1 for r in results.values() if r["status"] in ("pass", "partial")
                          or (r["status"] == "refused" and r.get("route_cases", {}).get("pass")))
@@ -202,6 +206,8 @@ def print_summary(s: dict, wall: float) -> None:
           f"{st['refused']}, wrong {st['wrong']}, error {st['error']}; not judged: "
           f"{st['unusable']} without usable cases, {st['skipped']} random/uninitialised; "
           f"{wall:.0f} s")
+    print(f"of those computing: {s['computing_explicitly']} by explicit routes only, "
+          f"{s['computing_by_decomposition']} by torch's decomposition in some case")
     if "share_with_dense_route" in s:
         print(f"with the dense route: {s['computing_with_dense_route']} of {s['judged']} "
               f"({s['share_with_dense_route']:.1%})")
@@ -224,6 +230,9 @@ def write_report(results: dict, summary: dict, meta: dict, folder: Path) -> None
         f"{st['wrong']}, error {st['error']}. Not judged: {st['unusable']} ops without usable "
         f"cases, {st['skipped']} random or uninitialised.",
         ""]
+    lines += [f"Of those computing: {summary['computing_explicitly']} by explicit routes "
+              f"only, {summary['computing_by_decomposition']} by torch's decomposition in some "
+              f"case (RFC.md#decomposition-route).", ""]
     if "share_with_dense_route" in summary:
         lines += [f"With the dense route: {summary['computing_with_dense_route']} "
                   f"({summary['share_with_dense_route']:.1%}).", ""]

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from ..tensor import args as _args
 from .opmath import in_opmath
+from . import decompositions as _decompositions
 from .elementwise import handlers as _elementwise
 from ..tensor import SparseFillTensor
 
@@ -88,10 +89,13 @@ def _in_place(out_of_place, func):
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     """``torch.linalg.vector_norm`` of a whole SparseFillTensor: every
     unspecified element counts as one copy of the fill (as ``torch.norm``)."""
-    if dim is not None or keepdim or out is not None:
-        raise NotImplementedError("torch_sparsefill: linalg.vector_norm(): only the norm of the "
-                                  "whole tensor (dim=None, keepdim=False, no out=)")
-    return torch.norm(x if dtype is None else x.to(dtype), p=ord)
+    if out is not None:
+        raise NotImplementedError("torch_sparsefill: linalg.vector_norm(out=...) is not "
+                                  "supported for SparseFillTensor")
+    # torch's reference decomposition, each step routed: it accumulates a
+    # half input in float32 as dense does (a float16 sum of squares overflows)
+    return _decompositions.decompose(torch.linalg.vector_norm, (x, ord, dim, keepdim),
+                                     {"dtype": dtype})
 
 
 # ---- torch._foreach_* ---------------------------------------------------------------------

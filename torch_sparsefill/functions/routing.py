@@ -30,8 +30,9 @@ from ..creation import serialization as _serialization
 from ..tensor import args as _args
 from . import attention as _attention
 from . import autocast as _autocast
-from . import indefinite as _indefinite
 from . import components as _components
+from . import decompositions as _decompositions
+from . import indefinite as _indefinite
 from . import layouts as _layouts
 from . import nn as _nn
 from .elementwise import fast as _elementwise_fast
@@ -275,10 +276,8 @@ def torch_function(cls, func, types, args=(), kwargs=None):
     if library is not None:  # a neighbour library taking the tensor apart
         raise NotImplementedError(_components.library_refusal(
             library, f"called {_args.name(func)}, which is not implemented for SparseFillTensor"))
-    raise NotImplementedError(
-        f"torch_sparsefill: {_args.name(func)} is not implemented for SparseFillTensor: it has "
-        f"no fill-value semantics yet, so it is refused rather than computed as if the fill "
-        f"were 0; call it on A.to_dense() if a dense result is what you want")
+    # No route: torch's own decomposition, the dense route, or a refusal by name.
+    return _decompositions.call(func, args, kwargs)
 
 
 def torch_dispatch(func, types, args, kwargs):

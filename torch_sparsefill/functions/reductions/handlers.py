@@ -300,6 +300,10 @@ def norm_(input, p="fro", dim=None, keepdim=False, dtype=None, out=None):
     A = _cast(input, dtype)
     if p == "fro" or p is None:
         p = 2
+    if A.dtype in (torch.float16, torch.bfloat16) and p not in (math.inf, -math.inf, 0):
+        # as dense: a half's powers accumulate in float32 (a float16 sum of
+        # squares overflows at 256 elements of 16)
+        return norm_(A.float(), p, dim, keepdim).to(A.dtype)
     if isinstance(p, str):
         raise NotImplementedError(f"torch_sparsefill: norm(p={p!r}) is not supported")
     if p == math.inf:

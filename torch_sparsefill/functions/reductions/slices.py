@@ -516,4 +516,6 @@ def safe_root(s, p):
     positive = s != 0  # NaN stays NaN
     base = torch.where(positive, s, 1.0)
     root = base.sqrt() if p == 2 else base ** (1.0 / p)
-    return torch.where(positive, root, 0.0)
+    # the result keeps s's dtype (a Python 1.0 or 0.0 in where() must not
+    # promote a half s to float32)
+    return torch.where(positive, root, 0.0).to(s.dtype)
