@@ -38,6 +38,7 @@ def _rebuild_sparsefill(layout_name, size, indices, crow, col, values, fill, coa
 
 
 def _rebuild_args(A: SparseFillTensor, detach) -> tuple:
+    A._check_edits()
     comps = [None if t is None else detach(t) for t in
              (A._sf_indices, A._sf_crow, A._sf_col, A._sf_values, A._sf_fill)]
     return (str(A.layout).split(".")[-1], A._sf_size, *comps, A._sf_coalesced_flag,

@@ -28,6 +28,7 @@ import torch
 
 from ..creation import serialization as _serialization
 from ..tensor import args as _args
+from ..tensor import edits as _edits
 from . import attention as _attention
 from . import autocast as _autocast
 from . import layouts as _layouts
@@ -230,6 +231,9 @@ def torch_function(cls, func, types, args=(), kwargs=None):
         return _disabled_impl(func, types, args, kwargs)
     handler = TABLE.get(func)
     if handler is not None:
+        # Before any handler reads a pattern: an index component edited in
+        # place is checked again (tensor/edits.py).
+        _edits.check_operands(SparseFillTensor, args, kwargs)
         if kwargs and isinstance(kwargs.get("out"), SparseFillTensor):
             handler = _copy.writing_out(handler)
         if func in _FAMILY_FUNCS and _layouts.needs(func, args, kwargs):

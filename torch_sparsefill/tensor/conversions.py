@@ -39,6 +39,7 @@ class LayoutConversions:
             >>> sf.sparse_coo_tensor([[1, 1]], [1., 2.], (3,), fill_value=9.).coalesce().values()
             tensor([3.])
         """
+        self._check_edits()
         self._require(torch.sparse_coo, "coalesce")
         if self._sf_coalesced_flag:
             return self
@@ -61,6 +62,7 @@ class LayoutConversions:
             tensor([[5., 5., 3.],
                     [4., 5., 5.]])
         """
+        self._check_edits()
         if masked_grad:
             raise NotImplementedError(
                 "to_dense(masked_grad=True): masked gradients contradict fill semantics")
@@ -86,6 +88,7 @@ class LayoutConversions:
             >>> sf.sparse_coo_tensor([[0, 1]], [5., 2.], (3,), fill_value=5.).eliminate_fill().nse()
             1
         """
+        self._check_edits()
         if self._batch_dim():  # every batch then pads back to the fullest one's nse
             return self.to_sparse_coo().eliminate_fill()._to_layout(self._sf_layout,
                                                                     self._sf_blocksize)
@@ -98,6 +101,7 @@ class LayoutConversions:
 
     def to_sparse_coo(self) -> "SparseFillTensor":
         """This tensor in COO layout (coalesced), same fill."""
+        self._check_edits()
         if self.layout == torch.sparse_coo:
             return self
         if self._batch_dim():
@@ -115,6 +119,7 @@ class LayoutConversions:
 
     def _to_csr(self) -> "SparseFillTensor":
         """This CSR, CSC, BSR or BSC tensor as CSR, every element kept."""
+        self._check_edits()
         layout, size = self._sf_layout, self._sf_size
         crow, col, values, fill = self._sf_crow, self._sf_col, self._sf_values, self._sf_fill
         if layout == torch.sparse_csr:
@@ -138,6 +143,7 @@ class LayoutConversions:
     def _to_layout(self, layout, blocksize=None) -> "SparseFillTensor":
         """This tensor (two sparse dims) in `layout`, every element kept: the
         one conversion all the to_sparse_* methods share (RFC.md#compressed-conversions)."""
+        self._check_edits()
         what = "to_sparse(layout=" + str(layout).split(".")[-1] + ")"
         # Batch dims: those of a batched compressed tensor, or a COO tensor's
         # sparse dims beyond two (RFC.md#batched-compressed).
@@ -187,6 +193,7 @@ class LayoutConversions:
     def _swapped(self) -> "SparseFillTensor":
         """The transpose of a compressed tensor in O(1): CSR <-> CSC, BSR <->
         BSC, sharing the indices and values (RFC.md#compressed-components)."""
+        self._check_edits()
         nb, size = self._batch_dim(), self._sf_size
         size = size[:nb] + (size[nb + 1], size[nb]) + tuple(size[nb + 2:])
         values, blocksize = self._sf_values, self._sf_blocksize
@@ -244,6 +251,7 @@ class LayoutConversions:
             >>> sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 2), fill_value=3.).to_sparse_csr().crow_indices()
             tensor([0, 1, 2])
         """
+        self._check_edits()
         if self.layout == torch.sparse_csr:
             return self
         self._check_dense_dim(dense_dim, "to_sparse_csr")

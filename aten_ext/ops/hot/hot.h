@@ -141,8 +141,10 @@ inline bool to_scalars(PyObject* const* args, std::array<at::Scalar, N>& out) {
 // The attributes SparseFillTensor.__new__ sets, by position (kFacts of them):
 // their names have one home, torch_sparsefill/tensor/sparse_fill_tensor.py's
 // FACTS, which hot_bind receives in this order.
+// kChecked (the index components' version stamp) is copied into a result on
+// the operand's pattern: the result shares those components, and their edits.
 enum Fact { kLayout, kSize, kIndices, kCrow, kCol, kValues, kFill, kCoalesced, kCoalescedFlag,
-            kBlocksize, kFacts };
+            kBlocksize, kChecked, kFacts };
 
 struct Bound {
   PyObject* cls = nullptr;       // SparseFillTensor
