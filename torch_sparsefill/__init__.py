@@ -28,6 +28,7 @@ from .creation import data as _data
 from .creation import interop as _interop
 from .creation import serialization as _serialization
 from .functions import routing as _routing
+from .functions import testing as _testing
 from .functions.attention import sampled_matmul, sparse_mask
 from .ops.library import get_include, get_library
 from .pyg import gat_conv, gcn_conv
@@ -51,6 +52,9 @@ sys.modules.update(_serialization.legacy_modules())
 torch.serialization.add_safe_globals(
     [_serialization._rebuild_sparsefill]
     + [(_serialization._rebuild_sparsefill, name) for name in _serialization.LEGACY_NAMES])
+
+# torch.testing.assert_close compares a SparseFillTensor by its dense meaning.
+_testing.install()
 
 # torch.utils.data's default_collate looks samples' types up in this map.
 torch.utils.data._utils.collate.default_collate_fn_map[SparseFillTensor] = _data.collate_fn

@@ -376,11 +376,19 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
 
     def to(self, *args, **kwargs) -> "SparseFillTensor":
         """Change dtype and/or device of values and fill (indices follow the
-        device). Example: ``A.to(torch.float64)``."""
+        device); torch's signatures, ``copy`` positional too. Example:
+        ``A.to(torch.float64)``, ``A.to('cpu', torch.float64, False, True)``."""
         check_edits(self)
+        kwargs = dict(kwargs)
+        copy = kwargs.pop("copy", False)
+        # The arguments after the target (device, dtype or a tensor) are
+        # non_blocking, then copy; torch's parser below takes no copy.
+        target = next((i for i, a in enumerate(args) if isinstance(a, bool)), len(args))
+        if len(args) > target + 1:
+            copy, args = args[target + 1], args[:target + 1] + args[target + 2:]
         device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
-        if kwargs.get("copy"):
-            return self.clone().to(device=device, dtype=dtype)
+        if copy:
+            return self.clone().to(device=device, dtype=dtype, non_blocking=non_blocking)
         # A cast to an integral dtype leaves the graph, as torch's does.
         if dtype is not None and dtype != self.dtype and self.layout == torch.sparse_coo and \
                 not self._sf_coalesced:
