@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from ..tensor import args as _args
 from ..tensor import fill as _fill
 from ..creation.full import to_sparse
+from ..ops import common as _common
 from ..ops.products import block_csr, row_softmax
 from ..tensor import SparseFillTensor, build
 
@@ -376,8 +377,9 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
 
 def _fused(q, dropout_p) -> bool:
     """Whether SDPA runs as the fused op (CPU and CUDA kernels): dropout
-    needs the weights it never forms."""
-    return dropout_p == 0 and q.device.type in ("cpu", "cuda")
+    needs the weights it never forms, and forward-mode AD and torch.func
+    need ops with a jvp (the fused op's autograd is a backward only)."""
+    return dropout_p == 0 and q.device.type in ("cpu", "cuda") and not _common.transformed()
 
 
 def _expand_positions(A: SparseFillTensor, bias, batch):
