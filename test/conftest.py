@@ -58,7 +58,12 @@ def pytest_runtest_setup(item):
 import os  # noqa: E402
 import sys  # noqa: E402
 
+import torch._dynamo.config  # noqa: E402,F401 -- loaded by the package anyway: watched from the start
+import torch._functorch.config  # noqa: E402,F401
+import torch._inductor.config  # noqa: E402,F401
+
 _FRESH_RNG = torch.get_rng_state()
+_CONFIGS = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
 # Set by pytest, and by torch itself on first use (cache folders, CUDA's
 # lazy module loading): not a test's doing.
 _OWN_VARIABLES = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
@@ -103,8 +108,10 @@ def _set_backend_flag(path, value):
         setattr(obj, last, value)
 
 
-def _global_state() -> dict:
-    """Every global setting a test could leave changed, by name."""
+def _global_state(configs=False) -> dict:
+    """Every global setting a test could leave changed, by name; with
+    `configs`, Dynamo's, Inductor's and functorch's config modules (a
+    millisecond to copy: checked per test file)."""
     state = {
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "default_dtype": torch.get_default_dtype(),
@@ -126,7 +133,7 @@ def _global_state() -> dict:
             state["torch.backends." + path] = _backend_flag(path)
         except (AttributeError, RuntimeError):
             pass
-    for name in ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config"):
+    for name in _CONFIGS if configs else ():
         module = sys.modules.get(name)
         if module is not None:
             state[name] = {k: repr(v) for k, v in module.get_config_copy().items()}
@@ -148,16 +155,8 @@ def _restore(name, value, module_values):
         sys.modules[name].load_config(module_values[name])
 
 
-@pytest.fixture(autouse=True)
-def _no_global_state_leaks(request):
-    """Fails a test that leaves a global setting changed (and restores it);
-    starts every test with a fresh process's random numbers."""
-    torch.set_rng_state(_FRESH_RNG)
-    before = _global_state()
-    configs = {name: sys.modules[name].get_config_copy() for name in before
-               if name.endswith(".config")}
-    yield
-    after = _global_state()
+def _check_unchanged(before, configs, who):
+    after = _global_state(configs=bool(configs))
     changed = [name for name in before if name in after and before[name] != after[name]]
     for name in changed:
         _restore(name, before[name], configs)
@@ -169,6 +168,27 @@ def _no_global_state_leaks(request):
                 keys = sorted(k for k in set(b) | set(a) if b.get(k) != a.get(k))
                 b, a = {k: b.get(k) for k in keys}, {k: a.get(k) for k in keys}
             details.append(f"{name}: {b!r} -> {a!r}")
-        pytest.fail(f"{request.node.nodeid} left global state changed (restore it in the "
-                    f"test, e.g. with a fixture or try/finally):\n" + "\n".join(details),
-                    pytrace=False)
+        pytest.fail(f"{who} left global state changed (restore it in the test, e.g. with a "
+                    f"fixture or try/finally):\n" + "\n".join(details), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_global_state_leaks(request):
+    """Fails a test that leaves a global setting changed (and restores it);
+    starts every test with a fresh process's random numbers."""
+    torch.set_rng_state(_FRESH_RNG)
+    before = _global_state()
+    yield
+    _check_unchanged(before, {}, request.node.nodeid)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_config_leaks(request):
+    """The same for the config modules, per test file (their copy costs a
+    millisecond)."""
+    before = _global_state(configs=True)
+    configs = {name: sys.modules[name].get_config_copy() for name in _CONFIGS
+               if name in before}
+    yield
+    _check_unchanged({k: v for k, v in before.items() if k in configs}, configs,
+                     request.node.nodeid)
