@@ -60,6 +60,11 @@ def both(fn, *args, rtol=0.0, atol=0.0, expect="value"):
     return expected, actual
 
 
+def both_refuse(fn, *args):
+    """``both(fn, *args, expect="error")``: the CPU and CUDA refuse alike."""
+    return both(fn, *args, expect="error")
+
+
 def random_indices(g, size, nse, *, unique=False, sort=False):
     """nse random COO indices (a sparse_dim x nse tensor) into `size` drawn
     with generator g, distinct when `unique`, in row-major order when `sort`:
