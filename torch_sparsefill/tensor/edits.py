@@ -62,8 +62,9 @@ def check_edits(A) -> None:
         Traceback (most recent call last):
         RuntimeError: ...crow_indices...
     """
-    now = stamp(A._sf_indices, A._sf_crow, A._sf_col)
-    if now == A._sf_checked or torch.compiler.is_compiling():
+    facts = A.__dict__  # one lookup: each attribute of the class costs more
+    now = stamp(facts["_sf_indices"], facts["_sf_crow"], facts["_sf_col"])
+    if now == facts["_sf_checked"] or torch.compiler.is_compiling():
         return
     try:
         _recheck(A)
