@@ -1339,6 +1339,9 @@ NOT_FUZZED = {
     "refused as torch refuses its own sparse tensors: no strides (test_distributed's "
     "fully_shard route)": [T.is_contiguous],
     "always refused: torch's tracers faking the tensor (test_compile)": [T._is_view],
+    "fused inference kernels of nn.TransformerEncoderLayer / nn.MultiheadAttention, run on "
+    "the mask's dense form; reached only from those modules (test_everyday_calls)":
+        [torch._transformer_encoder_layer_fwd, torch._native_multi_head_attention],
     "dtypes outside the fuzzed four": [T.half, T.bfloat16, T.short, T.char, T.byte, T.cfloat,
                                        T.cdouble],
     "tell -0.0 from 0.0, which a max's tie order or a sum's order decides differently "

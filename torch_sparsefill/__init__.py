@@ -30,6 +30,7 @@ from .creation import serialization as _serialization
 from .functions import components as _components
 from .functions import masked as _masked
 from .functions import routing as _routing
+from .functions import testing as _testing
 from .functions.attention import sampled_matmul, sparse_mask
 from .functions.densify import auto_densify, is_auto_densify, set_auto_densify
 from .graph import (apply, assign, ewise_add, ewise_mult, ewise_union, extract,
@@ -65,6 +66,8 @@ torch.serialization.add_safe_globals(
 # torch.masked's functions have no __torch_function__ hook: replaced by ones
 # that compute SparseFillTensors with the fill (functions/masked.py).
 _masked.install()
+# torch.testing.assert_close compares a SparseFillTensor by its dense meaning.
+_testing.install()
 
 # torch.utils.data's default_collate looks samples' types up in this map.
 torch.utils.data._utils.collate.default_collate_fn_map[SparseFillTensor] = _data.collate_fn

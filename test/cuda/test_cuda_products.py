@@ -6,7 +6,7 @@ import torch
 
 import sf_testing as T
 import torch_sparsefill as sf
-from sf_testing.cuda import CUDA, TIGHT, both, gpu, malformed_csr
+from sf_testing.cuda import CUDA, TIGHT, both, both_refuse, gpu, malformed_csr
 from torch_sparsefill import SparseFillTensor
 
 pytestmark = pytest.mark.cpu_only("chooses CPU and CUDA explicitly")
@@ -60,20 +60,20 @@ def test_csr_transpose_matches_cpu(shape, density):
 def test_product_index_errors_match_cpu(case):
     crow, col = malformed_csr(case)
     values, b = _vals(5, 1), torch.ones(5, 2, dtype=torch.float64)
-    both(ops.csr_transpose, crow, col, 5)
-    both(ops.spmm, crow, col, values, torch.tensor(0.5, dtype=torch.float64), b, 5)
-    both(ops.spmm, crow, col, values, torch.tensor(0.5, dtype=torch.float64), b[:, :1], 5)
+    both_refuse(ops.csr_transpose, crow, col, 5)
+    both_refuse(ops.spmm, crow, col, values, torch.tensor(0.5, dtype=torch.float64), b, 5)
+    both_refuse(ops.spmm, crow, col, values, torch.tensor(0.5, dtype=torch.float64), b[:, :1], 5)
     if case not in ("crow_first", "last"):
         # sddmm reads only the row spans (no first/last rule; the CPU leaves
         # elements outside every row unwritten, so those cases don't compare).
-        both(ops.sddmm, crow, col, 5, torch.ones(3, 4, dtype=torch.float64),
+        both_refuse(ops.sddmm, crow, col, 5, torch.ones(3, 4, dtype=torch.float64),
              torch.ones(5, 4, dtype=torch.float64))
     good_crow, good_col = torch.tensor([0, 1, 3, 3, 4, 5]), torch.tensor([0, 0, 1, 1, 0])
-    both(ops.spgemm, crow, col, values, good_crow, good_col, _vals(5, 2), 2)
+    both_refuse(ops.spgemm, crow, col, values, good_crow, good_col, _vals(5, 2), 2)
     # As the second operand: A reaches every row of B (the CPU checks only
     # the rows of B that A's columns reach; the CUDA kernel checks all of B).
     a_crow, a_col = torch.tensor([0, 1, 3, 4]), torch.tensor([0, 0, 1, 2])
-    both(ops.spgemm, a_crow, a_col, _vals(4, 2), crow, col, values, 5)
+    both_refuse(ops.spgemm, a_crow, a_col, _vals(4, 2), crow, col, values, 5)
 
 
 @gpu
@@ -81,12 +81,12 @@ def test_product_argument_errors_match_cpu():
     crow, col = torch.tensor([0, 1, 2]), torch.tensor([0, 1])
     v, f = _vals(2, 1), torch.tensor(1.0, dtype=torch.float64)
     b = torch.ones(2, 3, dtype=torch.float64)
-    both(ops.spmm, crow, col, v, f, torch.ones(3, 3, dtype=torch.float64), 2)  # shape
-    both(ops.spmm, crow, col, v, torch.ones(3, 1, dtype=torch.float64), b, 2)  # fill shape
-    both(ops.spmm, crow, col, v.float(), f, b, 2)  # dtypes
-    both(ops.spmm, crow, col, v[:1], f, b, 2)  # values vs columns
-    both(ops.sddmm, crow, col, 2, torch.ones(2, 3), torch.ones(2, 4))
-    both(ops.spgemm, crow, col, v, crow, col, v.float(), 2)
+    both_refuse(ops.spmm, crow, col, v, f, torch.ones(3, 3, dtype=torch.float64), 2)  # shape
+    both_refuse(ops.spmm, crow, col, v, torch.ones(3, 1, dtype=torch.float64), b, 2)  # fill shape
+    both_refuse(ops.spmm, crow, col, v.float(), f, b, 2)  # dtypes
+    both_refuse(ops.spmm, crow, col, v[:1], f, b, 2)  # values vs columns
+    both_refuse(ops.sddmm, crow, col, 2, torch.ones(2, 3), torch.ones(2, 4))
+    both_refuse(ops.spgemm, crow, col, v, crow, col, v.float(), 2)
 
 
 @gpu

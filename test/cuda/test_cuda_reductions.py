@@ -9,7 +9,7 @@ import torch
 
 import sf_testing as T
 import torch_sparsefill as sf
-from sf_testing.cuda import CUDA, TIGHT, both, gpu, random_indices
+from sf_testing.cuda import CUDA, TIGHT, both, both_refuse, gpu, random_indices
 
 pytestmark = pytest.mark.cpu_only("chooses CPU and CUDA explicitly")
 
@@ -69,13 +69,13 @@ def test_slice_plan_matches_cpu(size, compact):
 @pytest.mark.parametrize("compact", [False, True])
 def test_slice_plan_errors_match_cpu(compact):
     unsorted = torch.tensor([[2, 0, 1], [0, 1, 2]])
-    both(ops.slice_plan, unsorted, [3, 3], [1], compact)  # rows lead: must be sorted
+    both_refuse(ops.slice_plan, unsorted, [3, 3], [1], compact)  # rows lead: must be sorted
     both(ops.slice_plan, unsorted, [3, 3], [0], compact)  # columns: sorted by the plan
     negative = torch.tensor([[0, 1, 2], [0, -1, 2]])
-    both(ops.slice_plan, negative, [3, 3], [0], compact)
+    both_refuse(ops.slice_plan, negative, [3, 3], [0], compact)
     three = torch.tensor([[0, 1], [0, 7], [1, 1]])  # out of range in a kept dim
-    both(ops.slice_plan, three, [2, 3, 2], [2], compact)
-    both(ops.slice_plan, three, [2, 3, 2], [5], compact)  # bad dims
+    both_refuse(ops.slice_plan, three, [2, 3, 2], [2], compact)
+    both_refuse(ops.slice_plan, three, [2, 3, 2], [5], compact)  # bad dims
 
 
 @gpu
@@ -174,22 +174,22 @@ def test_segment_errors_match_cpu():
                 torch.tensor([0, 3, 2, 5]),  # a decrease
                 torch.tensor([0, 5, 5, 5])]  # more rows than the slice holds (n = 4)
     for seg_ptr in bad_ptrs:
-        both(ops.seg_reduce, values, fill, seg_ptr, 4, "sum")
-        both(ops.seg_max, values, fill, seg_ptr, None, 4, False, True)
-        both(ops.seg_softmax, values, fill, seg_ptr, 4, False)
-        both(ops.seg_softmax_backward, values, fill, values, fill, seg_ptr, 4, True)
+        both_refuse(ops.seg_reduce, values, fill, seg_ptr, 4, "sum")
+        both_refuse(ops.seg_max, values, fill, seg_ptr, None, 4, False, True)
+        both_refuse(ops.seg_softmax, values, fill, seg_ptr, 4, False)
+        both_refuse(ops.seg_softmax_backward, values, fill, values, fill, seg_ptr, 4, True)
     seg_ptr = torch.tensor([0, 2, 4, 5])
-    both(ops.seg_max, values, fill, seg_ptr, coord, 4, False, False)  # coord[4] = 4 = n
-    both(ops.seg_max, values, fill, seg_ptr, torch.tensor([0, 2, 3, 1, 0]), 4, True, False)
-    both(ops.seg_max, values, fill, seg_ptr, torch.tensor([0, 2, 1, 3, 4]), 3, True, False)
-    both(ops.seg_max, values, fill, seg_ptr, coord[:4], 4, False, False)  # too few
-    both(ops.seg_max, values, fill, torch.tensor([0, 2, 9, 5]), coord[:4], 4, False, False)
+    both_refuse(ops.seg_max, values, fill, seg_ptr, coord, 4, False, False)  # coord[4] = 4 = n
+    both_refuse(ops.seg_max, values, fill, seg_ptr, torch.tensor([0, 2, 3, 1, 0]), 4, True, False)
+    both_refuse(ops.seg_max, values, fill, seg_ptr, torch.tensor([0, 2, 1, 3, 4]), 3, True, False)
+    both_refuse(ops.seg_max, values, fill, seg_ptr, coord[:4], 4, False, False)  # too few
+    both_refuse(ops.seg_max, values, fill, torch.tensor([0, 2, 9, 5]), coord[:4], 4, False, False)
     for bad in ([0, 100, 5], [0, -3, 5]):  # segments leaving [0, nse): coords unread
-        both(ops.seg_max, values, fill[:2], torch.tensor(bad), coord, 4, False, False)
-    both(ops.seg_max, values, fill, seg_ptr, None, 0, False, False)  # empty slices
-    both(ops.seg_reduce, values, fill, seg_ptr, 4, "mean")
-    both(ops.seg_softmax, values.long(), fill.long(), seg_ptr, 4, False)
-    both(ops.seg_softmax_backward, values, fill[:1], values, fill[:1], seg_ptr, 4, False)
+        both_refuse(ops.seg_max, values, fill[:2], torch.tensor(bad), coord, 4, False, False)
+    both_refuse(ops.seg_max, values, fill, seg_ptr, None, 0, False, False)  # empty slices
+    both_refuse(ops.seg_reduce, values, fill, seg_ptr, 4, "mean")
+    both_refuse(ops.seg_softmax, values.long(), fill.long(), seg_ptr, 4, False)
+    both_refuse(ops.seg_softmax_backward, values, fill[:1], values, fill[:1], seg_ptr, 4, False)
 
 
 # ---- the public API on CUDA tensors against the dense computation -------------

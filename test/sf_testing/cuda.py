@@ -18,21 +18,31 @@ TIGHT = dict(rtol=1e-10, atol=1e-10)
 
 # ---- helpers ------------------------------------------------------------------
 
-def both(fn, *args, rtol=0.0, atol=0.0):
-    """fn on the CPU arguments and on their CUDA copies; both results, or both
-    errors' first lines, must agree: integer and bool outputs (indices,
-    counts, winners) exactly, floating ones within rtol/atol (default: exactly).
-    Returns (cpu result, cuda result)."""
+def both(fn, *args, rtol=0.0, atol=0.0, expect="value"):
+    """fn on the CPU arguments and on their CUDA copies. `expect="value"`
+    (the default, every *_matches_cpu test): the CPU computes, and the CUDA
+    result agrees: integer and bool outputs (indices, counts, winners)
+    exactly, floating ones within rtol/atol (default: exactly); an error on
+    the CPU fails the test (two equal refusals prove nothing about values).
+    `expect="error"`: the CPU raises and CUDA raises with the same first
+    line. `expect="either"`: one of the two, for an error test whose call is
+    valid in some of its cases. Returns (cpu result, cuda result)."""
+    assert expect in ("value", "error", "either"), expect
+
     def to(x, device):
         return x.to(device) if isinstance(x, torch.Tensor) else x
 
     try:
         expected = fn(*[to(a, "cpu") for a in args])
     except RuntimeError as e:
+        if expect == "value":
+            raise AssertionError(f"the CPU refused a call whose values this test compares: "
+                                 f"{str(e).splitlines()[0]}") from e
         with pytest.raises(RuntimeError) as got:
             fn(*[to(a, CUDA) for a in args])
         assert str(got.value).splitlines()[0] == str(e).splitlines()[0]
         return None, None
+    assert expect != "error", f"{getattr(fn, '__name__', fn)} accepted what must be refused"
     actual = fn(*[to(a, CUDA) for a in args])
     flat_e = expected if isinstance(expected, tuple) else (expected,)
     flat_a = actual if isinstance(actual, tuple) else (actual,)
@@ -41,12 +51,18 @@ def both(fn, *args, rtol=0.0, atol=0.0):
         if not isinstance(e, torch.Tensor):
             assert a == e
             continue
-        assert a.device.type == "cuda" and a.dtype == e.dtype and a.shape == e.shape
+        assert a.device.type == torch.device(CUDA).type and a.dtype == e.dtype and \
+            a.shape == e.shape
         if e.is_floating_point() or e.is_complex():
             torch.testing.assert_close(a.cpu(), e, equal_nan=True, rtol=rtol, atol=atol)
         else:
             assert torch.equal(a.cpu(), e)
     return expected, actual
+
+
+def both_refuse(fn, *args):
+    """``both(fn, *args, expect="error")``: the CPU and CUDA refuse alike."""
+    return both(fn, *args, expect="error")
 
 
 def random_indices(g, size, nse, *, unique=False, sort=False):

@@ -20,7 +20,7 @@ import torch_sparsefill as sf
 
 from .compare import assert_dense_equal, assert_matches_dense
 from .gradients import build, check_dense_gradients, leaf_parts
-from .reference import dense
+from .reference import dense, dense_of
 from .repo import tool
 from .tensors import LAYOUTS, Case, base_layout, random_tensor
 
@@ -335,10 +335,33 @@ def _check_complex_gradients(spec, layout):
 
 
 def _check_not_differentiable(spec, layout):
+    """A non-differentiable op on operands whose values and fill require
+    grad (where their dtype can): the result requires grad exactly when
+    dense torch's does, and then its gradient is dense torch's (zero). Bool
+    and integer operands cannot require grad: the result must then be of a
+    dtype that carries no gradient either."""
     A = _operand(Case("random", 1.5), layout, spec)
-    out = spec.func(A, *spec.test_args) if spec.kind == "unary" else \
-        spec.func(A, A, *spec.test_args)
-    assert not out.dtype.is_floating_point or not out.requires_grad
+    v, f = A._values().detach(), A._fill_value().detach()
+
+    def call(x):
+        return spec.func(x, *spec.test_args) if spec.kind == "unary" else \
+            spec.func(x, x, *spec.test_args)
+    if not (v.dtype.is_floating_point or v.dtype.is_complex):
+        out = call(A)
+        assert not (out.dtype.is_floating_point or out.dtype.is_complex) and \
+            not out.requires_grad
+        return
+    v, f = v.clone().requires_grad_(), f.clone().requires_grad_()
+    A = A._with(v, f)
+    out, want = call(A), call(dense_of(A))
+    assert out.requires_grad == want.requires_grad, (out.requires_grad, want.requires_grad)
+    if want.requires_grad:
+        got_grads = torch.autograd.grad(dense(out).sum(), (v, f), allow_unused=True)
+        want_grads = torch.autograd.grad(want.sum(), (v, f), allow_unused=True)
+        for g, w in zip(got_grads, want_grads):
+            g = torch.zeros_like(v if g is None else g) if g is None else g
+            w = torch.zeros_like(g) if w is None else w
+            assert torch.equal(g, w), (g, w)
 
 
 # ---- opcheck ---------------------------------------------------------------------

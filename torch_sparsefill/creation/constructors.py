@@ -5,12 +5,10 @@ the indices' own device) before a tensor is built; each error names the
 argument and the rule."""
 from __future__ import annotations
 
-import re
-
 import torch
 
 from ..tensor import batched as _batched
-from ..tensor.compressed import BLOCK
+from ..tensor.compressed import BLOCK, NAMES, renamed
 from ..tensor import SparseFillTensor, build
 from ..tensor.indefinite import takes_indefinite
 from .checks import (NOT_COALESCED, as_fill, as_index_tensor, as_values, check_size,
@@ -167,25 +165,6 @@ def sparse_csr_tensor(crow_indices=None, col_indices=None, values=None, size=Non
 
 # ---- CSC, BSR, BSC (RFC.md#compressed-layouts): CSR rules on the stored pattern ---------------
 
-_NAMES = {torch.sparse_csr: ("crow_indices", "col_indices"),
-          torch.sparse_bsr: ("crow_indices", "col_indices"),
-          torch.sparse_csc: ("ccol_indices", "row_indices"),
-          torch.sparse_bsc: ("ccol_indices", "row_indices")}
-
-
-def _renamed(message: str, layout) -> str:
-    """A CSR check's message in the words of `layout`'s arguments."""
-    if layout in (torch.sparse_csc, torch.sparse_bsc):
-        words = {"crow_indices": "ccol_indices", "col_indices": "row_indices",
-                 "rows + 1": "columns + 1", " columns": " rows", "within each row":
-                 "within each column", "duplicate column": "duplicate row"}
-        message = re.sub("|".join(re.escape(w) for w in words), lambda m: words[m.group(0)],
-                         message)
-    if layout in BLOCK:
-        message = message.replace("sparsefill: ", "sparsefill: (the block pattern) ", 1)
-    return message
-
-
 @takes_indefinite
 def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=None, *,
                              layout=None, fill_value=None, dtype=None, device=None,
@@ -200,14 +179,14 @@ def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=Non
         tensor([[9., 9., 1., 2.],
                 [9., 9., 9., 9.]])
     """
-    if layout not in _NAMES:
+    if layout not in NAMES:
         raise ValueError(f"layout must be one of torch.sparse_csr, sparse_csc, sparse_bsr, "
                          f"sparse_bsc, got {layout}")
     if layout == torch.sparse_csr:
         return sparse_csr_tensor(compressed_indices, plain_indices, values, size,
                                             fill_value=fill_value, dtype=dtype, device=device,
                                             requires_grad=requires_grad)
-    cname, pname = _NAMES[layout]
+    cname, pname = NAMES[layout]
     values = as_values(values, dtype, device)
     if (isinstance(compressed_indices, torch.Tensor) and isinstance(plain_indices, torch.Tensor)
             and compressed_indices.dtype != plain_indices.dtype):
@@ -259,7 +238,7 @@ def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=Non
     try:
         _ops.csr_check(compressed, plain, list(pattern))
     except RuntimeError as e:
-        raise RuntimeError(_renamed(str(e).split("\n")[0], layout)) from None
+        raise RuntimeError(renamed(str(e).split("\n")[0], layout)) from None
     fill = as_fill(fill_value, values.dtype, values.device, dense_shape, size)
     values, fill = leafify(values, fill, requires_grad)
     return build(layout, size, values, fill, crow=compressed.contiguous(),
@@ -270,7 +249,7 @@ def _batched_compressed(layout, compressed, plain, values, size, fill_value, req
     """A batched compressed tensor (RFC.md#batched-compressed), validated with torch's
     rules: `compressed` ``(*batch, P + 1)``, `plain` ``(*batch, nse)``,
     `values` ``(*batch, nse, [r, c,] *dense)``; every batch the same nse."""
-    cname, pname = _NAMES[layout]
+    cname, pname = NAMES[layout]
     for name, t in ((cname, compressed), (pname, plain)):
         if t.device != values.device:
             raise RuntimeError(f"{name} is on {t.device} but values are on {values.device}")
@@ -307,7 +286,7 @@ def _batched_compressed(layout, compressed, plain, values, size, fill_value, req
     if size[nb] % r or size[nb + 1] % c:
         raise ValueError(f"size {size} is not divisible by blocksize {blocksize}")
     _batched.check(layout, compressed, plain, values, size, (cname, pname), blocksize,
-                   lambda message: _renamed(message, layout))
+                   lambda message: renamed(message, layout))
     fill = as_fill(fill_value, values.dtype, values.device, dense_shape, size)
     values, fill = leafify(values, fill, requires_grad)
     return build(layout, size, values, fill, crow=compressed.contiguous(),

@@ -72,6 +72,7 @@ def from_scipy(m, fill_value=0, *, layout=None, dtype=None, device=None,
 def _element_layout(A: SparseFillTensor) -> SparseFillTensor:
     """CSC, BSR and BSC tensors as CSR (every element of a block kept);
     batched compressed ones as COO (neither library has batches)."""
+    A._check_edits()
     if A.layout != torch.sparse_coo and A._batch_dim():
         return A.to_sparse_coo()
     return A if A.layout in (torch.sparse_coo, torch.sparse_csr) else A.to_sparse_csr()

@@ -39,6 +39,7 @@ def _rebuild_sparsefill(layout_name, size, indices, crow, col, values, fill, coa
 
 
 def _rebuild_args(A: SparseFillTensor, detach) -> tuple:
+    A._check_edits()
     comps = [None if t is None else detach(t) for t in
              (A._sf_indices, A._sf_crow, A._sf_col, A._sf_values, A._sf_fill)]
     if A.is_indefinite():  # the state travels as the fill (the constructors take it)

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from ..tensor import args as _args
 from ..tensor import fill as _fill
 from ..creation.full import to_sparse
+from ..ops import common as _common
 from ..ops.products import block_csr, row_softmax
 from ..tensor import SparseFillTensor, build
 
@@ -313,6 +314,17 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
     if A.dtype != torch.bool and A.dtype != query.dtype:
         raise RuntimeError(f"{fname}: a float attn_mask must have query's dtype {query.dtype}, "
                            f"got {A.dtype}")
+    if enable_gqa and key.dim() >= 3 and query.dim() >= 3:
+        # Grouped heads (torch's rule): key and value heads serve query
+        # heads in equal groups, as if repeated along the head dim.
+        hq = query.shape[-3]
+        for name, t in (("key", key), ("value", value)):
+            if t.shape[-3] == 0 or hq % t.shape[-3]:
+                raise RuntimeError(f"{fname}: enable_gqa needs the number of query heads ({hq}) "
+                                   f"to be a multiple of the {name} heads ({t.shape[-3]})")
+        key = key.repeat_interleave(hq // key.shape[-3], -3)
+        value = value.repeat_interleave(hq // value.shape[-3], -3)
+        enable_gqa = False
     A = A._coalesced()  # one bias per position: duplicates summed (or, for bool, or-ed) first
     bias, sparse = _additive_mask(A, query.dtype)
     if not sparse or A.dense_dim() > 0 or A.dim() < 2:
@@ -331,9 +343,6 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
                            f"(L, S) = ({L}, {S})")
     batch = torch.broadcast_shapes(tuple(query.shape[:-2]), tuple(key.shape[:-2]),
                                    tuple(value.shape[:-2]), tuple(A.shape[:-2]))
-    if enable_gqa and (key.shape[:-2] != query.shape[:-2] or value.shape[:-2] != query.shape[:-2]):
-        raise NotImplementedError(f"torch_sparsefill: {fname}: enable_gqa with grouped heads is "
-                                  f"not supported with a sparse attn_mask")
     nb = _fill.prod(batch)
     s = 1.0 / math.sqrt(E) if scale is None else scale
     dv = value.shape[-1]
@@ -368,8 +377,9 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
 
 def _fused(q, dropout_p) -> bool:
     """Whether SDPA runs as the fused op (CPU and CUDA kernels): dropout
-    needs the weights it never forms."""
-    return dropout_p == 0 and q.device.type in ("cpu", "cuda")
+    needs the weights it never forms, and forward-mode AD and torch.func
+    need ops with a jvp (the fused op's autograd is a backward only)."""
+    return dropout_p == 0 and q.device.type in ("cpu", "cuda") and not _common.transformed()
 
 
 def _expand_positions(A: SparseFillTensor, bias, batch):
@@ -398,7 +408,23 @@ def _expand_positions(A: SparseFillTensor, bias, batch):
     return out_b, r.index_select(0, elem), c.index_select(0, elem), bias.index_select(0, elem)
 
 
+def _dense_mask(func):
+    """A fused inference kernel of nn.TransformerEncoderLayer or
+    nn.MultiheadAttention (their fast path under no_grad, reached without
+    the user calling it) given a SparseFillTensor mask: the kernel on the
+    mask's dense form, which is what the mask means."""
+    def call(*args, **kwargs):
+        args = [a.to_dense() if isinstance(a, SparseFillTensor) else a for a in args]
+        kwargs = {k: v.to_dense() if isinstance(v, SparseFillTensor) else v
+                  for k, v in kwargs.items()}
+        return func(*args, **kwargs)
+    call.__doc__ = _dense_mask.__doc__
+    return call
+
+
 ROUTES = {
+    torch._transformer_encoder_layer_fwd: _dense_mask(torch._transformer_encoder_layer_fwd),
+    torch._native_multi_head_attention: _dense_mask(torch._native_multi_head_attention),
     torch.sparse.sampled_addmm: _sampled_addmm,
     T.sparse_mask: _tensor_sparse_mask,
     F.scaled_dot_product_attention: _sdpa,

@@ -28,6 +28,7 @@ import torch
 
 from ..creation import serialization as _serialization
 from ..tensor import args as _args
+from ..tensor import edits as _edits
 from . import attention as _attention
 from . import autocast as _autocast
 from . import components as _components
@@ -121,6 +122,10 @@ _PASSTHROUGH = [
     T.is_sparse_csr.__get__, T.is_cuda.__get__, T.is_cpu.__get__,
     T.is_meta.__get__, T.is_quantized.__get__, T.is_mkldnn.__get__, T.is_nested.__get__,
     T.itemsize.__get__, T._version.__get__,
+    # Device queries (torch.testing asks is_mps first) and inference mode:
+    # as for the dense tensor, the wrapper's own answer.
+    T.is_mps.__get__, T.is_xpu.__get__, T.is_ipu.__get__, T.is_maia.__get__, T.is_mtia.__get__,
+    T.is_vulkan.__get__, T.is_xla.__get__, T.is_inference,
     # The function forms (torch.is_floating_point(A), ...) answer as the methods.
     torch.is_floating_point, torch.is_complex, torch.is_signed, T.is_signed,
 ]
@@ -234,6 +239,9 @@ _AS_DATA = {T.tolist: "A.to_dense().tolist()", T.numpy: "A.to_dense().numpy()",
             T.__int__: "int(A.to_dense())", T.__index__: "operator.index(A.to_dense())"}
 
 
+_NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim"}
+
+
 def torch_function(cls, func, types, args=(), kwargs=None):
     """SparseFillTensor.__torch_function__ (a classmethod): the routed
     handler, or a refusal that says what is unsupported and what to call
@@ -251,12 +259,19 @@ def torch_function(cls, func, types, args=(), kwargs=None):
                 return out
     if kwargs is None:
         kwargs = {}
+    elif "axis" in kwargs or "keepdims" in kwargs:
+        # torch's argument parser takes numpy's names wherever it takes dim
+        # and keepdim: so do the routes.
+        kwargs = {_NUMPY_NAMES.get(k, k): v for k, v in kwargs.items()}
     if func in _METADATA:
         return _disabled_impl(func, types, args, kwargs)
     if _indefinite.present(args, kwargs):  # the fill has no value: aware routes only
         return _indefinite.call(func, TABLE.get(func), args, kwargs)
     handler = TABLE.get(func)
     if handler is not None:
+        # Before any handler reads a pattern: an index component edited in
+        # place is checked again (tensor/edits.py).
+        _edits.check_operands(SparseFillTensor, args, kwargs)
         if kwargs and isinstance(kwargs.get("out"), SparseFillTensor):
             handler = _copy.writing_out(handler)
         if func in _FAMILY_FUNCS and _layouts.needs(func, args, kwargs):

@@ -88,6 +88,21 @@ def differentiated():
 
 
 
+def transformed():
+    """Whether a torch.func transform or forward-mode AD is active: then an
+    op whose autograd torch.library.register_autograd gives (a backward
+    only: no jvp, no torch.func) must not be called; the callers take ops
+    with an ``<op>_autograd`` twin instead.
+
+    Example::
+
+        >>> with torch.autograd.forward_ad.dual_level():
+        ...     transformed()
+        True
+    """
+    return torch._C._are_functorch_transforms_active() or fwAD._current_level >= 0
+
+
 def zero_or(t, like):
     """t, or zeros like `like` where a gradient is None."""
     return torch.zeros_like(like) if t is None else t

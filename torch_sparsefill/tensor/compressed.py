@@ -8,6 +8,8 @@ Imports only the fill rules; tensor/sparse_fill_tensor.py turns these into metho
 """
 from __future__ import annotations
 
+import re
+
 import torch
 
 from . import fill as _fill
@@ -16,7 +18,7 @@ _ops = torch.ops.sparsefill
 
 __all__ = ["ELEMENT", "BLOCK", "COMPRESSED", "EXTRA", "transpose_fill", "transpose_pattern",
            "csr_from_bsr", "bsr_from_csr", "check_blocksize", "dense_from_blocks",
-           "blocks_from_dense"]
+           "blocks_from_dense", "NAMES", "renamed"]
 
 ELEMENT = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc)
 BLOCK = (torch.sparse_bsr, torch.sparse_bsc)
@@ -26,6 +28,31 @@ EXTRA = (torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
 # The layout of the transpose (t() in O(1)).
 SWAPPED = {torch.sparse_csr: torch.sparse_csc, torch.sparse_csc: torch.sparse_csr,
            torch.sparse_bsr: torch.sparse_bsc, torch.sparse_bsc: torch.sparse_bsr}
+# The names of a compressed layout's (compressed, plain) indices, as its
+# constructor's arguments and accessors say them.
+NAMES = {torch.sparse_csr: ("crow_indices", "col_indices"),
+         torch.sparse_bsr: ("crow_indices", "col_indices"),
+         torch.sparse_csc: ("ccol_indices", "row_indices"),
+         torch.sparse_bsc: ("ccol_indices", "row_indices")}
+
+
+def renamed(message: str, layout) -> str:
+    """A CSR check's message in the words of `layout`'s arguments.
+
+    Example::
+
+        >>> renamed("sparsefill: col_indices out of range", torch.sparse_csc)
+        'sparsefill: row_indices out of range'
+    """
+    if layout in (torch.sparse_csc, torch.sparse_bsc):
+        words = {"crow_indices": "ccol_indices", "col_indices": "row_indices",
+                 "rows + 1": "columns + 1", " columns": " rows", "within each row":
+                 "within each column", "duplicate column": "duplicate row"}
+        message = re.sub("|".join(re.escape(w) for w in words), lambda m: words[m.group(0)],
+                         message)
+    if layout in BLOCK:
+        message = message.replace("sparsefill: ", "sparsefill: (the block pattern) ", 1)
+    return message
 
 
 def transpose_fill(fill: torch.Tensor, dense_dim: int) -> torch.Tensor:

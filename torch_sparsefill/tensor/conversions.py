@@ -39,6 +39,7 @@ class LayoutConversions:
             >>> sf.sparse_coo_tensor([[1, 1]], [1., 2.], (3,), fill_value=9.).coalesce().values()
             tensor([3.])
         """
+        self._check_edits()
         self._require(torch.sparse_coo, "coalesce")
         if self._sf_coalesced_flag:
             return self
@@ -65,6 +66,7 @@ class LayoutConversions:
         puts `v` in the unspecified elements instead of the fill: the one way
         to a strided tensor from an indefinite fill (RFC.md#indefinite-fill).
         """
+        self._check_edits()
         if fill is not None:
             v = torch.as_tensor(fill, device=self.device)
             v = v.to(torch.result_type(torch.zeros((), dtype=self.dtype), v))
@@ -99,6 +101,7 @@ class LayoutConversions:
             >>> sf.sparse_coo_tensor([[0, 1]], [5., 2.], (3,), fill_value=5.).eliminate_fill().nse()
             1
         """
+        self._check_edits()
         if self._sf_indefinite:
             raise RuntimeError("eliminate_fill(): an indefinite tensor has no fill value to "
                                "compare with; sf.select(A, predicate) drops stored elements")
@@ -114,6 +117,7 @@ class LayoutConversions:
 
     def to_sparse_coo(self) -> "SparseFillTensor":
         """This tensor in COO layout (coalesced), same fill."""
+        self._check_edits()
         if self.layout == torch.sparse_coo:
             return self
         if self._batch_dim():
@@ -131,6 +135,7 @@ class LayoutConversions:
 
     def _to_csr(self) -> "SparseFillTensor":
         """This CSR, CSC, BSR or BSC tensor as CSR, every element kept."""
+        self._check_edits()
         layout, size = self._sf_layout, self._sf_size
         crow, col, values, fill = self._sf_crow, self._sf_col, self._sf_values, self._sf_fill
         if layout == torch.sparse_csr:
@@ -154,6 +159,7 @@ class LayoutConversions:
     def _to_layout(self, layout, blocksize=None) -> "SparseFillTensor":
         """This tensor (two sparse dims) in `layout`, every element kept: the
         one conversion all the to_sparse_* methods share (RFC.md#compressed-conversions)."""
+        self._check_edits()
         what = "to_sparse(layout=" + str(layout).split(".")[-1] + ")"
         # Batch dims: those of a batched compressed tensor, or a COO tensor's
         # sparse dims beyond two (RFC.md#batched-compressed).
@@ -207,6 +213,7 @@ class LayoutConversions:
     def _swapped(self) -> "SparseFillTensor":
         """The transpose of a compressed tensor in O(1): CSR <-> CSC, BSR <->
         BSC, sharing the indices and values (RFC.md#compressed-components)."""
+        self._check_edits()
         nb, size = self._batch_dim(), self._sf_size
         size = size[:nb] + (size[nb + 1], size[nb]) + tuple(size[nb + 2:])
         values, blocksize = self._sf_values, self._sf_blocksize
@@ -264,6 +271,7 @@ class LayoutConversions:
             >>> sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 2), fill_value=3.).to_sparse_csr().crow_indices()
             tensor([0, 1, 2])
         """
+        self._check_edits()
         if self.layout == torch.sparse_csr:
             return self
         self._check_dense_dim(dense_dim, "to_sparse_csr")
@@ -290,3 +298,30 @@ class LayoutConversions:
             return self.to_sparse_csr(dense_dim)
         return self._to_layout(layout, blocksize)
 
+    def to(self, *args, **kwargs) -> "SparseFillTensor":
+        """Change dtype and/or device of values and fill (indices follow the
+        device); torch's signatures, ``copy`` positional too. Example:
+        ``A.to(torch.float64)``, ``A.to('cpu', torch.float64, False, True)``."""
+        self._check_edits()
+        kwargs = dict(kwargs)
+        copy = kwargs.pop("copy", False)
+        # The arguments after the target (device, dtype or a tensor) are
+        # non_blocking, then copy; torch's parser below takes no copy.
+        target = next((i for i, a in enumerate(args) if isinstance(a, bool)), len(args))
+        if len(args) > target + 1:
+            copy, args = args[target + 1], args[:target + 1] + args[target + 2:]
+        device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
+        if copy:
+            return self.clone().to(device=device, dtype=dtype, non_blocking=non_blocking)
+        # A cast to an integral dtype leaves the graph, as torch's does.
+        if dtype is not None and dtype != self.dtype and self.layout == torch.sparse_coo and \
+                not self._sf_coalesced:
+            # Duplicates sum before the cast (rounding after, as the dense
+            # tensor's element is the sum).
+            return self.coalesce().to(*args, **kwargs)
+
+        def move(t, is_index):
+            return t.to(device=device, dtype=None if is_index else dtype,
+                        non_blocking=non_blocking)
+
+        return self._map_components(move, with_kind=True)

@@ -8,7 +8,7 @@ import torch
 
 from .sparse_fill_tensor import FACTS, SparseFillTensor
 
-__all__ = ["is_plain", "on_pattern"]
+__all__ = ["is_plain", "on_pattern", "edited"]
 
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 # How many attributes SparseFillTensor.__new__ sets (on_pattern copies them;
@@ -21,7 +21,9 @@ _COO, _CSR = torch.sparse_coo, torch.sparse_csr
 def is_plain(a) -> bool:
     """Whether `a` is a SparseFillTensor of the simplest kind, the one the
     hot path serves: coalesced COO or unbatched CSR, no dense part, a 0-d
-    fill that needs no autograd cut (so ``a._live_fill()`` is ``a._sf_fill``).
+    fill that needs no autograd cut (so ``a._live_fill()`` is ``a._sf_fill``),
+    index components not edited since they were checked (edits.py: an
+    edited tensor takes the routes, which check it).
     Read from the components on every call (they change in place).
 
     Example::
@@ -34,7 +36,29 @@ def is_plain(a) -> bool:
     layout = a._sf_layout
     return ((layout is _COO or (layout is _CSR and a._sf_crow.dim() == 1))
             and a._sf_values.dim() == 1 and a._sf_fill.dim() == 0
-            and not a._sf_fill.requires_grad and not a._sf_indefinite)
+            and not a._sf_fill.requires_grad and not a._sf_indefinite
+            and not edited(a))
+
+
+def edited(a: SparseFillTensor) -> bool:
+    """Whether a COO or CSR tensor's index components moved since they were
+    last checked (edits.py's stamp, inlined for the hot path): then the
+    routes, which check them, take the call.
+
+    Example::
+
+        >>> A = sf.sparse_coo_tensor([[0]], [1.], (3,))
+        >>> A._indices()[0, 0] = 2
+        >>> edited(A)
+        True
+    """
+    facts = a.__dict__  # one lookup; the class's long MRO makes each attribute slower
+    try:
+        if facts["_sf_layout"] is _COO:
+            return facts["_sf_indices"]._version != facts["_sf_checked"]
+        return facts["_sf_crow"]._version + facts["_sf_col"]._version != facts["_sf_checked"]
+    except RuntimeError:  # inference tensors track no version (edits.stamp)
+        return False
 
 
 def on_pattern(a: SparseFillTensor, values: torch.Tensor, fill: torch.Tensor
@@ -62,5 +86,5 @@ def on_pattern(a: SparseFillTensor, values: torch.Tensor, fill: torch.Tensor
         out.__dict__ = facts
         return out
     out.__dict__.update(zip(FACTS, (a._sf_layout, a._sf_size, a._sf_indices, a._sf_crow,
-                                    a._sf_col, values, fill, True, True, None)))
+                                    a._sf_col, values, fill, True, True, None, a._sf_checked)))
     return out

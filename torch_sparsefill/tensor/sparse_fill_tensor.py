@@ -24,6 +24,7 @@ from . import batched as _batched
 from . import fill as _fill
 from . import indefinite as _indefinite
 from .compressed import BLOCK, EXTRA
+from .edits import check_edits, stamp
 from .conversions import LayoutConversions
 from .gradients import ComponentGradients
 
@@ -35,7 +36,7 @@ __all__ = ["SparseFillTensor", "build", "coo_indices_of_csr", "FACTS"]
 # their names. The hot path reads them by position (aten_ext/ops/hot/hot.h's
 # Fact enum), from these names, bound once (functions/elementwise/fast.py).
 FACTS = ("_sf_layout", "_sf_size", "_sf_indices", "_sf_crow", "_sf_col", "_sf_values",
-         "_sf_fill", "_sf_coalesced", "_sf_coalesced_flag", "_sf_blocksize")
+         "_sf_fill", "_sf_coalesced", "_sf_coalesced_flag", "_sf_blocksize", "_sf_checked")
 
 
 class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
@@ -69,6 +70,10 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
     _sf_blocksize: Optional[tuple]
     # True (an instance attribute) only on an indefinite tensor (indefinite.py).
     _sf_indefinite = False
+    # The index components' version stamp when they were built or last
+    # checked (edits.py: an edit in place moves it, and the next read of the
+    # pattern checks it again).
+    _sf_checked: Optional[int]
 
     @staticmethod
     def __new__(cls, layout, size, values, fill, *, indices=None, crow=None, col=None,
@@ -94,6 +99,7 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
         flag = self._sf_coalesced if coalesced_flag is None else bool(coalesced_flag)
         self._sf_coalesced_flag = (flag and self._sf_coalesced) if is_coo else True
         self._sf_blocksize = blocksize
+        self._sf_checked = stamp(indices, crow, col)
         return self
 
     def __init__(self, *args, **kwargs):  # all the work is done in __new__
@@ -172,6 +178,7 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
         """A tensor with this one's pattern and new values and fill; its dense
         part is that of `values`. An op's result: is_coalesced() reports
         whether the indices are sorted and unique (RFC.md#stored-elements)."""
+        check_edits(self)
         if values.dim() == self._sf_values.dim() == 1:  # no dense part: the size stays
             size = self._sf_size
         else:
@@ -182,9 +189,17 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
                            crow=self._sf_crow, col=self._sf_col, coalesced=self._sf_coalesced,
                            blocksize=self._sf_blocksize)
 
+    def _check_edits(self) -> None:
+        """Raise naming the component when an index component was edited in
+        place into an invalid pattern (edits.py); a no-op when none was.
+        Every read of the pattern calls it first: the routing for each
+        operand, the methods below for `self`."""
+        check_edits(self)
+
     def _coo_indices(self) -> torch.Tensor:
         """Coalesced COO indices of this tensor's pattern (derived for CSR;
         for the other compressed layouts, of every element they store)."""
+        check_edits(self)
         if self._batch_dim():
             return self.to_sparse_coo()._sf_indices
         if self._sf_layout in EXTRA:
@@ -384,30 +399,13 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
 
     def clone(self, *, memory_format=None) -> "SparseFillTensor":
         """A copy of every component (differentiable)."""
+        check_edits(self)
         return self._map_components(torch.clone, copy_indices=True)
 
     def detach(self) -> "SparseFillTensor":
         """The same data, cut from the autograd graph."""
+        check_edits(self)
         return self._map_components(torch.Tensor.detach)
-
-    def to(self, *args, **kwargs) -> "SparseFillTensor":
-        """Change dtype and/or device of values and fill (indices follow the
-        device). Example: ``A.to(torch.float64)``."""
-        device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
-        if kwargs.get("copy"):
-            return self.clone().to(device=device, dtype=dtype)
-        # A cast to an integral dtype leaves the graph, as torch's does.
-        if dtype is not None and dtype != self.dtype and self.layout == torch.sparse_coo and \
-                not self._sf_coalesced:
-            # Duplicates sum before the cast (rounding after, as the dense
-            # tensor's element is the sum).
-            return self.coalesce().to(*args, **kwargs)
-
-        def move(t, is_index):
-            return t.to(device=device, dtype=None if is_index else dtype,
-                        non_blocking=non_blocking)
-
-        return self._map_components(move, with_kind=True)
 
     # ---- helpers --------------------------------------------------------------
 
@@ -437,6 +435,7 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
     # ---- printing (pickling and copying: creation/) -------------------------
 
     def __repr__(self, *, tensor_contents=None) -> str:
+        check_edits(self)
         def field(name, t):
             text = repr(t.detach())
             return f"{name}=" + text.replace("\n", "\n" + " " * (len(name) + 1))

@@ -36,7 +36,7 @@ PyObject* hot_bind(PyObject*, PyObject* const* args, Py_ssize_t n) {
       PyTuple_GET_SIZE(args[4]) != kFacts) {
     PyErr_SetString(PyExc_TypeError,
                     "hot_bind(cls, make_wrapper_subclass, sparse_coo, sparse_csr, facts): facts "
-                    "must be a tuple of the 10 attribute names SparseFillTensor.__new__ sets");
+                    "must be a tuple of the 11 attribute names SparseFillTensor.__new__ sets");
     return nullptr;
   }
   Bound& b = bound();

@@ -141,8 +141,10 @@ inline bool to_scalars(PyObject* const* args, std::array<at::Scalar, N>& out) {
 // The attributes SparseFillTensor.__new__ sets, by position (kFacts of them):
 // their names have one home, torch_sparsefill/tensor/sparse_fill_tensor.py's
 // FACTS, which hot_bind receives in this order.
+// kChecked (the index components' version stamp) is copied into a result on
+// the operand's pattern: the result shares those components, and their edits.
 enum Fact { kLayout, kSize, kIndices, kCrow, kCol, kValues, kFill, kCoalesced, kCoalescedFlag,
-            kBlocksize, kFacts };
+            kBlocksize, kChecked, kFacts };
 
 struct Bound {
   PyObject* cls = nullptr;       // SparseFillTensor
@@ -171,6 +173,33 @@ struct Operand {
   const Tensor& fill() const { return T(entry[kFill]); }
 };
 
+// Whether the operand's index components are as last checked: their
+// version counters sum to its stamp (tensor/edits.py; plain.py's edited()).
+// An edited operand is not plain: the routes check it (an edit may make
+// duplicates, which an element-wise op on the stored values would misread).
+// Inference tensors track no version and are not rechecked, as in Python.
+inline bool unedited(const Operand& op, bool coo) {
+  PyObject* stamp = op.entry[kChecked];
+  int64_t now = 0;
+  if (coo) {
+    const Tensor& indices = T(op.entry[kIndices]);
+    if (indices.is_inference()) return true;
+    now = indices._version();
+  } else {
+    const Tensor& crow = T(op.entry[kCrow]);
+    const Tensor& col = T(op.entry[kCol]);
+    if (crow.is_inference() || col.is_inference()) return true;
+    now = static_cast<int64_t>(crow._version() + col._version());
+  }
+  if (!PyLong_CheckExact(stamp)) return false;
+  const long long was = PyLong_AsLongLong(stamp);
+  if (was == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return was == now;
+}
+
 // Whether obj is a plain SparseFillTensor (_tensor.is_plain: coalesced COO
 // or unbatched CSR, 1-d values, a 0-d fill, neither tracking gradients)
 // holding __new__'s attributes alone (no cache: on_pattern's rule); fills `op`.
@@ -195,8 +224,9 @@ inline bool plain_operand(PyObject* obj, Operand& op) {
       op.fill().dim() != 0)
     return false;
   PyObject* layout = op.entry[kLayout];
-  if (layout == b.coo) return THPVariable_Check(op.entry[kIndices]);
-  return layout == b.csr && THPVariable_Check(op.entry[kCrow]) && T(op.entry[kCrow]).dim() == 1;
+  if (layout == b.coo) return THPVariable_Check(op.entry[kIndices]) && unedited(op, true);
+  return layout == b.csr && THPVariable_Check(op.entry[kCrow]) && THPVariable_Check(op.entry[kCol]) &&
+         T(op.entry[kCrow]).dim() == 1 && unedited(op, false);
 }
 
 // Whether two plain operands share their pattern: the same layout and size,

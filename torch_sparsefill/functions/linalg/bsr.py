@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from ...ops import common as _common
 from ...tensor import SparseFillTensor
 
 _ops = torch.ops.sparsefill
@@ -70,6 +71,8 @@ def matmul(a, b, vectors: bool) -> "torch.Tensor | None":
         tensor([[1., 1.],
                 [1., 1.]])
     """
+    if _common.transformed():
+        return None  # bsr_spmm has a backward only: the route through CSR has a jvp too
     if _block_operand(a) and _strided_operand(b, a) and (vectors or b.dim() == 2) \
             and b.shape[0] == a.shape[1]:
         crow, col, values = _bsr_of(a, transpose=False)

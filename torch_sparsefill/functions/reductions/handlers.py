@@ -12,7 +12,7 @@ import torch
 from ... import _C
 from ...tensor import args as _args
 from ...tensor import fill as _fill
-from ...tensor import SparseFillTensor, is_plain
+from ...tensor import SparseFillTensor, edited, is_plain
 from ..opmath import HALF, in_opmath, opmath
 from .slices import (Slices, count_core, fill_over_kept, fill_rows, logsumexp_core, max_core, mean_core, prod_core, reduce, safe_root, sum_core, var_core)
 
@@ -434,7 +434,8 @@ def _fast_sum(args):
     """The hot path of ``A.sum()`` (docs/design.md#hot-path): a plain floating
     tensor's _sum_all, the count read off the size; None for any other call."""
     if len(args) != 1 or type(A := args[0]) is not SparseFillTensor or not A._sf_coalesced \
-            or (A._sf_layout is not _COO and A._sf_layout is not _CSR) or A._sf_indefinite:
+            or (A._sf_layout is not _COO and A._sf_layout is not _CSR) or A._sf_indefinite \
+            or edited(A):
         return None
     # The same, in one C call, where nothing needs autograd; it checks the
     # rest of is_plain (1-d values, a 0-d fill) and that the values are

@@ -301,21 +301,29 @@ def expand(input, *sizes, implicit=False):
     for d, n in enumerate(sizes):
         if n == -1 or n == a.shape[d]:
             continue
-        if d < s:
-            raise NotImplementedError(
-                f"expand(): sparse dim {d} of size {a.shape[d]} cannot be expanded to {n}; only "
-                f"dense dims expand")
         if a.shape[d] != 1:
             raise RuntimeError(f"expand(): the expanded size of the tensor ({n}) must match the "
                                f"existing size ({a.shape[d]}) at non-singleton dimension {d}")
         new[d] = n
     if new == list(a.shape):
         return a
+    if a.layout != torch.sparse_coo and new[:s] != list(a.shape[:s]):
+        return expand(a.to_sparse_coo(), *sizes).to_sparse(layout=a.layout)
     p = parts(a)
-    values = p.values.expand((p.values.shape[0],) + tuple(new[s:]))
+    indices, values = p.indices, p.values
+    for d in range(s):
+        if new[d] != a.shape[d]:  # the pattern once per position along d (index 0 there)
+            n, nse = new[d], indices.shape[1]
+            coord = torch.arange(n, device=indices.device).repeat_interleave(nse)
+            indices = torch.cat([indices[:d].repeat(1, n), coord[None],
+                                 indices[d + 1:].repeat(1, n)])
+            values = values.repeat((n,) + (1,) * (values.dim() - 1))
+    if indices is not p.indices:
+        indices, values = sort(indices, values, new)
+    values = values.expand((values.shape[0],) + tuple(new[s:]))
     # An expanded values tensor may stay a view: torch refuses in-place
     # writes into it. The fill is copied.
-    return finish(Parts(p.indices, values, p.F, new, p.layout), a, values_view=True)
+    return finish(Parts(indices, values, p.F, new, p.layout), a, values_view=True)
 
 
 def _expand_as(input, other):
