@@ -299,11 +299,27 @@ def test_leaf_grad_projection_when_not_constant():
 
 # ---- nothing computes as if the fill were 0 --------------------------------------
 
+# Once refused, now routed (order statistics, scans, moves): each equals the
+# dense call, the unspecified elements counted as the fill.
 @pytest.mark.parametrize("call", [
     lambda A: torch.cumsum(A, 0), lambda A: A.median(), lambda A: torch.kron(A, A),
     lambda A: torch.argmax(A), lambda A: A.flip(0), lambda A: torch.nonzero(A),
     lambda A: torch.cumprod(A, 0), lambda A: torch.trace(A), lambda A: A.sort(),
     lambda A: torch.cummax(A, 0), lambda A: torch.roll(A, 1, 0),
+])
+def test_once_refused_functions_equal_dense(call):
+    A = example()
+    got, want = call(A), call(A.to_dense())
+    got, want = (tuple(got), tuple(want)) if isinstance(want, tuple) else ((got,), (want,))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        T.assert_dense_equal(T.dense(g), w)
+
+
+@pytest.mark.parametrize("call", [
+    lambda A: A.renorm_(2, 0, 1.), lambda A: A.tril_(), lambda A: A.fill_diagonal_(1.),
+    lambda A: A.cumsum_(0), lambda A: torch.histogramdd(A.reshape(-1, 1), bins=3),
+    lambda A: torch.geqrf(A), lambda A: torch.nn.functional.pad(A, (1, 1), mode="reflect"),
 ])
 def test_unsupported_functions_raise(call):
     with pytest.raises(NotImplementedError, match="torch_sparsefill"):
@@ -311,8 +327,8 @@ def test_unsupported_functions_raise(call):
 
 
 def test_unsupported_function_is_named():
-    with pytest.raises(NotImplementedError, match=r"torch\.cumsum"):
-        torch.cumsum(example(), 0)
+    with pytest.raises(NotImplementedError, match=r"torch\.histogramdd"):
+        torch.histogramdd(example().reshape(-1, 1), bins=3)
     with pytest.raises(NotImplementedError, match="to_dense"):
         example().to_dense(masked_grad=True)
 
