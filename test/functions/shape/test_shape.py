@@ -386,8 +386,12 @@ def test_errors():
         A.reshape(5, 21)
     with pytest.raises(NotImplementedError, match="per-slice fill"):
         TENSORS["rowfill_coo"].reshape(35)
-    with pytest.raises(NotImplementedError, match="only dense dims expand"):
-        A.unsqueeze(0).expand(4, 5, 7, 3)
+    # A sparse dim of size 1 expands by repeating the pattern (a dim of
+    # another size cannot, as in torch).
+    T.assert_dense_equal(A.unsqueeze(0).expand(4, 5, 7, 3).to_dense(),
+                         A.to_dense().unsqueeze(0).expand(4, 5, 7, 3))
+    with pytest.raises(RuntimeError, match="non-singleton dimension 0"):
+        A.expand(6, 7, 3)
     with pytest.raises(NotImplementedError, match="adding dims"):
         A.expand(2, 5, 7, 3)
     with pytest.raises(RuntimeError, match="non-singleton dimension 2"):
