@@ -125,7 +125,8 @@ def _global_state(configs=False) -> dict:
         "flush_denormal": bool((torch.tensor([1e-40]) * 1.0).item() == 0.0),
         "default_device": str(torch.get_default_device()),
         "autocast": (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")),
-        "environ": {k: v for k, v in os.environ.items() if k not in _OWN_VARIABLES},
+        "environ": {k: v for k, v in os.environ.items()
+                    if k not in _OWN_VARIABLES and not k.startswith("_TORCHINDUCTOR")},
         "print_options": dict(vars(torch._tensor_str.PRINT_OPTS)),
     }
     for path in _PRECISION_FLAGS:
@@ -146,7 +147,8 @@ def _restore(name, value, module_values):
     elif name.startswith("torch.backends."):
         _set_backend_flag(name[len("torch.backends."):], value)
     elif name == "environ":
-        own = {k: v for k, v in os.environ.items() if k in _OWN_VARIABLES}
+        own = {k: v for k, v in os.environ.items()
+               if k in _OWN_VARIABLES or k.startswith("_TORCHINDUCTOR")}
         os.environ.clear()
         os.environ.update(value, **own)
     elif name == "print_options":

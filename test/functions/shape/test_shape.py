@@ -390,6 +390,8 @@ def test_errors():
     D = A.to_dense()
     assert torch.equal(A.unsqueeze(0).expand(4, 5, 7, 3).to_dense(), D.expand(4, 5, 7, 3))
     assert torch.equal(A.expand(2, 5, 7, 3).to_dense(), D.expand(2, 5, 7, 3))
+    with pytest.raises(RuntimeError, match="non-singleton dimension 0"):
+        A.expand(6, 7, 3)
     with pytest.raises(RuntimeError, match="non-singleton dimension 2"):
         A.expand(5, 7, 4)
     with pytest.raises(ValueError, match="step must be greater than zero"):

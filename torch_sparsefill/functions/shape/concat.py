@@ -134,8 +134,8 @@ def cat(tensors, dim=0):
     return finish(Parts(indices, torch.cat(values, d - s + 1), F, size, layout), *tensors)
 
 
-def concatenate(tensors, axis=0):
-    return cat(tensors, axis)
+def concatenate(tensors, axis=0, dim=None):
+    return cat(tensors, axis if dim is None else dim)
 
 
 def stack(tensors, dim=0):
