@@ -145,6 +145,7 @@ examples: build
 	$(PY) examples/sparse_attention.py --seq 128 --steps 3
 	$(PY) examples/gnn_karate.py --steps 3
 	$(PY) examples/distributed_training.py --steps 3
+	$(PY) examples/graph_algorithms.py --n 200 --steps 4
 
 # ---- the CUDA build --------------------------------------------------------
 # torch's CUDA build (torch 2.14.1+cu130: CUDA 13.0, as nvcc here) in its own

@@ -21,6 +21,7 @@ import argparse
 import itertools
 import json
 import tempfile
+import sys
 import time
 import types
 from pathlib import Path
@@ -30,6 +31,9 @@ import warnings
 import torch
 
 import torch_sparsefill as sf
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_graph, also when imported
+from bench_graph import graph_rows  # noqa: E402
 
 warnings.filterwarnings("ignore", message="Sparse (CSR|CSC|BSR|BSC) tensor support is in beta")
 warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
@@ -58,6 +62,10 @@ GOALS = [
     ("BSR -> dense", "torch BSR to_dense", 1.2),
     ("BSR -> CSR", "torch BSR", 1.2),
     # the compile rows
+    ("graph mxv min_plus", "python-graphblas", 1.5),
+    ("graph triangle count", "python-graphblas", 1.5),
+    ("graph ewise_add(min)", "python-graphblas", 1.2),
+    ("graph union A + B", "python-graphblas", 1.0),
     ("compile 6-op chain, 1,000,000 stored (components)", "the chain, eager", 0.5),
     ("compile 6-op chain, 3 elements (components", "the chain on dense, eager", 1.0),
     ("compile 6-op chain, 1,000,000 stored (sf.compile)", "the chain, eager", 0.5),
@@ -997,7 +1005,7 @@ def main() -> None:
         notes.append("pydata/sparse rows: skipped (import sparse failed)")
     families = [gpu_rows] if args.gpu_only else [
         rows, products_rows, finiteness_rows, reduction_rows, peer_rows, layout_rows,
-        attention_rows, compile_rows, gpu_rows]
+        attention_rows, compile_rows, graph_rows, gpu_rows]
     for name, ours, anchor_name, anchor, *elements in itertools.chain(
             *(family(args.quick) for family in families)):
         if args.rows not in name or (args.skip and args.skip in name):

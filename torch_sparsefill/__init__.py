@@ -29,6 +29,8 @@ from .creation import interop as _interop
 from .creation import serialization as _serialization
 from .functions import routing as _routing
 from .functions.attention import sampled_matmul, sparse_mask
+from .graph import (apply, assign, ewise_add, ewise_mult, ewise_union, extract,
+                    from_graphblas, indefinite, kron, mxm, reduce, select, to_graphblas)
 from .ops.library import get_include, get_library
 from .pyg import gat_conv, gcn_conv
 from .tensor import SparseFillTensor
@@ -42,6 +44,7 @@ SparseFillTensor.__reduce_ex__ = _serialization.reduce_ex
 SparseFillTensor.__deepcopy__ = _serialization.deepcopy
 SparseFillTensor.to_scipy = _interop.to_scipy
 SparseFillTensor.to_pydata = _interop.to_pydata
+SparseFillTensor.to_graphblas = to_graphblas
 
 # torch.load(weights_only=True), the default, may rebuild our tensors: the
 # rebuild function validates its input like the public constructors. Files
@@ -49,7 +52,7 @@ SparseFillTensor.to_pydata = _interop.to_pydata
 # to the same function, with and without weights_only.
 sys.modules.update(_serialization.legacy_modules())
 torch.serialization.add_safe_globals(
-    [_serialization._rebuild_sparsefill]
+    [_serialization._rebuild_sparsefill, type(indefinite)]
     + [(_serialization._rebuild_sparsefill, name) for name in _serialization.LEGACY_NAMES])
 
 # torch.utils.data's default_collate looks samples' types up in this map.
@@ -64,5 +67,7 @@ __all__ = ["SparseFillTensor", "collate", "compile", "exportable", "get_include"
            "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor",
            "sparse_bsc_tensor", "sparse_compressed_tensor", "to_sparse", "full", "zeros", "ones",
            "empty", "fill_value", "from_scipy", "from_pydata", "eliminate_fill",
-           "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv", "vmap", "vmappable"]
+           "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv", "vmap", "vmappable",
+           "indefinite", "mxm", "ewise_add", "ewise_mult", "ewise_union", "apply", "select",
+           "reduce", "extract", "assign", "kron", "from_graphblas", "to_graphblas"]
 __version__ = "0.1.0"

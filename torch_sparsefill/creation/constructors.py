@@ -12,6 +12,7 @@ import torch
 from ..tensor import batched as _batched
 from ..tensor.compressed import BLOCK
 from ..tensor import SparseFillTensor, build
+from ..tensor.indefinite import takes_indefinite
 from .checks import (NOT_COALESCED, as_fill, as_index_tensor, as_values, check_size,
                      checked_coalesced, compressed_size, leafify)
 
@@ -20,6 +21,7 @@ _ops = torch.ops.sparsefill
 __all__ = ["sparse_coo_tensor", "sparse_csr_tensor", "sparse_compressed_tensor",
            "sparse_csc_tensor", "sparse_bsr_tensor", "sparse_bsc_tensor"]
 
+@takes_indefinite
 def sparse_coo_tensor(indices=None, values=None, size=None, *, fill_value=None, dtype=None,
                       device=None, requires_grad=False, is_coalesced=None,
                       check_invariants=None) -> SparseFillTensor:
@@ -94,6 +96,7 @@ def sparse_coo_tensor(indices=None, values=None, size=None, *, fill_value=None, 
                  coalesced=coalesced, coalesced_flag=flag)
 
 
+@takes_indefinite
 def sparse_csr_tensor(crow_indices=None, col_indices=None, values=None, size=None, *,
                       fill_value=None, dtype=None, device=None, requires_grad=False,
                       check_invariants=None) -> SparseFillTensor:
@@ -183,6 +186,7 @@ def _renamed(message: str, layout) -> str:
     return message
 
 
+@takes_indefinite
 def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=None, *,
                              layout=None, fill_value=None, dtype=None, device=None,
                              requires_grad=False) -> SparseFillTensor:

@@ -7,6 +7,7 @@ from typing import Sequence
 
 import torch
 
+from ..tensor import indefinite as _indefinite
 from ..tensor import SparseFillTensor, build
 from ..tensor import compressed as _compressed
 from ..tensor.compressed import BLOCK, COMPRESSED
@@ -19,7 +20,7 @@ __all__ = ["to_sparse", "full", "zeros", "ones", "empty", "fill_value", "elimina
 
 
 def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0,
-              blocksize=None) -> SparseFillTensor:
+              blocksize=None, mask=None) -> SparseFillTensor:
     """Make a SparseFillTensor from a strided or a native sparse tensor.
 
     - strided ``x``: stored elements are those that differ from the fill
@@ -34,6 +35,10 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0,
     ``x``'s own layout (and blocksize) for a sparse one; ``sparse_bsr`` and
     ``sparse_bsc`` need ``blocksize`` (RFC.md#compressed-conversions).
 
+    ``fill_value=sf.indefinite`` (RFC.md#indefinite-fill): a strided ``x``
+    stores its elements that are not NaN (NaN marks "no value" in a dense
+    view), or, given a boolean ``mask`` of x's shape, those where it is True.
+
     Example::
 
         >>> sf.to_sparse(torch.ones(10), fill_value=1.)._nnz()
@@ -45,6 +50,18 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0,
         if layout in BLOCK and blocksize is None:
             blocksize = (x._sf_blocksize if isinstance(x, SparseFillTensor)
                          else tuple(x.values().shape[1:3]))
+    if mask is not None and fill_value is not _indefinite.indefinite:
+        raise ValueError("to_sparse(mask=...): a mask selects the stored elements of an "
+                         "indefinite tensor only (fill_value=sf.indefinite)")
+    if isinstance(x, SparseFillTensor) and fill_value is _indefinite.indefinite:
+        if not x.is_indefinite():
+            raise ValueError("to_sparse(fill_value=sf.indefinite): x has a defined fill; "
+                             "x.to_indefinite() forgets it")
+        fill_value = None
+    if isinstance(x, torch.Tensor) and x.layout == torch.strided and \
+            fill_value is _indefinite.indefinite:
+        return _indefinite_from_dense(x, mask, dense_dim).to_sparse(layout=layout,
+                                                                   blocksize=blocksize)
     if isinstance(x, SparseFillTensor):
         if fill_value is not None:
             given, own = torch.broadcast_tensors(
@@ -86,6 +103,25 @@ def to_sparse(x, *, fill_value=None, layout=None, dense_dim=0,
     indices, values, fill = _ops.from_dense(x, fill, sparse_dim)
     out = build(torch.sparse_coo, x.shape, values, fill, indices=indices)
     return out.to_sparse(layout=layout, blocksize=blocksize)
+
+
+def _indefinite_from_dense(x, mask, dense_dim) -> SparseFillTensor:
+    """The indefinite tensor of a strided `x`: its non-NaN elements, or
+    those `mask` selects (differentiable with respect to x)."""
+    if dense_dim:
+        raise NotImplementedError("to_sparse(fill_value=sf.indefinite, dense_dim>0): a hybrid "
+                                  "indefinite tensor from a dense one is not supported")
+    if mask is None:
+        mask = ~torch.isnan(x) if x.is_floating_point() or x.is_complex() else \
+            torch.ones_like(x, dtype=torch.bool)
+    elif not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or \
+            tuple(mask.shape) != tuple(x.shape):
+        raise ValueError(f"to_sparse(mask=...): expected a bool tensor of x's shape "
+                         f"{tuple(x.shape)}")
+    indices = mask.nonzero().T.contiguous()
+    out = build(torch.sparse_coo, x.shape, x[mask], _indefinite.placeholder(x.dtype, x.device),
+                indices=indices)
+    return _indefinite.mark(out)
 
 
 def full(size, fill_value, *, layout=torch.sparse_coo, dtype=None, device=None,

@@ -11,6 +11,7 @@ import torch
 
 from .constructors import sparse_coo_tensor, sparse_csr_tensor
 from ..tensor import SparseFillTensor
+from ..tensor import indefinite as _indefinite
 
 __all__ = ["from_scipy", "to_scipy", "from_pydata", "to_pydata"]
 
@@ -23,6 +24,8 @@ def _scalar_fill(A: SparseFillTensor, where: str):
     if A.dense_dim() != 0:
         raise NotImplementedError(f"{where}: hybrid tensors (dense_dim={A.dense_dim()}) have no "
                                   f"counterpart there")
+    if A.is_indefinite():  # scipy's explicit entries; the state travels as the fill
+        return _indefinite.indefinite
     if A._has_per_slice_fill():
         raise NotImplementedError(f"{where}: a per-slice fill of shape "
                                   f"{tuple(A._fill_value().shape)} has no counterpart there "

@@ -11,6 +11,7 @@ import types
 import torch
 
 from ..tensor import SparseFillTensor
+from ..tensor import indefinite as _indefinite
 from .constructors import sparse_compressed_tensor, sparse_coo_tensor
 
 
@@ -40,6 +41,8 @@ def _rebuild_sparsefill(layout_name, size, indices, crow, col, values, fill, coa
 def _rebuild_args(A: SparseFillTensor, detach) -> tuple:
     comps = [None if t is None else detach(t) for t in
              (A._sf_indices, A._sf_crow, A._sf_col, A._sf_values, A._sf_fill)]
+    if A.is_indefinite():  # the state travels as the fill (the constructors take it)
+        comps[4] = _indefinite.indefinite
     return (str(A.layout).split(".")[-1], A._sf_size, *comps, A._sf_coalesced_flag,
             A.requires_grad, bool(getattr(A, "_is_param", False)))
 

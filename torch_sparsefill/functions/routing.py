@@ -30,6 +30,7 @@ from ..creation import serialization as _serialization
 from ..tensor import args as _args
 from . import attention as _attention
 from . import autocast as _autocast
+from . import indefinite as _indefinite
 from . import layouts as _layouts
 from . import nn as _nn
 from .elementwise import fast as _elementwise_fast
@@ -228,6 +229,8 @@ def torch_function(cls, func, types, args=(), kwargs=None):
         kwargs = {}
     if func in _METADATA:
         return _disabled_impl(func, types, args, kwargs)
+    if _indefinite.present(args, kwargs):  # the fill has no value: aware routes only
+        return _indefinite.call(func, TABLE.get(func), args, kwargs)
     handler = TABLE.get(func)
     if handler is not None:
         if kwargs and isinstance(kwargs.get("out"), SparseFillTensor):

@@ -49,7 +49,7 @@ class LayoutConversions:
                                             list(self._sf_size[: self.sparse_dim()]))
         return self._build(torch.sparse_coo, self._sf_size, values, self._sf_fill, indices=indices)
 
-    def to_dense(self, dtype=None, *, masked_grad=None) -> torch.Tensor:
+    def to_dense(self, dtype=None, *, masked_grad=None, fill=None) -> torch.Tensor:
         """The strided tensor this one represents: the fill everywhere, the
         stored values at their indices. Differentiable with respect to values
         and fill.
@@ -60,7 +60,20 @@ class LayoutConversions:
             ...                      fill_value=5.).to_dense()
             tensor([[5., 5., 3.],
                     [4., 5., 5.]])
+
+        ``fill=v`` (a number or a tensor broadcastable to the dense part)
+        puts `v` in the unspecified elements instead of the fill: the one way
+        to a strided tensor from an indefinite fill (RFC.md#indefinite-fill).
         """
+        if fill is not None:
+            v = torch.as_tensor(fill, device=self.device)
+            v = v.to(torch.result_type(torch.zeros((), dtype=self.dtype), v))
+            src = self._with(self._sf_values.to(v.dtype), v)
+            src.__dict__.pop("_sf_indefinite", None)
+            return src.to_dense(dtype)
+        if self._sf_indefinite:
+            raise RuntimeError("to_dense(): this tensor's fill is sf.indefinite (its unspecified "
+                               "elements have no value); call A.to_dense(fill=v) to put v there")
         if masked_grad:
             raise NotImplementedError(
                 "to_dense(masked_grad=True): masked gradients contradict fill semantics")
@@ -86,6 +99,9 @@ class LayoutConversions:
             >>> sf.sparse_coo_tensor([[0, 1]], [5., 2.], (3,), fill_value=5.).eliminate_fill().nse()
             1
         """
+        if self._sf_indefinite:
+            raise RuntimeError("eliminate_fill(): an indefinite tensor has no fill value to "
+                               "compare with; sf.select(A, predicate) drops stored elements")
         if self._batch_dim():  # every batch then pads back to the fullest one's nse
             return self.to_sparse_coo().eliminate_fill()._to_layout(self._sf_layout,
                                                                     self._sf_blocksize)
@@ -144,6 +160,10 @@ class LayoutConversions:
         nb = self._batch_dim() if self._sf_layout != torch.sparse_coo else max(
             self.sparse_dim() - 2, 0)
         if layout in BLOCK:
+            if self._sf_indefinite:  # a block's padding would become stored elements
+                raise NotImplementedError(
+                    f"{what}: an indefinite tensor has no value to pad its blocks with; "
+                    f"keep it in COO, CSR or CSC")
             if blocksize is None:
                 raise TypeError(f"{what}: a block layout needs a blocksize")
             blocksize = _compressed.check_blocksize(blocksize, self._sf_size[nb:], what)

@@ -34,7 +34,7 @@ def is_plain(a) -> bool:
     layout = a._sf_layout
     return ((layout is _COO or (layout is _CSR and a._sf_crow.dim() == 1))
             and a._sf_values.dim() == 1 and a._sf_fill.dim() == 0
-            and not a._sf_fill.requires_grad)
+            and not a._sf_fill.requires_grad and not a._sf_indefinite)
 
 
 def on_pattern(a: SparseFillTensor, values: torch.Tensor, fill: torch.Tensor

@@ -22,6 +22,7 @@ import torch
 
 from . import batched as _batched
 from . import fill as _fill
+from . import indefinite as _indefinite
 from .compressed import BLOCK, EXTRA
 from .conversions import LayoutConversions
 from .gradients import ComponentGradients
@@ -66,6 +67,8 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
     # indices in _sf_col (RFC.md#compressed-components); blocksize is (r, c) for BSR
     # and BSC, None otherwise.
     _sf_blocksize: Optional[tuple]
+    # True (an instance attribute) only on an indefinite tensor (indefinite.py).
+    _sf_indefinite = False
 
     @staticmethod
     def __new__(cls, layout, size, values, fill, *, indices=None, crow=None, col=None,
@@ -175,9 +178,9 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
             lead = self._batch_dim() + 1 + (2 if self._sf_blocksize else 0)
             size = (self._sf_size[: len(self._sf_size) - self.dense_dim()]
                     + tuple(values.shape[lead:]))
-        return build(self._sf_layout, size, values, fill, indices=self._sf_indices,
-                     crow=self._sf_crow, col=self._sf_col, coalesced=self._sf_coalesced,
-                     blocksize=self._sf_blocksize)
+        return self._build(self._sf_layout, size, values, fill, indices=self._sf_indices,
+                           crow=self._sf_crow, col=self._sf_col, coalesced=self._sf_coalesced,
+                           blocksize=self._sf_blocksize)
 
     def _coo_indices(self) -> torch.Tensor:
         """Coalesced COO indices of this tensor's pattern (derived for CSR;
@@ -213,6 +216,8 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
             >>> sf.sparse_coo_tensor([[0]], [[1., 2.]], (3, 2), fill_value=7.).fill_value()
             tensor([7., 7.])
         """
+        if self._sf_indefinite:
+            _indefinite.refuse_value("fill_value()")
         if self._has_per_slice_fill():
             return self._sf_fill
         return self._sf_fill.expand(self._dense_shape())
@@ -252,7 +257,35 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
         smaller than the dense part (RFC.md#the-fill). Changing it in
         place changes the fill: ``A._fill_value().fill_(1.2)``.
         """
+        if self._sf_indefinite:
+            _indefinite.refuse_value("_fill_value()")
         return self._sf_fill
+
+    def is_indefinite(self) -> bool:
+        """Whether the fill is ``sf.indefinite`` (RFC.md#indefinite-fill).
+
+        Example::
+
+            >>> sf.full((2,), 1.).is_indefinite()
+            False
+        """
+        return self._sf_indefinite
+
+    def to_indefinite(self) -> "SparseFillTensor":
+        """This tensor with its fill forgotten: the stored elements, the rest
+        absent (RFC.md#indefinite-fill); shares the components.
+
+        Example::
+
+            >>> sf.full((2,), 1.).to_indefinite().nse()
+            0
+        """
+        out = self._build(self._sf_layout, self._sf_size, self._sf_values,
+                          _indefinite.placeholder(self.dtype, self.device),
+                          indices=self._sf_indices, crow=self._sf_crow, col=self._sf_col,
+                          coalesced=self._sf_coalesced, coalesced_flag=self._sf_coalesced_flag,
+                          blocksize=self._sf_blocksize)
+        return _indefinite.mark(out)
 
     def sparse_dim(self) -> int:
         """Number of sparse dimensions (2 for the compressed layouts)."""
@@ -396,10 +429,10 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
         def val(t):
             return fn(t, False) if with_kind else fn(t)
 
-        return build(self.layout, self._sf_size, val(self._sf_values), val(self._sf_fill),
-                     indices=idx(self._sf_indices), crow=idx(self._sf_crow),
-                     col=idx(self._sf_col), coalesced=self._sf_coalesced,
-                     coalesced_flag=self._sf_coalesced_flag, blocksize=self._sf_blocksize)
+        return self._build(self.layout, self._sf_size, val(self._sf_values), val(self._sf_fill),
+                           indices=idx(self._sf_indices), crow=idx(self._sf_crow),
+                           col=idx(self._sf_col), coalesced=self._sf_coalesced,
+                           coalesced_flag=self._sf_coalesced_flag, blocksize=self._sf_blocksize)
 
     # ---- printing (pickling and copying: creation/) -------------------------
 
@@ -415,8 +448,9 @@ class SparseFillTensor(LayoutConversions, ComponentGradients, torch.Tensor):
         else:
             parts = [field("indices", self._sf_indices)]
         parts.append(field("values", self._sf_values))
-        tail = (f"size={self._sf_size}, nse={self.nse()}, "
-                f"{field('fill_value', self._sf_fill)}, layout={self.layout}")
+        fill = ("fill_value=sf.indefinite" if self._sf_indefinite
+                else field('fill_value', self._sf_fill))
+        tail = f"size={self._sf_size}, nse={self.nse()}, {fill}, layout={self.layout}"
         if self.layout == torch.sparse_coo and not self._sf_coalesced_flag:
             tail += ", coalesced=False"
         if self.requires_grad:
@@ -495,5 +529,10 @@ def build(layout, size, values, fill, *, indices=None, crow=None, col=None,
 # ---- the hot path (docs/design.md#hot-path) ------------------------------------------
 
 
-# The mixins (conversions.py, gradients.py) build their results through the class.
-SparseFillTensor._build = staticmethod(build)
+def _build_like(self, *args, **kwargs) -> SparseFillTensor:
+    """build(), the result indefinite when `self` is: the mixins'
+    (conversions.py, gradients.py) and the copies' way to make a result."""
+    return _indefinite.keep(self, build(*args, **kwargs))
+
+
+SparseFillTensor._build = _build_like

@@ -398,7 +398,7 @@ def _fast_sum(args):
     """The hot path of ``A.sum()`` (docs/design.md#hot-path): a plain floating
     tensor's _sum_all, the count read off the size; None for any other call."""
     if len(args) != 1 or type(A := args[0]) is not SparseFillTensor or not A._sf_coalesced \
-            or (A._sf_layout is not _COO and A._sf_layout is not _CSR):
+            or (A._sf_layout is not _COO and A._sf_layout is not _CSR) or A._sf_indefinite:
         return None
     # The same, in one C call, where nothing needs autograd; it checks the
     # rest of is_plain (1-d values, a 0-d fill) and that the values are

@@ -1,0 +1,141 @@
+"""The graph domain's operators (RFC.md#indefinite-fill): binary ops by
+name, monoids (a binary op with its reduction over present terms), and
+semirings ``"<monoid>_<op>"``.
+
+A monoid reduces only over the terms that are present: nothing present is
+absent, never the identity. ``any`` picks deterministically: the term with
+the smallest index along the reduced dimension (k, for a product).
+
+Example::
+
+    >>> semiring("min_plus")
+    ('min', 'plus')
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["BINARY", "MONOIDS", "binary", "semiring", "segment_reduce", "monoid_dtype"]
+
+
+def _pair(a, b):
+    return torch.ones(torch.broadcast_shapes(a.shape, b.shape), device=a.device,
+                      dtype=_counting(a, b))
+
+
+def _counting(a, b):
+    """pair's dtype: the operands' promoted one; int64 for bool operands (so
+    plus_pair counts)."""
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    return torch.int64 if dtype == torch.bool else dtype
+
+
+# Each takes two tensors of broadcastable shapes (the present operands).
+BINARY = {
+    "plus": torch.add, "minus": torch.sub, "rminus": lambda a, b: b - a,
+    "times": torch.mul, "div": torch.div, "rdiv": lambda a, b: torch.div(b, a),
+    "min": torch.minimum, "max": torch.maximum,
+    "first": lambda a, b: a.expand(torch.broadcast_shapes(a.shape, b.shape)),
+    "second": lambda a, b: b.expand(torch.broadcast_shapes(a.shape, b.shape)),
+    "pair": _pair, "oneb": _pair,
+    "land": torch.logical_and, "lor": torch.logical_or, "lxor": torch.logical_xor,
+    "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "gt": torch.gt, "le": torch.le,
+    "ge": torch.ge, "pow": torch.pow, "atan2": torch.atan2, "hypot": torch.hypot,
+}
+
+# monoid name -> torch.scatter_reduce's reduce ("any" is handled apart).
+MONOIDS = {"plus": "sum", "times": "prod", "min": "amin", "max": "amax", "lor": "amax",
+           "land": "amin", "any": None}
+
+
+def binary(op, what: str = "op"):
+    """The callable of a binary op: a name of :data:`BINARY` or a torch
+    callable of two tensors.
+
+    Example::
+
+        >>> binary("min")(torch.tensor([1., 4.]), torch.tensor([3., 2.]))
+        tensor([1., 2.])
+    """
+    if callable(op):
+        return op
+    if isinstance(op, str) and op in BINARY:
+        return BINARY[op]
+    raise ValueError(f"{what}: expected a binary op name ({', '.join(sorted(BINARY))}) or a "
+                     f"callable of two tensors, got {op!r}")
+
+
+def semiring(name) -> tuple:
+    """(monoid, op) of a semiring name ``"<monoid>_<op>"``, or of a pair
+    ``(monoid, op)`` whose op may be a callable.
+
+    Example::
+
+        >>> semiring("plus_pair")
+        ('plus', 'pair')
+    """
+    if isinstance(name, tuple) and len(name) == 2:
+        monoid, op = name
+    elif isinstance(name, str) and "_" in name:
+        monoid, op = name.split("_", 1)
+    else:
+        raise ValueError(f"semiring: expected '<monoid>_<op>' (e.g. 'min_plus') or a pair "
+                         f"(monoid, op), got {name!r}")
+    if monoid not in MONOIDS:
+        raise ValueError(f"semiring {name!r}: unknown monoid {monoid!r} (one of "
+                         f"{', '.join(MONOIDS)})")
+    binary(op, f"semiring {name!r}")
+    return monoid, op
+
+
+def monoid_dtype(monoid: str, dtype: torch.dtype) -> torch.dtype:
+    """The dtype a monoid's result has over terms of `dtype`: bool for lor
+    and land; int64 for plus and times over bool (as torch.sum); else `dtype`."""
+    if monoid in ("lor", "land"):
+        return torch.bool
+    if monoid in ("plus", "times") and dtype == torch.bool:
+        return torch.int64
+    return dtype
+
+
+_SEGMENT = {"plus": "sum", "times": "prod", "min": "min", "max": "max"}
+
+
+def segment_reduce(monoid: str, terms: torch.Tensor, group: torch.Tensor, n_groups: int,
+                   order: torch.Tensor = None, counts: torch.Tensor = None) -> torch.Tensor:
+    """The reduction of `terms` by `group` (every group 0..n_groups-1 has at
+    least one term): one value per group. `order` ranks the terms within a
+    group for ``any`` (the smallest wins; default: position).
+    Differentiable for plus, times, min, max (ties share the gradient as
+    torch.amin shares it). `counts`, when the groups are contiguous runs of
+    these lengths, lets floating terms take torch.segment_reduce (parallel;
+    its gradient splits ties the same way).
+
+    Example::
+
+        >>> segment_reduce("min", torch.tensor([3., 1., 2.]), torch.tensor([0, 0, 1]), 2)
+        tensor([1., 2.])
+    """
+    dtype = monoid_dtype(monoid, terms.dtype)
+    if counts is not None and monoid in _SEGMENT and terms.dtype.is_floating_point:
+        return torch.segment_reduce(terms, _SEGMENT[monoid], lengths=counts, unsafe=True)
+    if monoid == "any":
+        if order is None:
+            order = torch.arange(terms.shape[0], device=terms.device)
+        best = torch.full((n_groups,), torch.iinfo(torch.int64).max, device=terms.device,
+                          dtype=torch.int64).scatter_reduce(0, group, order, "amin")
+        chosen = (order == best[group]).nonzero().squeeze(1)
+        out = terms.new_zeros((n_groups,))
+        return out.index_put((group[chosen],), terms[chosen])
+    if monoid in ("lor", "land"):
+        terms = terms.ne(0).to(torch.uint8)
+    elif terms.dtype != dtype:
+        terms = terms.to(dtype)
+    elif terms.dtype == torch.bool:  # min and max of bools, as uint8
+        terms = terms.to(torch.uint8)
+    # torch's backward of amin/amax counts an initial element equal to the
+    # result as a tie even with include_self=False: start from NaN, equal to nothing.
+    init = float("nan") if terms.dtype.is_floating_point else 0
+    out = torch.full((n_groups,), init, dtype=terms.dtype, device=terms.device)
+    out = out.scatter_reduce(0, group, terms, MONOIDS[monoid], include_self=False)
+    return out.to(dtype)
