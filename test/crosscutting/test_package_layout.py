@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import torch_sparsefill
-
-PACKAGE = Path(torch_sparsefill.__file__).parent
+# The layout is a property of the source tree, not of an installed copy
+# (`make cuda-build` tests a copy under build/cuda/lib that has no READMEs).
+PACKAGE = Path(__file__).resolve().parents[2] / "torch_sparsefill"
 NAME = "torch_sparsefill"
 
 # What each layer (a top-level folder, or a top-level module) may import of
