@@ -427,9 +427,10 @@ def test_data_reads_are_the_dense_reads_or_name_the_call():
 
 def test_refusal_names_the_function_and_the_dense_alternative():
     A = _coo([[0], [1]], [2.0], (2, 2), 1.5)
-    with pytest.raises(NotImplementedError, match=r"torch\.kron is not implemented for "
+    # (kron computes now, through torch's decomposition; eig has no fill semantics)
+    with pytest.raises(NotImplementedError, match=r"torch\.linalg\.eig is not implemented for "
                                                   r"SparseFillTensor.*A\.to_dense\(\)"):
-        torch.kron(A, A)
+        torch.linalg.eig(A)
 
 
 def test_sparse_operands_that_torch_would_broadcast_are_refused_cleanly():

@@ -7,6 +7,7 @@ element that covers no element.
 from __future__ import annotations
 
 import torch
+from torch import _prims_common
 
 from ...tensor import SparseFillTensor
 from ...tensor import fill as _fill
@@ -19,8 +20,10 @@ def _promoted(a: SparseFillTensor, other: torch.Tensor):
     (torch.result_type: a 0-d tensor of the same kind does not widen a
     tensor of more dims, one of more dims does), so that values and fill
     both get it; the generated ops would otherwise widen to the larger."""
-    common = torch.result_type(torch.empty(0, dtype=a._sf_values.dtype, device="meta"),
-                               other if other.dim() else other.to("meta"))
+    # from dtypes and dims alone (torch.result_type's rule, as torch._refs
+    # apply it): no tensor op, so nothing enters a traced graph
+    common = _prims_common.elementwise_dtypes(
+        a._sf_values, other, type_promotion_kind=_prims_common.ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
     return (a if a._sf_values.dtype == common else a.to(common),
             other if other.dtype == common else other.to(common))
 

@@ -21,7 +21,8 @@ _MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     what = "nanquantile()" if ignore_nan else "quantile()"
     A = _args.sparse(input, what)
-    if not A.is_floating_point():
+    # as torch: float32 and float64 only (no half types)
+    if A.dtype not in (torch.float32, torch.float64):
         raise RuntimeError(f"{what} input tensor must be either float or double dtype")
     if interpolation not in _MODES:
         raise ValueError(f"{what} interpolation must be one of linear, lower, higher, "

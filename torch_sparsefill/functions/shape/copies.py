@@ -239,11 +239,18 @@ def broadcast_to(input, size):
     """
     a = _args.sparse(input, "broadcast_to()")
     size = list(size)
-    shape = [1] * (len(size) - a.dim()) + list(a.shape)
+    if len(size) < a.dim():
+        raise RuntimeError(f"expand(): the number of sizes provided ({len(size)}) must be "
+                           f"greater or equal to the number of dimensions in the tensor "
+                           f"({a.dim()})")
+    lead = len(size) - a.dim()
+    shape = [1] * lead + list(a.shape)
     size = [s if t == -1 else t for s, t in zip(shape, size)]
-    if any(s != t and s != 1 for s, t in zip(shape, size)):
-        raise RuntimeError(f"The expanded size of the tensor must match the existing size "
-                           f"{tuple(a.shape)} -> {tuple(size)}")
+    for d, (s, t) in enumerate(zip(shape, size)):
+        if s != t and s != 1:  # torch's message
+            raise RuntimeError(f"The expanded size of the tensor ({t}) must match the existing "
+                               f"size ({s}) at non-singleton dimension {d}.  Target sizes: "
+                               f"{size}.  Tensor sizes: {list(a.shape)}")
     a = a.reshape(shape)
     return repeat(a, [t if s == 1 else 1 for s, t in zip(shape, size)])
 
