@@ -1025,7 +1025,8 @@ def _order_recipes():
             if x.dtype == torch.bool or not x.numel() or (float_only and
                                                           not x.dtype.is_floating_point):
                 return None
-            if x.fill_value().unique().numel() != 1:  # no single block: refused (RFC)
+            f = x.fill_value()  # (torch has no unique for complex)
+            if f.numel() and not bool((f == f.reshape(-1)[0]).all()):  # several: refused (RFC)
                 return None
             return Step(_name(fn), fn, (X,))
         return recipe

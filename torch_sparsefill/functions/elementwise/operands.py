@@ -84,7 +84,8 @@ def _promoted_plain(func, operands):
     empty stand-ins (a 0-d one stays 0-d, so its promotion rule holds:
     torch.lerp(x, y, tensor(0.5, float32)) stays float64), which also
     raises where torch refuses the mix (lerp's `end` of another dtype).
-    Bool operands (a where's condition) are left as they are."""
+    A where's bool condition is left as it is; other bool operands take the
+    common dtype (torch.lerp(bools, True, tensor(0.5)) computes in float)."""
     dtypes = {o.dtype for o in operands if isinstance(o, torch.Tensor)}
     if len(dtypes) < 2 or not any(isinstance(o, torch.Tensor) and
                                   not isinstance(o, SparseFillTensor) for o in operands):
@@ -97,8 +98,9 @@ def _promoted_plain(func, operands):
     common = func(*[stand_in(o) for o in operands]).dtype
     if common == torch.bool:
         return operands
-    return [o.to(common) if isinstance(o, torch.Tensor) and o.dtype != torch.bool and
-            o.dtype != common else o for o in operands]
+    keep_bool = "where" in getattr(func, "__name__", "")
+    return [o.to(common) if isinstance(o, torch.Tensor) and o.dtype != common and
+            not (keep_bool and o.dtype == torch.bool) else o for o in operands]
 
 
 def _covered(a: SparseFillTensor) -> torch.Tensor:

@@ -163,7 +163,12 @@ def _amax(input, dim=(), keepdim=False, *, is_min=False):
     _args.sparse(input, "amin()" if is_min else "amax()")
     A = input
     if A.dtype.is_complex:
-        raise RuntimeError("amax/amin is not supported for complex tensors")
+        if A.numel():
+            raise RuntimeError("amax/amin is not supported for complex tensors")
+        # no element: torch answers (an empty result, or its error for an
+        # empty reduced dim); the real parts give the same shapes and errors
+        real = A._with(A._sf_values.real, A._sf_fill.real)
+        return _amax(real, dim, keepdim, is_min=is_min).to(A.dtype)
     if A.dtype == torch.bool:
         return _amax(A.to(torch.uint8), dim, keepdim, is_min=is_min).to(torch.bool)
     what = "amin" if is_min else "amax"
