@@ -137,8 +137,19 @@ def _global_state(configs=False) -> dict:
     for name in _CONFIGS if configs else ():
         module = sys.modules.get(name)
         if module is not None:
-            state[name] = {k: repr(v) for k, v in module.get_config_copy().items()}
+            state[name] = {k: _config_repr(v) for k, v in module.get_config_copy().items()}
     return state
+
+
+def _config_repr(value):
+    """A config value as text that compares by value: a set's (or a set
+    held as its text, as dynamo's `_save_config_ignore`) element order
+    is its hash order, which differs between equal sets."""
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(map(repr, value))) + "}"
+    if isinstance(value, str) and value.startswith("{'") and value.endswith("'}"):
+        return "{" + ", ".join(sorted(value[1:-1].split(", "))) + "}"
+    return repr(value)
 
 
 def _restore(name, value, module_values):
