@@ -1402,9 +1402,17 @@ KNOWN = {
         lambda detail, text: "NaN positions differ" in detail and "broadcast_to" in text and
         ("median" in text or "kthvalue" in text),
     "complex arithmetic with an infinite part: torch's scalar kernel (the fill, a 0-d "
-    "tensor) and its vectorised one disagree on NaN (division by x + inf j); torch's to settle":
+    "tensor) and its vectorised one disagree on NaN (division by x + inf j), and so do its "
+    "sums of uncoalesced duplicates (v.sum() is -inf-0.61j where v[0] + v[1] + v[2] is "
+    "-inf+nanj for v = [-1.47-0.63j, -inf-0.71j, 0.14+0.73j]); torch's to settle":
         lambda detail, text: "NaN positions differ" in detail and "complex" in text and
-        "inf" in text,
+        ("inf" in text or "uncoalesced" in text),
+    "view after an expand of a sparse dim or new leading dims: ours copies the stored "
+    "elements (RFC.md#shape-and-indexing), so the view computes where dense's view of the "
+    "stride-0 tensor raises; a deliberate leniency, not a wrong number":
+        lambda detail, text: detail.startswith("dense raises RuntimeError: view size is not "
+                                               "compatible") and (".expand(" in text or
+                                                                  "broadcast_to(" in text),
     "gelu of +inf: torch's own kernels disagree (the vectorised/oneDNN kernel of a contiguous "
     "float tensor gives nan, the scalar kernel of a 0-d or expanded one inf; "
     "pytorch/pytorch#185770, fix proposed in #192318), and the fill is computed as a 0-d "

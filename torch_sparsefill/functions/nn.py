@@ -25,6 +25,7 @@ __all__: list = []
 
 # ---- modules ----------------------------------------------------------------------
 
+@in_opmath(operands=3)  # x @ W.T + b rounded once, in float32, as ATen's addmm
 def linear(input, weight, bias=None):
     """``F.linear(x, W, b)`` (``x @ W.T + b``) with a SparseFillTensor weight
     or input, through the fill-aware products; any leading dims of ``x``.

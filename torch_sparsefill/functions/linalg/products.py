@@ -25,7 +25,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ... import _C
-from ..opmath import HALF
+from ..opmath import HALF, in_opmath
 from ...tensor import args as _args
 from ...tensor import fill as _fill
 from ...creation.full import to_sparse
@@ -296,6 +296,9 @@ def _bmm(a, b, func=torch.bmm):
     return _batched(a, b, func)
 
 
+# a half input + product rounds once, in float32, as ATen (a product that
+# overflows the half type plus a bias of -inf is -inf, not NaN)
+@in_opmath(operands=3)
 def _baddbmm(input, batch1, batch2, *, beta=1, alpha=1, func=torch.baddbmm):
     """beta * input + alpha * (batch1 @ batch2) for 3-D batches; input is
     ignored when beta == 0."""
@@ -353,6 +356,7 @@ def _add_scaled(input, out, beta, alpha, func):
     return out + scaled
 
 
+@in_opmath(operands=3)  # as _baddbmm
 def _addmm(input, mat1, mat2, *, beta=1, alpha=1, func=torch.addmm):
     """beta * input + alpha * (mat1 @ mat2); input is ignored when beta == 0."""
     return _add_scaled(input, _mm(mat1, mat2, func), beta, alpha, func)
