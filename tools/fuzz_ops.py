@@ -1660,6 +1660,28 @@ def compare(name, got, want, rtol, check_dtype=True, any_nonfinite=False):
     return None
 
 
+def _nonfinite_as_reference(got, want, reference):
+    """`want` with its elements replaced by ours where only the two disagree
+    on NaN or infinity and ours agrees with the float64 reference rounded to
+    the half dtype: dense's rounding, not ours, changed the class there (a
+    log_softmax of -1.01e-05 that dense rounds to 0 makes rsqrt inf, ours and
+    the reference NaN)."""
+    if not (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor) and
+            isinstance(reference, torch.Tensor) and want.dtype.is_floating_point and
+            got.shape == want.shape == reference.shape and got.dtype == want.dtype):
+        return want
+    r = reference.detach().to(want.dtype)
+    g, w = got.detach(), want.detach()
+
+    def cls(x):  # 0 finite, 1 NaN, 2 +inf, 3 -inf
+        return torch.where(x.isnan(), 1, torch.where(x == math.inf, 2,
+                                                     torch.where(x == -math.inf, 3, 0)))
+    differ = cls(g) != cls(w)
+    if not bool(differ.any()) or not bool((cls(g)[differ] == cls(r)[differ]).all()):
+        return want
+    return torch.where(differ, g, w)
+
+
 def compare_half(got, want, reference):
     """A float16/bfloat16 result against dense's own error (module doc):
     dtype, shape and non-finite positions as dense; each finite element
@@ -1667,6 +1689,7 @@ def compare_half(got, want, reference):
     the half dtype's rounding of the reference."""
     if isinstance(got, sf.SparseFillTensor):
         got = got.to_dense()
+    want = _nonfinite_as_reference(got, want, reference)
     msg = compare("forward", got, want, math.inf)  # dtype, shape, NaN/inf positions
     if msg or not isinstance(want, torch.Tensor) or not want.dtype.is_floating_point:
         return msg

@@ -44,9 +44,18 @@ def _past_dead_fill(compute, a: SparseFillTensor, other):
     if bool(covered.all()):
         return None
     f = a._live_fill()
-    values, fill = compute(torch.where(covered, f, torch.ones_like(f)), other)
     with torch.no_grad():
         _, shown = compute(a._sf_fill, other)
+    if not bool(covered.any()):
+        # no element at all: the fill leaves the graph whole (with a NaN
+        # `other`, even op(1, other)'s second derivatives are NaN: pow)
+        values, _ = compute(torch.ones_like(f), other)
+        if f.requires_grad and shown.dtype.is_floating_point:
+            # f stays a leaf of the result with a zero gradient, as in dense
+            # (where's backward selects, it never multiplies by 0)
+            shown = torch.where(covered, f.to(shown.dtype), shown)
+        return values, shown
+    values, fill = compute(torch.where(covered, f, torch.ones_like(f)), other)
     return values, torch.where(covered, fill, shown)
 
 
