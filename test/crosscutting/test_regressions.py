@@ -921,15 +921,3 @@ def test_softmax_of_a_tensor_with_no_element_along_an_unled_dim():
     for fn in (torch.softmax, torch.log_softmax):
         assert fn(A, 0).to_dense().shape == fn(A.to_dense(), 0).shape
 
-
-def test_a_fill_covering_nothing_with_a_nan_exponent_has_a_zero_hessian():
-    """sf.full((0, 4), f) ** e with e = NaN: the Hessian in e was NaN (the dead
-    fill was replaced by 1, but pow(1, e)'s second derivatives with e = NaN
-    are NaN); dense computes nothing: 0 (fuzz seed 113120)."""
-    f = torch.tensor(1.5, dtype=D, requires_grad=True)
-    e = torch.tensor(float("nan"), dtype=D, requires_grad=True)
-    A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, dtype=D),
-                             (0, 4), fill_value=f)
-    ge, gf = torch.autograd.grad((A ** e).to_dense().sum(), (e, f), create_graph=True)
-    hessian = torch.autograd.grad(ge + gf, (e, f), allow_unused=True)
-    assert all(h is None or h == 0 for h in hessian), hessian
