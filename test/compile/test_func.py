@@ -263,3 +263,35 @@ def test_low_precision_gradients(name, fill, dtype):
         if w is not None:
             assert g.dtype == dtype
             torch.testing.assert_close(g.double(), w, rtol=tol, atol=tol, equal_nan=True)
+
+
+def _direct_backward_only_calls():
+    """The two ops whose derivative is a backward only, called directly
+    (the routes take other ops under transforms): (name, fn of one tensor)."""
+    ops = torch.ops.sparsefill
+    crow, col = torch.tensor([0, 1, 2]), torch.tensor([0, 1])
+    blocks = torch.tensor([[[2.]], [[3.]]], dtype=torch.float64)
+    fill = torch.tensor(0.5, dtype=torch.float64)
+    k = torch.linspace(-1, 1, 8, dtype=torch.float64).reshape(2, 4)
+    return [("bsr_spmm", lambda x: ops.bsr_spmm(crow, col, blocks, fill, x, 2)),
+            ("sparse_attention", lambda x: ops.sparse_attention(crow, col, None, x, k, k.flip(0),
+                                                                0.5)[0])]
+
+
+@pytest.mark.cpu_only("the ops' registration, not a kernel")
+@pytest.mark.parametrize("name", ["bsr_spmm", "sparse_attention"])
+def test_backward_only_ops_refuse_forward_mode_and_take_torch_func_grad(name):
+    """sparsefill::bsr_spmm and ::sparse_attention called directly under
+    torch.func.jvp gave a zero tangent (forward AD: no tangent at all);
+    torch.func.grad raised torch's "must override setup_context". Now
+    forward mode refuses naming what to call, and grad equals autograd's."""
+    fn = dict(_direct_backward_only_calls())[name]
+    x = torch.linspace(0.1, 0.9, 8, dtype=torch.float64).reshape(2, 4)
+    with pytest.raises(RuntimeError, match=f"sparsefill::{name} has no forward-mode derivative"):
+        torch.func.jvp(fn, (x,), (torch.ones_like(x),))
+    with pytest.raises(RuntimeError, match="no forward-mode derivative"), fwAD.dual_level():
+        fn(fwAD.make_dual(x, torch.ones_like(x)))
+    leaf = x.clone().requires_grad_()
+    expected, = torch.autograd.grad(fn(leaf).square().sum(), leaf)
+    torch.testing.assert_close(torch.func.grad(lambda x: fn(x).square().sum())(x), expected)
+    assert torch.autograd.gradgradcheck(fn, (leaf,))

@@ -395,7 +395,7 @@ def op_table(spec: dict) -> str:
             "| --- | --- | --- | --- |"]
     for op in spec["ops"]:
         deriv = ", ".join(op["derivative"]) if op.get("derivative") else ""
-        deriv = "Python (`register_autograd`)" if op.get("python_autograd") else deriv
+        deriv = "Python (`register_backward_only`)" if op.get("python_autograd") else deriv
         rows.append(f"| `{op['name']}` | {op['family']} | {', '.join(op['kernels'])} | {deriv} |")
     return "\n".join(rows)
 

@@ -3,6 +3,8 @@ kernel and its backward, written in differentiable ops so that the double
 backward is exact."""
 import torch
 
+from .common import register_backward_only
+
 _ops = torch.ops.sparsefill
 
 
@@ -51,4 +53,6 @@ def _backward(ctx, grad):
     return None, None, g_values if need_values else None, g_fill, g_x, None
 
 
-torch.library.register_autograd("sparsefill::bsr_spmm", _backward, setup_context=_setup)
+register_backward_only("bsr_spmm", _setup, _backward,
+                       "multiply the SparseFillTensor instead (A @ x takes a product with a "
+                       "forward-mode derivative under these transforms)")

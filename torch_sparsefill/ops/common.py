@@ -79,6 +79,36 @@ def register(name, function):
     _LIB.impl(f"{name}_autograd", kernel, "CompositeImplicitAutograd")
 
 
+def register_backward_only(name, setup_context, backward, instead):
+    """The Autograd kernel of ``sparsefill::<name>``, an op whose derivative
+    is a backward only: backward (double too, where `backward` uses
+    differentiable ops), torch.func.grad/vjp/jacrev work; forward AD and
+    torch.func.jvp/jacfwd raise, naming `instead`. torch.library's
+    register_autograd would drop a forward-mode tangent silently (a zero
+    jvp) and refuse torch.func.grad.
+
+    Example::
+
+        >>> register_backward_only("bsr_spmm", _setup, _backward,
+        ...                        "multiply the SparseFillTensor instead: A @ x")
+    """
+    op = getattr(torch.ops.sparsefill, name).default
+
+    def jvp(ctx, *tangents):
+        raise RuntimeError(f"sparsefill::{name} has no forward-mode derivative (forward AD, "
+                           f"torch.func.jvp, jacfwd); {instead}")
+    function = type(f"_{name}", (torch.autograd.function._SingleLevelFunction,), {
+        "forward": staticmethod(lambda *args: below(op, *args)),
+        "setup_context": staticmethod(setup_context),
+        "backward": staticmethod(backward), "jvp": staticmethod(jvp)})
+
+    def kernel(*args):
+        with _at_this_level():
+            return function.apply(*args)
+    kernel.__name__ = f"{name}_autograd_kernel"
+    _LIB.impl(name, kernel, "Autograd")
+
+
 def differentiated():
     """Whether what a backward computes may itself be differentiated (a
     graph recorded, a forward-mode tangent, a torch.func transform): then it
@@ -90,8 +120,8 @@ def differentiated():
 
 def transformed():
     """Whether a torch.func transform or forward-mode AD is active: then an
-    op whose autograd torch.library.register_autograd gives (a backward
-    only: no jvp, no torch.func) must not be called; the callers take ops
+    op with a backward only (:func:`register_backward_only`: no jvp) must
+    not be called; the callers take ops
     with an ``<op>_autograd`` twin instead.
 
     Example::

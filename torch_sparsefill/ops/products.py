@@ -1,14 +1,14 @@
 """The Python half of the matrix products (aten_ext/ops/products/): their
 fake kernels (registered only for CPU and CUDA), the autograd of spmm,
 sddmm and spgemm (their ``<op>_autograd`` twins), and sparse_attention's
-backward (torch.library.register_autograd), with the block-diagonal layout and
+backward (register_backward_only: no jvp), with the block-diagonal layout and
 row softmax that the attention route shares."""
 import math
 
 import torch
 from torch.autograd.function import _SingleLevelFunction
 
-from .common import below, register, rows_of_segments, zero_or
+from .common import below, register, register_backward_only, rows_of_segments, zero_or
 
 _ops = torch.ops.sparsefill
 
@@ -330,8 +330,10 @@ def _composed_backward(crow, col, bias, q, k, v, scale, g_out, g_lse):
     return dq, dk, dv, ds
 
 
-torch.library.register_autograd("sparsefill::sparse_attention", _fused_backward,
-                                setup_context=_fused_setup)
+register_backward_only("sparse_attention", _fused_setup, _fused_backward,
+                       "call F.scaled_dot_product_attention with the SparseFillTensor mask "
+                       "instead (it takes ops with a forward-mode derivative under these "
+                       "transforms)")
 
 
 def _backward_kernel_backward(ctx, *grads):
@@ -345,9 +347,9 @@ def _backward_kernel_backward(ctx, *grads):
         "backward is recorded in differentiable ops when create_graph=True")
 
 
-torch.library.register_autograd("sparsefill::sparse_attention_backward",
-                                _backward_kernel_backward,
-                                setup_context=lambda ctx, inputs, output: None)
+register_backward_only("sparse_attention_backward", lambda ctx, inputs, output: None,
+                       _backward_kernel_backward,
+                       "differentiate F.scaled_dot_product_attention instead")
 
 
 for _name, _function in [("spmm", _Spmm), ("sddmm", _Sddmm), ("spgemm", _Spgemm)]:
