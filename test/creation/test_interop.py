@@ -34,14 +34,31 @@ def test_round_trips_on_real_matrices(path):
     m = scipy.io.mmread(str(path))
     m = scipy.sparse.coo_array(m)
     dense = m.toarray()
-    for fmt in ("coo", "csr"):
+    layouts = {"coo": torch.sparse_coo, "csr": torch.sparse_csr, "csc": torch.sparse_csc}
+    for fmt, layout in layouts.items():
         A = sf.from_scipy(m.asformat(fmt), fill_value=-1.5)
-        assert A.layout == (torch.sparse_csr if fmt == "csr" else torch.sparse_coo)
+        assert A.layout == layout  # kept both ways
         expected = np.where(_stored_mask(m), dense, -1.5)
         np.testing.assert_array_equal(A.to_dense().numpy(), expected)
         back, fill = A.to_scipy()
         assert fill == -1.5 and back.format == fmt
         np.testing.assert_array_equal(back.toarray(), _summed(m).toarray())
+
+
+def test_scipy_bsr_keeps_its_layout_and_blocksize_both_ways():
+    """from_scipy of a BSR matrix gave COO and to_scipy of BSR gave CSR. A
+    stored block is stored whole (its zeros are elements, not the fill), as
+    scipy keeps it."""
+    dense = np.array([[1., 0., 0., 0.], [0., 0., 0., 0.], [0., 0., 3., 4.], [0., 0., 5., 0.]])
+    m = scipy.sparse.bsr_array(dense, blocksize=(2, 2))
+    A = sf.from_scipy(m, fill_value=-1.)
+    assert A.layout == torch.sparse_bsr and A.values().shape == (2, 2, 2)
+    expected = np.where(np.kron([[1, 0], [0, 1]], np.ones((2, 2))) > 0, dense, -1.)
+    np.testing.assert_array_equal(A.to_dense().numpy(), expected)
+    back, fill = A.to_scipy()
+    assert fill == -1. and back.format == "bsr" and back.blocksize == (2, 2)
+    np.testing.assert_array_equal(back.toarray(), dense)
+    assert A.to_scipy(format="csr")[0].format == "csr"
 
 
 @needs_pydata

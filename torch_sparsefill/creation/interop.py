@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from .constructors import sparse_coo_tensor, sparse_csr_tensor
+from .constructors import (sparse_bsr_tensor, sparse_coo_tensor, sparse_csc_tensor,
+                           sparse_csr_tensor)
 from ..tensor import SparseFillTensor
 from ..tensor import indefinite as _indefinite
 
@@ -33,13 +34,18 @@ def _scalar_fill(A: SparseFillTensor, where: str):
     return A._fill_value().detach().cpu().item()
 
 
+# scipy formats whose (indptr, indices, data) are ours as they are
+_COMPRESSED = {"csr": sparse_csr_tensor, "csc": sparse_csc_tensor, "bsr": sparse_bsr_tensor}
+
+
 def from_scipy(m, fill_value=0, *, layout=None, dtype=None, device=None,
                requires_grad=False) -> SparseFillTensor:
     """A SparseFillTensor from a scipy.sparse matrix or array.
 
     scipy stores no fill: the elements it leaves out take ``fill_value``.
-    CSR input gives CSR (sorted, duplicates summed), anything else COO,
-    unless ``layout`` says otherwise.
+    CSR, CSC and BSR input keep their layout (sorted, duplicates summed; a
+    BSR block is stored whole, its zeros included, as in scipy), anything
+    else gives COO, unless ``layout`` says otherwise.
 
     Example::
 
@@ -54,13 +60,14 @@ def from_scipy(m, fill_value=0, *, layout=None, dtype=None, device=None,
     if not scipy.sparse.issparse(m):
         raise TypeError(f"from_scipy expects a scipy.sparse matrix or array, got {type(m).__name__}")
     kwargs = dict(fill_value=fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
-    if m.format == "csr":
+    if m.format in _COMPRESSED:
         if not m.has_canonical_format:
             m = m.copy()
-            m.sum_duplicates()  # also sorts each row's columns
-        out = sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int64)),
-                                torch.from_numpy(m.indices.astype(np.int64)),
-                                torch.from_numpy(np.ascontiguousarray(m.data)), m.shape, **kwargs)
+            m.sum_duplicates()  # also sorts each row's (column's) indices
+        out = _COMPRESSED[m.format](torch.from_numpy(m.indptr.astype(np.int64)),
+                                    torch.from_numpy(m.indices.astype(np.int64)),
+                                    torch.from_numpy(np.ascontiguousarray(m.data)), m.shape,
+                                    **kwargs)
     else:
         coo = m.tocoo()
         indices = torch.from_numpy(np.stack([coo.row, coo.col]).astype(np.int64))
@@ -81,8 +88,8 @@ def _element_layout(A: SparseFillTensor) -> SparseFillTensor:
 def to_scipy(A: SparseFillTensor, *, format=None):
     """``(matrix, fill)``: the stored elements as a scipy.sparse array (COO for
     COO tensors, CSR for CSR ones, or ``format``) and the fill as a Python
-    number, because scipy has nowhere to keep it. CSC gives CSC; BSR and BSC
-    give CSR.
+    number, because scipy has nowhere to keep it. CSC gives CSC and BSR gives
+    BSR (same blocksize); BSC, which scipy lacks, gives CSR.
 
     Example::
 
@@ -95,6 +102,11 @@ def to_scipy(A: SparseFillTensor, *, format=None):
     fill = _scalar_fill(A, "to_scipy")
     if A.layout == torch.sparse_csc and format is None:
         format = "csc"
+    if A.layout == torch.sparse_bsr and A.dim() == 2:
+        A._check_edits()
+        m = scipy.sparse.bsr_array((_numpy(A.values()), _numpy(A.col_indices()),
+                                    _numpy(A.crow_indices())), shape=tuple(A.shape))
+        return (m if format is None else m.asformat(format)), fill
     A = _element_layout(A)
     if len(A.shape) != 2:
         raise NotImplementedError(f"to_scipy: scipy.sparse is 2-D, this tensor has shape "
