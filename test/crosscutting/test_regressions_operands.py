@@ -386,3 +386,29 @@ def test_a_fill_covering_nothing_with_a_nan_exponent_has_a_zero_hessian():
     ge, gf = torch.autograd.grad((A ** e).to_dense().sum(), (e, f), create_graph=True)
     hessian = torch.autograd.grad(ge + gf, (e, f), allow_unused=True)
     assert all(h is None or h == 0 for h in hessian), hessian
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr])
+def test_per_row_and_per_column_fills_of_full_slices_stay_out_of_products(layout):
+    """A per-row fill of inf on a fully stored row (a per-column NaN on a
+    full column) covers no element: A @ x must not see it, and its gradient
+    is 0 (the product reads the covered slices from the row pointers or a
+    column count, not per element)."""
+    D = torch.float64
+    x = torch.tensor([[1., 2.], [2., -1.], [3., 0.5]], dtype=D, requires_grad=True)
+    for idx, vals, fill in (([[0, 0, 0, 1], [0, 1, 2, 0]], [1., 2., 3., 4.], [[inf], [2.]]),
+                            ([[0, 1, 0], [0, 0, 1]], [1., 2., 3.], [[nan, 1., 2.]]),
+                            ([[0, 1, 0], [0, 0, 1]], [1., 2., 3.], [[1e308, 1., 2.]])):
+        f = torch.tensor(fill, dtype=D, requires_grad=True)
+        A = sf.sparse_coo_tensor(idx, torch.tensor(vals, dtype=D), (2, 3), fill_value=f)
+        A = A.to_sparse_csr() if layout == torch.sparse_csr else A
+        dense_f = f.detach().clone().requires_grad_()
+        dense = torch.where(torch.zeros(2, 3, dtype=torch.bool).index_put_(
+            tuple(torch.tensor(idx)), torch.tensor(True)),
+            torch.zeros(2, 3, dtype=D).index_put_(tuple(torch.tensor(idx)),
+                                                  torch.tensor(vals, dtype=D)), dense_f)
+        T.assert_dense_equal(A @ x, dense @ x)
+        got = torch.autograd.grad((A @ x).sum(), (f, x))
+        want = torch.autograd.grad((dense @ x).sum(), (dense_f, x))
+        T.assert_dense_equal(got[0], want[0])
+        T.assert_dense_equal(got[1], want[1])
