@@ -178,7 +178,8 @@ $(CUDA_VENV)/.deps: requirements-dev.txt
 	$(CUDA_PY) -m pip install -q $(CUDA_TORCH) -r $(CUDA_VENV)/requirements.txt
 	touch $@
 
-build/cuda/.built: $(CUDA_VENV)/.deps $(SOURCES)
+# (the package's Python too: build/cuda/lib holds a copy of it)
+build/cuda/.built: $(CUDA_VENV)/.deps $(SOURCES) $(shell find torch_sparsefill -name '*.py')
 	SPARSEFILL_CUDA=1 CUDA_HOME="$(CUDA_HOME)" TORCH_CUDA_ARCH_LIST="$(CUDA_ARCH)" MAX_JOBS=$(CUDA_JOBS) \
 	  $(CUDA_PY) setup.py -q build --build-base build/cuda --build-lib $(CUDA_LIB)
 	touch $@
