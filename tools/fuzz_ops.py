@@ -1809,12 +1809,14 @@ def check(seed: int, verbose=False, strict_grad=False) -> tuple[Outcome, str]:
     except RuntimeError as e:
         try:
             _grads((want * w).sum(), leaves)
-        except RuntimeError:  # dense torch has no derivative either
+        except (RuntimeError, IndexError):  # dense torch has no derivative either
             return Outcome("ok", "both backwards refuse"), text
         return Outcome("failed", f"sparse backward raised {type(e).__name__}: {e}"), text
     try:
         gd = _grads((want * w).sum(), leaves, create_graph=order2)
-    except RuntimeError as e:  # e.g. "derivative for aten::floor_divide is not implemented"
+    except (RuntimeError, IndexError) as e:
+        # e.g. "derivative for aten::floor_divide is not implemented", or
+        # torch's backward of an empty (0, 1) program indexing out of range
         return Outcome("ok", f"dense backward refuses: {str(e)[:80]}"), text
     for i, (a, b) in enumerate(zip(gs, gd)):
         msg = compare(f"gradient of leaf {i} ({tuple(leaves[i].shape)})", a, b, rtol,
