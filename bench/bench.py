@@ -52,6 +52,8 @@ GOALS = [
     ("CSR->COO", "torch to_sparse_coo", 1.2),
     ("COO->CSR", "torch to_sparse_csr", 1.1),
     ("A @ x", "torch CSR mv", 1.0),
+    ("per-row fill", "the same with a scalar fill", 1.5),
+    ("per-column fill", "the same with a scalar fill", 1.5),
     ("index_select 400 cols, COO", "torch COO index_select", 1.0),
     ("A @ B sparse 4000x4000 0.2% CSR, fill 0", "torch CSR @ CSR", 1.0),
     ("sum dim 0", "scipy", 1.0),
@@ -288,6 +290,14 @@ def products_rows(quick: bool):
     x = torch.randn(m)
     yield (f"A @ x {m}x{m} 1%, fill 5", lambda: A_csr @ x,
            "torch CSR mv(A0,x)+a*sum(x)", lambda: torch.mv(N0, x) + fill * x.sum())
+    # a per-row (m, 1) or per-column (1, m) fill: the correction is a rank-1
+    # or diagonal term, so the cost is the scalar fill's
+    idx = A_csr.to_sparse_coo().coalesce()
+    for what, shape in (("per-row", (m, 1)), ("per-column", (1, m))):
+        S = sf.sparse_coo_tensor(idx._indices(), idx._values(), (m, m),
+                                 fill_value=torch.rand(shape) + fill).to_sparse_csr()
+        yield (f"A @ x {m}x{m} 1%, {what} fill", lambda S=S: S @ x,
+               "the same with a scalar fill", lambda: A_csr @ x)
     L = torch.randn(n, m)
     yield (f"D @ A {m}x{m} 1%, {n} rows, fill 5", lambda: L @ A_csr,
            "torch mm(D, A0 CSR)+a*rowsum", lambda: torch.sparse.mm(N0.t(), L.t()).t()

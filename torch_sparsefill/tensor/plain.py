@@ -18,13 +18,15 @@ _N_FACTS = len(FACTS)
 _COO, _CSR = torch.sparse_coo, torch.sparse_csr
 
 
-def is_plain(a) -> bool:
+def is_plain(a, per_slice: bool = False) -> bool:
     """Whether `a` is a SparseFillTensor of the simplest kind, the one the
     hot path serves: coalesced COO or unbatched CSR, no dense part, a 0-d
     fill that needs no autograd cut (so ``a._live_fill()`` is ``a._sf_fill``),
     index components not edited since they were checked (edits.py: an
     edited tensor takes the routes, which check it).
     Read from the components on every call (they change in place).
+    `per_slice`: a matrix with a per-row (m, 1) or per-column (1, k) fill
+    qualifies too (the products' fast path reads those).
 
     Example::
 
@@ -33,10 +35,12 @@ def is_plain(a) -> bool:
     """
     if type(a) is not SparseFillTensor or not a._sf_coalesced:
         return False
-    layout = a._sf_layout
+    layout, f = a._sf_layout, a._sf_fill
+    fill_ok = f.dim() == 0 or (per_slice and f.dim() == 2 and len(a._sf_size) == 2 and
+                               (f.shape[1] == 1 or f.shape[0] == 1))
     return ((layout is _COO or (layout is _CSR and a._sf_crow.dim() == 1))
-            and a._sf_values.dim() == 1 and a._sf_fill.dim() == 0
-            and not a._sf_fill.requires_grad and not a._sf_indefinite
+            and a._sf_values.dim() == 1 and fill_ok
+            and not f.requires_grad and not a._sf_indefinite
             and not edited(a))
 
 

@@ -80,14 +80,8 @@ def _fill2d(A: SparseFillTensor, func) -> torch.Tensor:
                               else m)):
         if f.numel() != 1 and A.layout in (torch.sparse_csr, torch.sparse_coo) and \
                 not torch.compiler.is_compiling():
-            # a per-row or per-column fill: its covered elements from the
-            # row pointers or a column count, O(m) or O(nse), no sync
-            # (_live_fill counts per slot through COO indices: 30x the product)
-            crow, col, _ = _csr(A)
-            per_row = f.shape[0] == m and m != 1
-            stored = crow[1:] - crow[:-1] if per_row else torch.bincount(col, minlength=k)
-            covered = (stored < (k if per_row else m)).view(f.shape)
-            return torch.where(covered, f, torch.zeros_like(f))
+            covered = _covered_slices(A, f.shape[0] == m and m != 1)
+            return f if covered is None else torch.where(covered, f, torch.zeros_like(f))
         f = A._live_fill(zero=True)
     if f.numel() == 1 or (f.dim() == 2 and tuple(f.shape) in ((m, 1), (1, k))):
         return f
@@ -95,6 +89,30 @@ def _fill2d(A: SparseFillTensor, func) -> torch.Tensor:
         f"torch_sparsefill: {_args.name(func)}: a fill of shape {tuple(f.shape)} on a {m} x {k} "
         f"operand is not supported by matrix products (scalar, per-row ({m}, 1) or per-column "
         f"(1, {k}) fills are)")
+
+
+def _covered_slices(A: SparseFillTensor, per_row: bool):
+    """Which rows (`per_row`) or columns of a 2-D COO/CSR `A` have an
+    unspecified element, shaped as the fill; None when all do. From the row
+    pointers or one column count (a per-slot count through COO indices
+    costs 30x the product), and kept on the tensor with the pattern it
+    was read from (the components' versions: an edit in place reads again),
+    so a product with a per-row or per-column fill costs what a scalar
+    fill's does."""
+    crow, col, _ = _csr(A)
+    key = (crow, col, crow._version, col._version, per_row)
+    cached = A.__dict__.get("_sf_covered_slices")
+    if cached is not None and cached[0][0] is crow and cached[0][1] is col and \
+            cached[0][2:] == key[2:]:
+        return cached[1]
+    m, k = A.shape
+    stored = crow[1:] - crow[:-1] if per_row else torch.bincount(col, minlength=k)
+    covered = (stored < (k if per_row else m)).view((m, 1) if per_row else (1, k))
+    if torch._C._are_functorch_transforms_active():
+        return covered  # no sync on a transform's tensors, and nothing kept
+    covered = None if bool(covered.all()) else covered  # one sync per pattern
+    A._sf_covered_slices = (key, covered)
+    return covered
 
 
 def _csr(A: SparseFillTensor):
@@ -383,7 +401,8 @@ def _fast_product(a, b, vector: bool, matrix: bool):
     dtype and matching size: the very op call the route makes (_mm, _mv),
     without its argument checks and the operand conversions; None for
     anything else (the route then handles the call and its errors)."""
-    if not is_plain(a) or type(b) is not torch.Tensor or b.layout is not torch.strided:
+    if not is_plain(a, per_slice=True) or type(b) is not torch.Tensor or \
+            b.layout is not torch.strided:
         return None
     size = a._sf_size
     if len(size) != 2 or b.dtype is not a._sf_values.dtype or b.dtype not in _PRODUCT_DTYPES:
@@ -394,13 +413,18 @@ def _fast_product(a, b, vector: bool, matrix: bool):
     if type(nse) is not int or nse >= m * k:
         return None
     d = b.dim()
-    if d == 1 and vector and b.shape[0] == k:
-        crow, col, values = _csr(a)
-        return _ops.spmm(crow, col, values, a._sf_fill, b.unsqueeze(1), k).squeeze(1)
-    if d == 2 and matrix and b.shape[0] == k:
-        crow, col, values = _csr(a)
-        return _ops.spmm(crow, col, values, a._sf_fill, b, k)
-    return None
+    if not ((d == 1 and vector) or (d == 2 and matrix)) or b.shape[0] != k:
+        return None
+    fill = a._sf_fill
+    if fill.dim():  # per row or per column: 0 over the slices stored whole, as _fill2d
+        if fill.shape not in ((m, 1), (1, k)) or torch.compiler.is_compiling():
+            return None
+        covered = _covered_slices(a, fill.shape[0] == m and m != 1)
+        fill = fill if covered is None else torch.where(covered, fill, torch.zeros_like(fill))
+    crow, col, values = _csr(a)
+    if d == 1:
+        return _ops.spmm(crow, col, values, fill, b.unsqueeze(1), k).squeeze(1)
+    return _ops.spmm(crow, col, values, fill, b, k)
 
 
 def _fast(vector: bool, matrix: bool):
