@@ -412,3 +412,18 @@ def test_per_row_and_per_column_fills_of_full_slices_stay_out_of_products(layout
         want = torch.autograd.grad((dense @ x).sum(), (dense_f, x))
         T.assert_dense_equal(got[0], want[0])
         T.assert_dense_equal(got[1], want[1])
+
+
+def test_diff_along_a_dim_of_size_one_stays_in_the_graph():
+    """torch.diff along a dim of size 1 (an empty result) was cut from the
+    graph, where dense's empty result requires grad (fuzz seed 157516); a
+    NaN or infinite fill sends no NaN back."""
+    for fill in (1.5, inf):
+        f = torch.tensor(fill, requires_grad=True)
+        v = torch.tensor([2.], requires_grad=True)
+        A = sf.sparse_coo_tensor([[0], [0], [1]], v, (1, 1, 3), fill_value=f)
+        out = torch.diff(A, dim=-2)
+        want = torch.diff(A.to_dense(), dim=-2)
+        assert out.shape == want.shape and out.requires_grad and want.requires_grad
+        grads = torch.autograd.grad(out.to_dense().sum(), (v, f), allow_unused=True)
+        assert all(g is None or bool(g.eq(0).all()) for g in grads), grads
