@@ -7,6 +7,7 @@ checks it against the dense computation.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -418,12 +419,14 @@ def test_diff_along_a_dim_of_size_one_stays_in_the_graph():
     """torch.diff along a dim of size 1 (an empty result) was cut from the
     graph, where dense's empty result requires grad (fuzz seed 157516); a
     NaN or infinite fill sends no NaN back."""
-    for fill in (1.5, inf):
-        f = torch.tensor(fill, requires_grad=True)
-        v = torch.tensor([2.], requires_grad=True)
-        A = sf.sparse_coo_tensor([[0], [0], [1]], v, (1, 1, 3), fill_value=f)
+    for fill, idx in itertools.product((1.5, inf), ([[0], [0], [1]],
+                                                   [[0, 0, 0], [0, 0, 0], [0, 1, 2]])):
+        f = torch.tensor(fill, requires_grad=fill != inf)  # (every element stored: seed 157516)
+        v = torch.full((len(idx[0]),), 2., requires_grad=True)
+        A = sf.sparse_coo_tensor(idx, v, (1, 1, 3), fill_value=f)
         out = torch.diff(A, dim=-2)
         want = torch.diff(A.to_dense(), dim=-2)
         assert out.shape == want.shape and out.requires_grad and want.requires_grad
-        grads = torch.autograd.grad(out.to_dense().sum(), (v, f), allow_unused=True)
+        grads = torch.autograd.grad(out.to_dense().sum(), [t for t in (v, f) if t.requires_grad],
+                                    allow_unused=True)
         assert all(g is None or bool(g.eq(0).all()) for g in grads), grads
