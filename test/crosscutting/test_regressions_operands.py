@@ -430,3 +430,21 @@ def test_diff_along_a_dim_of_size_one_stays_in_the_graph():
         grads = torch.autograd.grad(out.to_dense().sum(), [t for t in (v, f) if t.requires_grad],
                                     allow_unused=True)
         assert all(g is None or bool(g.eq(0).all()) for g in grads), grads
+
+
+@pytest.mark.parametrize("fill", [1.5, inf, nan])
+def test_results_with_no_element_stay_in_the_graph_as_dense(fill):
+    """softmax (and any routed op) of a tensor with a size-0 dim returned a
+    result cut from the graph where dense's requires grad (fuzz seed
+    171662); the factories and detach stay cut, as in dense."""
+    f = torch.tensor(fill, requires_grad=True)
+    A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0), (0, 3),
+                             fill_value=f)
+    D = A.to_dense()
+    for fn in (lambda x: torch.softmax(x, 0), lambda x: x.sum(0), torch.zeros_like,
+               lambda x: x.detach(), lambda x: torch.exp(x).t()):
+        ours, dense = fn(A), fn(D)
+        assert ours.requires_grad == dense.requires_grad, fn
+        if dense.requires_grad:
+            grads = torch.autograd.grad(_dense(ours).sum(), f, allow_unused=True)
+            assert grads[0] is None or grads[0] == 0, grads

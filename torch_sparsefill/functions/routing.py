@@ -33,6 +33,7 @@ from . import attention as _attention
 from . import autocast as _autocast
 from . import components as _components
 from . import decompositions as _decompositions
+from . import empty_results as _empty_results
 from . import indefinite as _indefinite
 from . import layouts as _layouts
 from . import nn as _nn
@@ -281,7 +282,8 @@ def torch_function(cls, func, types, args=(), kwargs=None):
                 return _layouts.call(func, family_handler, args, kwargs)
         if _autocast.enabled():
             return _autocast.call(func, handler, args, kwargs)
-        return handler(*args, **kwargs)
+        return _empty_results.in_graph(func, handler(*args, **kwargs), args, kwargs,
+                                       _like.ROUTES)
     if func in _AS_DATA:
         raise NotImplementedError(
             f"torch_sparsefill: {_args.name(func)} is not supported on a SparseFillTensor "

@@ -1,0 +1,60 @@
+"""Results with no element stay in the autograd graph, as dense torch's do.
+
+A route may build an empty result from fresh tensors (nothing to compute),
+which leaves it out of the graph: ``torch.softmax(A, 0)`` of a tensor with a
+size-0 dim would not require grad where dense's does, and a backward
+through it raises. :func:`in_graph` links such a result to an input that
+requires grad with a ``where`` that selects the result's own fill: its value
+is unchanged, and the backward sends exactly 0 (a ``where`` selects, it never
+multiplies, so a NaN or infinite input sends no NaN back).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..tensor import SparseFillTensor
+
+__all__: list = []
+
+# Functions whose dense result does not require grad either.
+_CUTS = {torch.Tensor.detach, torch.detach, torch.Tensor.requires_grad_}
+
+
+def _grad_input(args, kwargs):
+    for a in list(args) + list(kwargs.values()):
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                return t
+    return None
+
+
+def _zero_link(t: torch.Tensor) -> torch.Tensor:
+    """A 0-d tensor in t's graph (its value is never used)."""
+    if isinstance(t, SparseFillTensor):
+        return t._sf_values.reshape(-1)[:1].sum() + t._sf_fill.reshape(-1)[:1].sum()
+    return t.reshape(-1)[:1].sum()
+
+
+def in_graph(func, out, args, kwargs, cuts=frozenset()):
+    """`out`, linked to the graph of an input that requires grad when it has
+    no element and a dense result would require grad; `cuts`: more
+    functions (the ``*_like`` factories) whose dense result does not.
+
+    Example::
+
+        >>> f = torch.tensor(1., requires_grad=True)
+        >>> A = sf.full((0, 3), 1., dtype=torch.float32) * f
+        >>> torch.softmax(A, 0).requires_grad
+        True
+    """
+    if type(out) is not SparseFillTensor or 0 not in out._sf_size or out.requires_grad or \
+            not torch.is_grad_enabled() or func in _CUTS or func in cuts or \
+            not (out.dtype.is_floating_point or out.dtype.is_complex) or \
+            getattr(func, "__name__", "").endswith("_") or "out" in kwargs:
+        return out
+    source = _grad_input(args, kwargs)
+    if source is None:
+        return out
+    link = _zero_link(source).to(out._sf_fill.dtype)
+    never = torch.zeros((), dtype=torch.bool, device=out._sf_fill.device)
+    return out._with(out._sf_values, torch.where(never, link, out._sf_fill))
