@@ -108,15 +108,6 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         if A.shape[d] == 0:
             break
         A = _stencil_any(A, d, 2, sub, "diff()")
-    if A.numel() == 0 and input.requires_grad and not A.requires_grad and \
-            torch.is_grad_enabled():
-        # no element left (a dim of size 1): dense's empty result stays in
-        # the graph with a zero gradient; where selects, never multiplies,
-        # so a non-finite fill sends no NaN back
-        link = input._sf_values.reshape(-1)[:1].sum() + input._sf_fill.reshape(-1)[:1].sum()
-        A = A._with(A._sf_values, torch.where(torch.zeros((), dtype=torch.bool,
-                                                          device=link.device),
-                                              link.to(A._sf_fill.dtype), A._sf_fill))
     return A
 
 
