@@ -172,7 +172,10 @@ def _amax(input, dim=(), keepdim=False, *, is_min=False):
     if A.dtype == torch.bool:
         return _amax(A.to(torch.uint8), dim, keepdim, is_min=is_min).to(torch.bool)
     what = "amin" if is_min else "amax"
-    return reduce(A, _args.dims(dim, A.dim(), f"{what}()"), keepdim, max_core(is_min), what)
+    out = reduce(A, _args.dims(dim, A.dim(), f"{what}()"), keepdim, max_core(is_min), what)
+    # the slot kernels widen int32/int16/int8 to int64; a max is one of the
+    # elements, so it keeps the input's dtype, as torch's does
+    return out.to(A.dtype) if out.dtype != A.dtype and not A.dtype.is_floating_point else out
 
 
 def amax_(input, dim=(), keepdim=False):
