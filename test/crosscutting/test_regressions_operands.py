@@ -458,3 +458,19 @@ def test_amax_and_amin_along_a_dim_keep_a_narrow_integer_dtype(dtype):
                              fill_value=7)
     for fn in (lambda X: X.amax(0), lambda X: X.amin(1), lambda X: torch.amax(X, -2)):
         T.assert_dense_equal(_dense(fn(A)), fn(A.to_dense()))
+
+
+@pytest.mark.parametrize("call", ["vector_norm", "foreach_norm", "vector_norm dim"])
+def test_the_gradient_of_a_zero_norm_is_zero(call):
+    """vector_norm (and _foreach_norm, which clip_grad_norm_ calls) of an
+    all-zero tensor had a NaN gradient through the reference's sqrt at 0;
+    dense's is 0 (fuzz seeds 204909, 205623)."""
+    f = torch.tensor(0., requires_grad=True)
+    A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0), (2, 4),
+                             fill_value=f)
+    fn = {"vector_norm": torch.linalg.vector_norm,
+          "foreach_norm": lambda X: torch._foreach_norm([X])[0],
+          "vector_norm dim": lambda X: torch.linalg.vector_norm(X, dim=1).sum()}[call]
+    ours, dense = _dense(fn(A)), fn(A.to_dense())
+    T.assert_dense_equal(ours, dense)
+    T.assert_dense_equal(torch.autograd.grad(ours, f)[0], torch.autograd.grad(dense, f)[0])
