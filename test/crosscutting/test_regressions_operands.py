@@ -474,3 +474,12 @@ def test_the_gradient_of_a_zero_norm_is_zero(call):
     ours, dense = _dense(fn(A)), fn(A.to_dense())
     T.assert_dense_equal(ours, dense)
     T.assert_dense_equal(torch.autograd.grad(ours, f)[0], torch.autograd.grad(dense, f)[0])
+
+
+def test_a_product_with_a_full_fill_matrix_is_refused_by_name():
+    """A fill of shape (m, k) (per element) reached the product kernel, whose
+    RuntimeError named none of the user's arguments (fuzz seed 202796)."""
+    A = sf.sparse_coo_tensor([[0, 1, 2], [0, 1, 2]], torch.ones(3), (3, 3),
+                             fill_value=torch.arange(9.).reshape(3, 3) + 1)
+    with pytest.raises(NotImplementedError, match=r"a fill of shape \(3, 3\)"):
+        A @ torch.ones(3)

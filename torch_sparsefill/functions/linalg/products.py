@@ -78,7 +78,8 @@ def _fill2d(A: SparseFillTensor, func) -> torch.Tensor:
     # a guard on nse), so a traced program keeps the fill as given (docs/design.md#trace-safety).
     if statically_known_true(nse >= (m * k if f.numel() == 1 else k if f.shape[0] == m and m != 1
                               else m)):
-        if f.numel() != 1 and A.layout in (torch.sparse_csr, torch.sparse_coo) and \
+        if f.numel() != 1 and tuple(f.shape) in ((m, 1), (1, k)) and \
+                A.layout in (torch.sparse_csr, torch.sparse_coo) and \
                 not torch.compiler.is_compiling():
             covered = _covered_slices(A, f.shape[0] == m and m != 1)
             return f if covered is None else torch.where(covered, f, torch.zeros_like(f))
