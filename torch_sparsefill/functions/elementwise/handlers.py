@@ -21,8 +21,8 @@ from ...tensor import fill as _fill
 from ...ops import elementwise as _generated_ops
 from ...tensor.fill import full_rank
 from ...tensor import SparseFillTensor, build
-from .operands import (_ask_torch, _covered, _is_bool, _only_half, _past_dead_fill, _promoted,
-                       _promoted_plain)
+from .operands import (_ask_torch, _call_dtype, _covered, _is_bool, _only_half, _past_dead_fill,
+                       _promoted, _promoted_plain)
 
 __all__: list = []
 
@@ -295,7 +295,7 @@ def _ternary(op: Op, func, args, kwargs, reflected, inplace):
         if _args.is_number(o):
             # a number does not widen (torch.where(c, int32, 0) is int32):
             # the dtype torch gives the call, a 0-d tensor of it
-            o = torch.tensor(o, dtype=_number_dtype(func, operands), device=ref.device)
+            o = torch.tensor(o, dtype=_call_dtype(func, operands), device=ref.device)
         if not isinstance(o, torch.Tensor) or o.layout != torch.strided:
             return NotImplemented
         if not _over_dense_part(ref, o):
@@ -308,18 +308,6 @@ def _ternary(op: Op, func, args, kwargs, reflected, inplace):
                   empty_values, o]
     values, fill, indices = op.main(*parts, list(ref._sf_size))
     return _union(ref.layout, ref._sf_size, values, fill, indices)
-
-
-def _number_dtype(func, operands) -> torch.dtype:
-    """The dtype of `func` on the operands (numbers as they are, tensors as
-    empty stand-ins of their dtype and rank 0 or 1, as their own rank
-    decides promotion): a number's dtype in a ternary op."""
-    def stand_in(o):
-        if not isinstance(o, torch.Tensor):
-            return o
-        plain_0d = not isinstance(o, SparseFillTensor) and o.dim() == 0
-        return torch.empty(() if plain_0d else (0,), dtype=o.dtype)
-    return func(*[stand_in(o) for o in operands]).dtype
 
 
 def _fill_only(op: Op, ref: SparseFillTensor, operands, extra) -> torch.Tensor:

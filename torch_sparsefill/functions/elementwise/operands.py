@@ -87,6 +87,18 @@ def _only_half(operands):
         else None
 
 
+def _call_dtype(func, operands) -> torch.dtype:
+    """The dtype torch gives `func` on the operands: numbers as they are,
+    tensors as empty stand-ins of their dtype and of rank 0 or 1 (a plain
+    0-d tensor promotes as such; a SparseFillTensor is dimensioned)."""
+    def stand_in(o):
+        if not isinstance(o, torch.Tensor):
+            return o
+        return torch.empty(() if not isinstance(o, SparseFillTensor) and o.dim() == 0 else 0,
+                           dtype=o.dtype)
+    return func(*[stand_in(o) for o in operands]).dtype
+
+
 def _promoted_plain(func, operands):
     """The operands of a ternary op in the dtype torch computes in, where a
     strided operand of another dtype takes part: torch's own answer for
@@ -99,12 +111,7 @@ def _promoted_plain(func, operands):
     if len(dtypes) < 2 or not any(isinstance(o, torch.Tensor) and
                                   not isinstance(o, SparseFillTensor) for o in operands):
         return operands
-    def stand_in(o):
-        if not isinstance(o, torch.Tensor):
-            return o
-        return torch.empty(() if not isinstance(o, SparseFillTensor) and o.dim() == 0 else 0,
-                           dtype=o.dtype)
-    common = func(*[stand_in(o) for o in operands]).dtype
+    common = _call_dtype(func, operands)
     if common == torch.bool:
         return operands
     keep_bool = "where" in getattr(func, "__name__", "")
