@@ -15,6 +15,8 @@
 #include <ATen/ops/logical_not.h>
 #include <ATen/ops/logical_or.h>
 #include <ATen/ops/ne.h>
+#include <ATen/ops/view_as_complex.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/nonzero.h>
 #include <ATen/ops/zeros.h>
 
@@ -41,6 +43,14 @@ std::tuple<Tensor, Tensor> coo_coalesce_composite(const Tensor& indices, const T
                            at::isComplexType(values.scalar_type());
   Tensor start = signed_zero ? at::full_symint(shape, -0.0, values.options())
                              : at::zeros_symint(shape, values.options());
+  if (at::isComplexType(values.scalar_type())) {
+    // Summed as (real, imag) pairs: ATen's complex add scales by alpha, and
+    // 1 * (inf + b i) has a NaN imaginary part, where torch's coalesce and a
+    // dense write keep b (fuzz seed 200180).
+    Tensor pairs = at::view_as_real(start).index_add(
+        0, segment, at::view_as_real(values.resolve_conj().contiguous()));
+    return {new_indices, at::view_as_complex(pairs)};
+  }
   Tensor new_values = start.index_add(0, segment, values);
   return {new_indices, new_values};
 }
