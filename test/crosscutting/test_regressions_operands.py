@@ -483,3 +483,35 @@ def test_a_product_with_a_full_fill_matrix_is_refused_by_name():
                              fill_value=torch.arange(9.).reshape(3, 3) + 1)
     with pytest.raises(NotImplementedError, match=r"a fill of shape \(3, 3\)"):
         A @ torch.ones(3)
+
+
+def test_a_ternary_op_cuts_the_per_slice_fill_slices_that_cover_nothing():
+    """lerp of three sparse operands, the weight's per-row fill -inf in a row
+    the union stores: that row of the result's fill
+    covers nothing, yet its derivative (1 - w = inf) times the zero gradient
+    sent NaN to the input's fill; dense's gradient is finite (fuzz seed 152812)."""
+    fx = torch.tensor(-1., requires_grad=True)
+    x = sf.sparse_coo_tensor([[2, 3], [0, 0]], torch.tensor([1.6, -1.9]), (4, 1), fill_value=fx)
+    end = sf.sparse_coo_tensor([[2], [0]], torch.tensor([0.13]), (4, 1), fill_value=0.)
+    w = sf.sparse_coo_tensor([[0, 1, 2, 3], [0, 0, 0, 0]], torch.tensor([-0.45, -0.66, 0.12, -0.86]),
+                             (4, 1), fill_value=torch.tensor([[-1.], [-inf], [1.5], [1.5]]))
+    ours, dense = torch.lerp(x, end, w), torch.lerp(x.to_dense(), end.to_dense(), w.to_dense())
+    T.assert_dense_equal(ours.to_dense(), dense)
+    got = torch.autograd.grad(ours.to_dense().sum(), fx)[0]
+    want = torch.autograd.grad(dense.sum(), fx)[0]
+    T.assert_dense_equal(got, want)
+
+
+def test_coalescing_complex_values_with_an_infinite_part_keeps_the_other_part():
+    """Coalescing summed duplicates with ATen's complex add, which scales by
+    alpha: 1 * (inf + 1.19j) has a NaN imaginary part, so a shape op that
+    re-sorts (roll) turned a stored inf + 0.61j into inf + nanj where dense
+    keeps it (fuzz seed 200180)."""
+    v = torch.tensor([complex(inf, 0.5), 1 + 1j, complex(-inf, -2.)], dtype=torch.complex64)
+    A = sf.sparse_coo_tensor([[1, 0, 2], [0, 0, 0]], v, (3, 1), fill_value=torch.tensor(-1 + 0j))
+    cases = [(lambda X: X.roll(2, 0), lambda D: D.roll(2, 0)),
+             (lambda X: X.coalesce(), lambda D: D),
+             (lambda X: torch.imag(X.flip(0)), lambda D: torch.imag(D.flip(0)))]
+    for fn, dense_fn in cases:
+        ours, dense = _dense(fn(A)), dense_fn(A.to_dense())
+        T.assert_dense_equal(ours, dense)
