@@ -37,3 +37,20 @@ def test_op_chains_equal_dense():
     assert not result["failures"], "\n\n".join(
         f"{text}\n{detail}\nreplay: .venv/bin/python tools/fuzz_ops.py --seed {s} -n 1 -v"
         for s, text, detail in result["failures"][:5])
+
+
+# Programs that found a defect, replayed as they are: each seed's program is
+# the one its fix was made against while the recipes stay as they are (a new
+# recipe draws a new program for the seed, still one more check).
+FOUND = [113120, 117251, 147294, 152812, 156611, 178940, 196812, 200180, 201668, 202796,
+         204909, 205623]
+
+
+@pytest.mark.cpu_only(reason="the programs build their operands on the CPU")
+@pytest.mark.parametrize("seed", FOUND)
+def test_programs_that_found_a_defect(seed):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = fuzz_ops.run(seed, 1, budget_s=60)
+    assert not result["failures"], "\n".join(f"{text}\n{detail}"
+                                             for _, text, detail in result["failures"])
