@@ -21,7 +21,7 @@ __global__ void bsr_spmm_kernel(T* c, const int64_t* crow, const int64_t* col, c
   SF_CUDA_FOR(e, nbrows * r * n) {
     const int64_t i = e / n, t = e % n;
     const int64_t blk = i / r, u = i % r;
-    T acc = colsum ? f * colsum[t] : T(0);
+    T acc = colsum ? T(0) + f * colsum[t] : T(0);  // from +0, as the CPU twin
     // Stays in bounds on any input; a checked operand (the contract) has
     // every span and column valid, so nothing is skipped there.
     const int64_t lo = crow[blk], hi = crow[blk + 1];

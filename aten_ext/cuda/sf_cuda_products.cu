@@ -28,7 +28,7 @@ __global__ void correction_kernel(T* c, int64_t nrows, int64_t n, const T* row_f
     const int64_t i = e / n, t = e - i * n;
     const T rf = row_fill ? row_fill[i * row_fill_stride] : T(0);
     const T v = colsum ? rf * colsum[t] : T(0);
-    c[e] = corr ? v + corr[t] : v;
+    c[e] = T(0) + (corr ? v + corr[t] : v);  // from +0, as the CPU twin (templates/products.h)
   }
 }
 

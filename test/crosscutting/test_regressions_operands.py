@@ -515,3 +515,18 @@ def test_coalescing_complex_values_with_an_infinite_part_keeps_the_other_part():
     for fn, dense_fn in cases:
         ours, dense = _dense(fn(A)), dense_fn(A.to_dense())
         T.assert_dense_equal(ours, dense)
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr", "bsr"])
+def test_an_empty_row_of_a_product_is_plus_zero_as_dense(layout):
+    """The fill correction alone (0 * a negative column sum) is -0.0, which
+    an empty row of A @ B kept where dense's sum of products is +0.0; atan2
+    and rsqrt then gave -pi and -inf (fuzz seeds 182614, 179938)."""
+    A = sf.sparse_coo_tensor([[0, 1], [0, 1]], torch.tensor([2., 3.], dtype=torch.float64),
+                             (4, 4), fill_value=0.)
+    A = {"coo": A, "csr": A.to_sparse_csr(), "bsr": A.to_sparse_bsr((2, 2))}[layout]
+    B = -torch.ones(4, 3, dtype=torch.float64)
+    ours, dense = (A @ B).to_dense(), A.to_dense() @ B
+    assert torch.equal(torch.signbit(ours), torch.signbit(dense)), (ours, dense)
+    assert torch.equal(torch.atan2(ours, -torch.ones(())), torch.atan2(dense, -torch.ones(())))
+

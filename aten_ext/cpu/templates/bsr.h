@@ -50,7 +50,8 @@ SF_BSR_INLINE void SF_FN(sf_bsr_edge)(T *restrict c, int64_t ldc, const int64_t 
                                int64_t t0, int64_t t1) {
   for (int64_t u = u0; u < u1; ++u) {
     T *restrict cu = c + u * ldc;
-    for (int64_t t = t0; t < t1; ++t) cu[t] = colsum ? f * colsum[t] : (T)0;
+    /* from +0 as dense's sums (templates/products.h) */
+    for (int64_t t = t0; t < t1; ++t) cu[t] = colsum ? (T)0 + f * colsum[t] : (T)0;
     for (int64_t p = lo; p < hi; ++p) {
       const T *restrict vp = values + (p * r + u) * bc;
       const T *restrict bp = b + col[p] * bc * ldb;

@@ -25,10 +25,12 @@ SF_CLONES sf_status SF_FN(sf_csr_spmm)(T *c, int64_t ldc, const int64_t *crow, c
     if (st != SF_OK) return st;
     const T rf = row_fill ? row_fill[i * row_fill_stride] : (T)0;
     T *restrict ci = c + i * ldc;
-    /* The correction row first: C is written once, in this pass. */
+    /* The correction row first: C is written once, in this pass. It starts
+     * from +0, as dense's sums of products do: a zero fill times a negative
+     * column sum alone is -0.0, which 1/x or atan2 would tell apart. */
     for (int64_t t = 0; t < n; ++t) {
       T v = colsum ? rf * colsum[t] : (T)0;
-      ci[t] = corr ? v + corr[t] : v;
+      ci[t] = (T)0 + (corr ? v + corr[t] : v);
     }
     for (int64_t p = lo; p < hi; ++p) {
       const int64_t j = col[p];

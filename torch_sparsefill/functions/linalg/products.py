@@ -191,10 +191,15 @@ def _sparse_sparse(a, b, func):
     product over the fills, strided: it also applies RFC.md#non-finite-products
     (a stored NaN or inf meets the other operand's unspecified zeros:
     ``inf * 0`` is NaN, which SpGEMM, skipping them, would drop). Halves
-    multiply in float32 and round once, as dense (functions/opmath.py)."""
+    multiply in float32 (float64 with a fill's correction) and round once,
+    as dense (functions/opmath.py)."""
     own = a._sf_values.dtype
     if own in HALF:
-        return _sparse_sparse(a.to(torch.float32), b.to(torch.float32), func).to(own)
+        # A fill's correction sums terms of fill x fill x k, far larger than
+        # the result, which float32 cancels where dense's direct sum of the
+        # elements' products does not (fuzz seed 161861): float64 then.
+        wide = torch.float32 if _zero_fill(a) and _zero_fill(b) else torch.float64
+        return _sparse_sparse(a.to(wide), b.to(wide), func).to(own)
     fa, fb = _fill2d(a, func), _fill2d(b, func)
     crow_a, col_a, va = _csr(a)
     crow_b, col_b, vb = _csr(b)
