@@ -344,6 +344,65 @@ def test_tensors_outside_the_arguments_refuse():
                                torch.autograd.grad((A @ W).sum(), W)[0])
 
 
+class _GCNLayer(torch.nn.Module):
+    """relu(A @ (x W) + b), a buffer scaling it, and a SparseFillTensor
+    parameter (a learned background: values and fill) added to A."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(7)
+        self.W = torch.nn.Parameter(torch.randn(_M, 3, generator=g, dtype=torch.float64))
+        self.b = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+        self.register_buffer("scale", torch.tensor(0.5, dtype=torch.float64))
+        E = sf.sparse_coo_tensor([[0, 1], [1, 2]], torch.tensor([0.3, -0.2]).double(),
+                                 (_N, _M), fill_value=0.1)
+        self.E = torch.nn.Parameter(E, requires_grad=True)
+
+    def forward(self, A, x):
+        return torch.relu((A + self.E) @ (x @ self.W[: x.shape[1]]) * self.scale + self.b)
+
+
+def _train(step_fn, module, steps=3):
+    """Three SGD steps; the loss of each and the final state."""
+    opt = torch.optim.SGD(module.parameters(), lr=0.1)
+    losses = []
+    for k in range(steps):
+        g = torch.Generator().manual_seed(k)
+        A = _sparse(6 + k, 0.5, "coo", k).detach()
+        x = torch.randn(_M, _M, generator=g, dtype=torch.float64)
+        opt.zero_grad()
+        loss = step_fn(A, x).square().sum()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return torch.stack(losses), {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+@pytest.mark.parametrize("how", ["module", "method"])
+def test_a_module_with_parameters_trains_as_eager(how):
+    """sf.compile(model) (or of its bound forward) lifts the module's
+    parameters and buffers as inputs of the graph, as torch.export does:
+    training takes the same steps as eager, SparseFillTensor parameters
+    included, and the refusal of a module's parameter is gone."""
+    eager, compiled = _GCNLayer(), _GCNLayer()
+    if how == "module":
+        fn = sf.compile(compiled, backend="eager")
+    else:
+        compiled.forward = sf.compile(compiled.forward, backend="eager")
+        fn = compiled
+    want_losses, want_state = _train(eager, eager)
+    got_losses, got_state = _train(fn, compiled)
+    torch.testing.assert_close(got_losses, want_losses)
+    for k in want_state:
+        got, want = got_state[k], want_state[k]
+        if isinstance(want, sf.SparseFillTensor):
+            got, want = got.to_dense(), want.to_dense()
+        torch.testing.assert_close(got, want)
+    assert not torch.equal(want_state["W"], _GCNLayer().W.detach())  # the steps moved it
+    if how == "module":
+        assert fn.traces == 1  # every step reuses the one trace (new nse, new weights)
+
+
 def test_decorator_and_arguments():
     @sf.compile(backend="eager")
     def f(A, x, scale=2.0):

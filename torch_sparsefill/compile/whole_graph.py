@@ -29,6 +29,8 @@ is not traced by Dynamo. Per call:
 from __future__ import annotations
 
 import functools
+import inspect
+import itertools
 import threading
 
 import sympy
@@ -262,13 +264,47 @@ class _Trace:
         return leaves
 
 
+class _Method(torch.nn.Module):
+    """A module's bound method as a module of its own (the owner a submodule,
+    ``m``), so that torch.func.functional_call can swap the owner's state."""
+
+    def __init__(self, method):
+        super().__init__()
+        self.m, self._func = method.__self__, method.__func__
+
+    def forward(self, *args, **kwargs):
+        return self._func(self.m, *args, **kwargs)
+
+
+def _stateless(fn):
+    """(the function traced, the module whose state it takes) for `fn`: an
+    nn.Module, or a bound method of one (``model.forward = sf.compile(
+    model.forward)``), runs with its parameters and buffers passed as its
+    first argument (a dict, as torch.export lifts them), so they are inputs
+    of the graph and their gradients reach them; any other `fn` as it is."""
+    if isinstance(fn, torch.nn.Module):
+        target, prefix = fn, ""
+    elif inspect.ismethod(fn) and isinstance(fn.__self__, torch.nn.Module):
+        target, prefix = _Method(fn), "m."
+    else:
+        return fn, None
+    owner = fn if prefix == "" else fn.__self__
+
+    def call(state, *args, **kwargs):
+        return torch.func.functional_call(
+            target, {prefix + k: v for k, v in state.items()}, args, kwargs)
+    return call, owner
+
+
 class CompiledFunction:
     """`fn` compiled whole by `torch_sparsefill.compile`: call it as `fn`.
     `traces` counts the traces made (one per new key or constraint miss)."""
 
     def __init__(self, fn, backend, mode, options, dynamic):
-        functools.update_wrapper(self, fn)
-        self._fn = fn
+        # (a module's __dict__, its state, is not copied onto the wrapper)
+        functools.update_wrapper(self, fn, updated=() if isinstance(fn, torch.nn.Module)
+                                 else functools.WRAPPER_UPDATES)
+        self._fn, self._owner = _stateless(fn)
         self._compile = dict(backend=backend, mode=mode, options=options, dynamic=dynamic)
         self._dynamic = dynamic
         self._cache: dict = {}
@@ -276,6 +312,9 @@ class CompiledFunction:
         self.traces = 0
 
     def __call__(self, *args, **kwargs):
+        if self._owner is not None:  # the module's state, as it is now (after optimizer steps)
+            args = (dict(itertools.chain(self._owner.named_parameters(),
+                                         self._owner.named_buffers())),) + args
         with _node():
             leaves, spec = pytree.tree_flatten((args, kwargs))
             key = (str(spec), tuple(_leaf_key(leaf) for leaf in leaves), torch.is_grad_enabled())
@@ -323,7 +362,9 @@ def compile(fn=None, *, backend="inductor", mode=None, options=None, dynamic=Tru
     ``torch.compile(..., fullgraph=True, backend=backend, mode=mode,
     options=options)``. A function whose graph would depend on its data
     raises RuntimeError when traced, never specialises. Usable as a
-    decorator, with or without arguments.
+    decorator, with or without arguments. `fn` may be an ``nn.Module`` or a
+    module's bound method: its parameters and buffers become inputs of the
+    graph on every call (gradients reach them; optimizer steps are seen).
 
     Example::
 
