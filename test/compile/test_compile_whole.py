@@ -403,6 +403,69 @@ def test_a_module_with_parameters_trains_as_eager(how):
         assert fn.traces == 1  # every step reuses the one trace (new nse, new weights)
 
 
+@pytest.mark.parametrize("heads", [None, 2])
+def test_attention_with_a_sparse_mask_compiles_whole(heads, capfd):
+    """F.scaled_dot_product_attention with a CSR mask of fill -inf (3-D and
+    4-D) traced as one graph (it failed on a guard over the fill's value);
+    values and gradients equal eager's, nothing printed to stderr; a mask of
+    another fill is refused when the graph runs, never computed as -inf."""
+    g = torch.Generator().manual_seed(0)
+    shape = (2, 5, 4) if heads is None else (2, heads, 5, 4)
+    q, k, v = (torch.randn(shape, generator=g, dtype=torch.float64, requires_grad=True)
+               for _ in range(3))
+    keep = torch.rand(5, 5, generator=g) < 0.5
+    keep |= torch.eye(5, dtype=torch.bool)
+    mask = sf.to_sparse(torch.where(keep, torch.zeros(5, 5, dtype=torch.float64), -math.inf),
+                        fill_value=-math.inf).to_sparse_csr()
+
+    def attend(q, k, v, mask):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    f = sf.compile(attend, backend="eager")
+    got, want = f(q, k, v, mask), attend(q, k, v, mask)
+    torch.testing.assert_close(got, want)
+    for a, b in zip(torch.autograd.grad(got.sum(), (q, k, v)),
+                    torch.autograd.grad(want.sum(), (q, k, v))):
+        torch.testing.assert_close(a, b)
+    assert capfd.readouterr().err == ""
+    other = sf.to_sparse(torch.where(keep, torch.zeros(5, 5, dtype=torch.float64), 0.5),
+                         fill_value=0.5).to_sparse_csr()
+    with pytest.raises(RuntimeError, match="must exclude its unspecified positions"):
+        f(q, k, v, other)
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr"])
+def test_indexing_with_a_tensor_compiles_whole(layout):
+    """A[idx] with an index tensor inside the function traced as one graph
+    (it failed on the bounds check and the CSR rows' count); out of range
+    is refused when the graph runs."""
+    A = _sparse(7, 0.5, layout, 0)
+    f = sf.compile(lambda A, i: A[i] * 2, backend="eager")
+    i = torch.tensor([3, 0, 3, -1])
+    got, want = f(A, i), A[i] * 2
+    torch.testing.assert_close(got.to_dense(), want.to_dense())
+    torch.testing.assert_close(torch.autograd.grad(got.to_dense().sum(), A._values())[0],
+                               torch.autograd.grad(want.to_dense().sum(), A._values())[0])
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        f(A, torch.tensor([0, _N]))
+
+
+def test_a_refused_trace_prints_nothing(capfd):
+    """A trace that meets a branch on data is refused by a RuntimeError naming
+    the reason; torch's partial FX graph and shape warnings stay off stderr,
+    while a warning of the function itself still reaches it."""
+    P = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0).double(),
+                             (_N, _M), fill_value=torch.tensor([[1.0], [math.inf], [0.5], [2.0]]).double())
+    with pytest.raises(RuntimeError, match="cannot be traced as one graph"):
+        sf.compile(lambda P: P.sum(), backend="eager")(P)
+    assert capfd.readouterr().err == ""
+
+    def noisy(A):
+        print("from the function", file=__import__("sys").stderr)
+        return A * 2
+    sf.compile(noisy, backend="eager")(_sparse(3, 0.5, "coo", 0))
+    assert "from the function" in capfd.readouterr().err
+
+
 def test_decorator_and_arguments():
     @sf.compile(backend="eager")
     def f(A, x, scale=2.0):

@@ -28,9 +28,13 @@ is not traced by Dynamo. Per call:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import io
 import itertools
+import logging
+import sys
 import threading
 
 import sympy
@@ -259,7 +263,16 @@ class _Trace:
 
     def __call__(self, tensors):
         it = iter(tensors)
-        outs = iter(self.compiled(*[next(it) if c is None else c for c in self.constants]))
+        inputs = [next(it) if c is None else c for c in self.constants]
+        try:
+            outs = iter(self.compiled(*inputs))
+        except torch._dynamo.exc.Unsupported:
+            # A check in the graph failing as it runs (an index out of range,
+            # an attention mask's fill) reaches the caller from Dynamo's
+            # compiled GraphModule as "Attempt to trace generator"; the same
+            # graph run eagerly raises the check's own message.
+            self.program.graph_module(*inputs)
+            raise
         leaves = [next(outs) if leaf is _TENSOR else leaf for leaf in self.out_leaves]
         return leaves
 
@@ -294,6 +307,29 @@ def _stateless(fn):
         return torch.func.functional_call(
             target, {prefix + k: v for k, v in state.items()}, args, kwargs)
     return call, owner
+
+
+@contextlib.contextmanager
+def _quiet_tracer():
+    """A trace that meets a data-dependent branch makes torch log a warning
+    and print the partial FX graph to stderr; the error sf.compile raises
+    names the reason, so both are held back. Anything else written to
+    stderr meanwhile (a warning of the user's function) is passed on."""
+    logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(held):
+            yield
+    except Exception as e:
+        text = held.getvalue()
+        graph = getattr(e, "partial_fx_graph", None)  # (printed once per export layer)
+        held = io.StringIO(text.replace(f"{graph}\n", "") if graph else text)
+        raise
+    finally:
+        logger.setLevel(level)
+        sys.stderr.write(held.getvalue())
 
 
 class CompiledFunction:
@@ -334,8 +370,9 @@ class CompiledFunction:
         module = _Flat(self._fn, spec, leaves, out)
         dims = _dynamic_shapes(tensors, nse_dims) if self._dynamic else None
         try:
-            program = torch.export.export(module, tuple(tensors), strict=False,
-                                          dynamic_shapes=dims)
+            with _quiet_tracer():
+                program = torch.export.export(module, tuple(tensors), strict=False,
+                                              dynamic_shapes=dims)
         except _OutsideGradient as e:
             raise TypeError(str(e)) from None
         except Exception as e:

@@ -275,14 +275,24 @@ def _additive_mask(A: SparseFillTensor, dtype):
     f = A._sf_fill
     if _fill.is_per_slice(f, A.dense_dim()) or f.numel() != 1:
         return None, False
-    if A.dtype == torch.bool:
-        if bool(f.reshape(())):
+    excluding = ~f.reshape(()) if A.dtype == torch.bool else f.reshape(()) == -math.inf
+    if torch.compiler.is_compiling():
+        # Traced (sf.compile, export): the fill is data, so no branch on it;
+        # a float mask not needing the fill's gradient takes the sparse path
+        # (the one a mask is built for), and the graph refuses when it runs
+        # with any other fill, never computes as if it were -inf.
+        if A.dtype != torch.bool and f.requires_grad:
             return None, False
+        torch._assert_async(excluding, "scaled_dot_product_attention(): under sf.compile a "
+                            "SparseFillTensor attn_mask must exclude its unspecified positions "
+                            "(fill -inf, or False for a bool mask); pass attn_mask.to_dense() "
+                            "for another fill")
+    elif not bool(excluding) or (A.dtype != torch.bool and f.requires_grad):
+        return None, False
+    if A.dtype == torch.bool:
         v = A._sf_values
         zero = torch.zeros((), dtype=dtype, device=v.device)
         return torch.where(v, zero, zero - math.inf), True
-    if f.requires_grad or not bool(f.reshape(()) == -math.inf):
-        return None, False
     return A._sf_values.to(dtype), True
 
 

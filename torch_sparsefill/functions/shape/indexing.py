@@ -67,6 +67,15 @@ def _csr_rows(a: SparseFillTensor, start: int, length: int):
                  crow=crow - lo, col=a._sf_col[lo:hi])
 
 
+def _count(t: torch.Tensor):
+    """A 0-d count as a result's size: an int, or when traced an unbacked
+    SymInt (the count is data: one graph serves every value)."""
+    n = t.item()
+    if torch.compiler.is_compiling():
+        torch._check(n >= 0)
+    return n
+
+
 def _csr_index_rows(a: SparseFillTensor, index: torch.Tensor):
     """Rows `index` (in range, any order, repeats allowed) of a CSR tensor, in
     O(len(index) + elements of those rows)."""
@@ -74,7 +83,7 @@ def _csr_index_rows(a: SparseFillTensor, index: torch.Tensor):
     begin = crow.index_select(0, index)
     lengths = crow.index_select(0, index + 1) - begin
     new_crow = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
-    total = int(new_crow[-1])
+    total = _count(new_crow[-1])
     src = torch.repeat_interleave(begin - new_crow[:-1], lengths, output_size=total) + \
         torch.arange(total, device=crow.device)
     F = fill_index(full_fill(a), 0, lambda f: f.index_select(0, index))
@@ -222,7 +231,10 @@ def _index_arg(index, n, what, *, device, wrap=False):
     index = index.reshape(-1).to(torch.int64)
     if wrap:
         index = torch.where(index < 0, index + n, index)
-    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
+    if torch.compiler.is_compiling():  # traced: checked when the graph runs, no branch on data
+        torch._assert_async(((index >= 0) & (index < n)).all(),
+                            f"{what}: an index is out of bounds for a dim of size {n}")
+    elif index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
         bad = index[(index < 0) | (index >= n)][0]
         raise IndexError(f"{what}: index {int(bad)} is out of bounds for a dim of size {n}")
     return index.to(device)  # a CPU index tensor may select from a CUDA tensor
@@ -255,7 +267,7 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
         # runs in turn is already the result's order. O(k log nse + result).
         begin = torch.searchsorted(c, index)
         taken = torch.searchsorted(c, index, right=True) - begin
-        total = int(taken.sum())
+        total = _count(taken.sum())
         j = torch.repeat_interleave(arange(index.numel(), device=c.device), taken,
                                     output_size=total)
         within = arange(total, device=c.device) - (taken.cumsum(0) - taken).index_select(0, j)
@@ -270,7 +282,7 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
         copies = sel.index_select(0, c)
         kept = copies.nonzero().view(-1)  # the rest of the work is O(result)
         copies = copies.index_select(0, kept)
-        total = int(copies.sum())
+        total = _count(copies.sum())
         slot = torch.repeat_interleave(arange(kept.numel(), device=c.device), copies,
                                        output_size=total)
         src = kept.index_select(0, slot)
@@ -286,8 +298,9 @@ def _index_select(a: SparseFillTensor, d: int, index: torch.Tensor):
     # (index [0, 0]: (0, 1, 0) before (0, 0, 1)).
     if d > 0:
         steps = index[1:] - index[:-1]
-        if not bool((steps > 0).all() if d < s - 1 else (steps >= 0).all()):
-            indices, values = sort(indices, values, size)
+        if torch.compiler.is_compiling() or \
+                not bool((steps > 0).all() if d < s - 1 else (steps >= 0).all()):
+            indices, values = sort(indices, values, size)  # (traced: no branch on data)
     return finish(Parts(indices, values, F, size, p.layout), a)
 
 
