@@ -530,3 +530,21 @@ def test_an_empty_row_of_a_product_is_plus_zero_as_dense(layout):
     assert torch.equal(torch.signbit(ours), torch.signbit(dense)), (ours, dense)
     assert torch.equal(torch.atan2(ours, -torch.ones(())), torch.atan2(dense, -torch.ones(())))
 
+
+
+@pytest.mark.parametrize("ord", [3, 2.5, 0.5, -1, -0.5])
+def test_the_gradient_of_a_zero_norm_of_any_order_is_dense_s(ord):
+    """vector_norm of order 3 (decomposed) had a NaN gradient at a zero norm,
+    and norm of order < 1 a NaN at each zero element (|x| ** p at 0);
+    dense's backward masks both to 0 (fuzz seed 314122)."""
+    for dim in (None, 1):
+        f = torch.tensor(0., dtype=torch.float64, requires_grad=True)
+        v = torch.tensor([0., 1.5], dtype=torch.float64, requires_grad=True)
+        A = sf.sparse_coo_tensor([[0, 1], [0, 2]], v, (3, 4), fill_value=f)
+        for fn in (lambda X: torch.linalg.vector_norm(X, ord, dim=dim),
+                   lambda X: torch.norm(X, p=ord, dim=dim)):
+            ours, dense = _dense(fn(A)), fn(A.to_dense())
+            T.assert_dense_equal(ours, dense)
+            for a, b in zip(torch.autograd.grad(ours.sum(), (f, v)),
+                            torch.autograd.grad(dense.sum(), (f, v))):
+                T.assert_dense_equal(a, b)

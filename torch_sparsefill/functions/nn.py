@@ -93,11 +93,13 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     if out is not None:
         raise NotImplementedError("torch_sparsefill: linalg.vector_norm(out=...) is not "
                                   "supported for SparseFillTensor")
-    if ord in (0, 2):
+    if isinstance(ord, (int, float)) and not isinstance(ord, bool):
         # torch.norm's route, as dense's norms: the reference counts ord 0
         # with a boolean sum, cut from the graph (dense's count stays in it,
-        # a zero gradient), and differentiates ord 2's sqrt at 0 into NaN
-        # (dense's gradient of a zero norm is 0: clip_grad_norm_'s _foreach_norm)
+        # a zero gradient), and differentiates the root and the powers at 0
+        # into NaN where dense's backward gives a zero norm, or a zero
+        # element with ord < 1, the gradient 0 (clip_grad_norm_'s
+        # _foreach_norm; fuzz seeds 204909, 205623, 314122)
         return torch.norm(x if dtype is None else x.to(dtype), p=ord, dim=dim, keepdim=keepdim)
     # torch's reference decomposition, each step routed: it accumulates a
     # half input in float32 as dense does (a float16 sum of squares overflows)

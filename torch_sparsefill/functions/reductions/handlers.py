@@ -328,8 +328,16 @@ def norm_(input, p="fro", dim=None, keepdim=False, dtype=None, out=None):
         return torch.where(never, sum_(A, dim, keepdim), count)
     # An even power needs no abs: |x| ** 2 has second derivative 0 at x = 0,
     # x ** 2 has 2, as dense norm's double backward.
-    even = float(p).is_integer() and int(p) % 2 == 0
-    powered = A ** p if even else (A.abs() ** p if p != 1 else A.abs())
+    even = float(p).is_integer() and int(p) % 2 == 0 and not A.dtype.is_complex
+    if p < 1:
+        # |x| ** p has an infinite derivative at 0, which dense's backward
+        # masks (a zero element's gradient is 0): there the power of 1
+        # stands in, off the path of that element's value (0, or inf for p < 0)
+        nonzero = A != 0
+        safe = torch.where(nonzero, A, 1.0)
+        powered = torch.where(nonzero, safe.abs() ** p, 0.0 if p > 0 else math.inf)
+    else:
+        powered = A ** p if even else (A.abs() ** p if p != 1 else A.abs())
     s = sum_(powered, dim, keepdim)
     return s if p == 1 else safe_root(s, p)
 
