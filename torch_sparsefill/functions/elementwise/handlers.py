@@ -284,13 +284,12 @@ def _ternary(op: Op, func, args, kwargs, reflected, inplace):
     operands = _promoted_plain(func, [bound[n] for n in names])
     dense_shape = tuple(ref._sf_values.shape[1:])
     sparse_dim = ref.sparse_dim()
-    parts, sparse_fills = [], []
+    parts = []
     for o in operands:
         if isinstance(o, SparseFillTensor):
             if o._sf_size != ref._sf_size:
                 raise _size_mismatch(func, o._sf_size, ref._sf_size)
             o = o._coalesced()
-            sparse_fills.append(len(parts) + 2)
             parts += [o._coo_indices(), o._sf_values, o._live_fill()]
             continue
         if _args.is_number(o):
@@ -309,12 +308,12 @@ def _ternary(op: Op, func, args, kwargs, reflected, inplace):
                   empty_values, o]
     values, fill, indices = op.main(*parts, list(ref._sf_size))
 
-    def refill(mask):  # the fill from the operands' fills alone, theirs masked (_union)
+    def refill(mask):  # the fill from the operands' fills alone, all masked (_union):
+        # a plain operand too, or its gradient meets the others' dead fills
         nothing = torch.zeros(sparse_dim, 0, dtype=torch.int64, device=ref.device)
         alone = []
         for k in range(0, len(parts), 3):
-            f = parts[k + 2]
-            alone += [nothing, parts[k + 1][:0], mask(f) if k + 2 in sparse_fills else f]
+            alone += [nothing, parts[k + 1][:0], mask(parts[k + 2])]
         return op.main(*alone, list(ref._sf_size))[1]
     return _union(ref.layout, ref._sf_size, values, fill, indices, refill)
 
