@@ -37,6 +37,9 @@ numbers, though vectorised differently, so a last-place difference in a
 transcendental function is allowed), 1e-9 or 1e-4 where an op sums
 (reductions, products, softmax, and every fill gradient, a sum over the
 unspecified elements), since the summation order differs from dense.
+Gradients take float32's tolerance where any leaf is float32 (its gradient,
+and second order the chain through its cast, is rounded to float32 where
+each program places the cast).
 
 Half results (float16, bfloat16) are judged against dense's own error:
 the program is rerun in float64, and each finite element must lie within
@@ -1427,6 +1430,14 @@ KNOWN = {
     "cut (log, sqrt, angle, pow) then takes the other side; torch's to settle":
         lambda detail, text: "complex" in text and "neg" in text and "values differ" in detail
         and any(f in text for f in ("log", "sqrt", "angle", "pow", "acos", "asin", "atan")),
+    "a periodic function (tan, sin, cos) of a half-precision argument in the thousands: "
+    "one unit of the half dtype there spans several radians (bfloat16 at 4500: 32), so "
+    "a last-bit difference upstream (a sum of duplicates in another order) gives another "
+    "value, and dense's own result has no correct digit (-1.04 for -0.53)":
+        lambda detail, text: "beyond dense's own error" in detail and any(
+            f in text for f in ("torch.tan(", "torch.sin(", "torch.cos(", "_foreach_tan",
+                                "_foreach_sin", "_foreach_cos", "Tensor.tan", "Tensor.sin",
+                                "Tensor.cos")),
     "kthvalue among tied values: which tied element torch returns depends on its kernel "
     "(torch.kthvalue(torch.ones(3), 2) gives index 1, along dim 0 of torch.ones(3, 3) index "
     "0), so the gradient reaches another tied element than dense's; values and indices' "
@@ -1823,7 +1834,12 @@ def check(seed: int, verbose=False, strict_grad=False) -> tuple[Outcome, str]:
         return Outcome("ok"), text
     gen = torch.Generator().manual_seed(seed)
     w = torch.randn(want.shape, generator=gen, dtype=torch.float64).to(want.dtype)
-    rtol = _tolerance(_lowest_precision(operands, want.dtype), True)
+    # A float32 leaf rounds its gradient (and, second order, the chain through
+    # its cast) to float32, wherever dense and ours place the cast
+    low = _lowest_precision(operands, want.dtype)
+    if any(l.dtype == torch.float32 for l in leaves) and low == torch.float64:
+        low = torch.float32
+    rtol = _tolerance(low, True)
     order2 = want.dtype == torch.float64
     try:
         gs = _grads((sparse_out * w).sum(), leaves, create_graph=order2)
