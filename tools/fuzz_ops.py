@@ -795,6 +795,9 @@ def _family_recipes():
     def tri(g, x):
         return (X, g.randint(-2, 2)) if x.dim() >= 2 else None
 
+    def reflected(g, x):  # number / x, plain / x: torch's reciprocal() * other
+        return (X, _other_like(g, x, x.dtype))
+
     def einsum(g, x):
         # The contractions _einsum maps onto products, sums and transposes.
         if not x.dtype.is_floating_point or x.dense_dim() or x.dim() not in (2, 3):
@@ -953,6 +956,7 @@ def _family_recipes():
          lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
         ([F.dropout], dropout, F.dropout),
         ([torch.tril, T.tril, torch.triu, T.triu], tri, None),
+        ([T.__rtruediv__], reflected, None),
         ([torch.einsum], einsum, None),
         ([torch.baddbmm, T.baddbmm], baddbmm, None),
         ([T.to_sparse_csc], two_d, T.to_sparse_csc),

@@ -548,3 +548,18 @@ def test_the_gradient_of_a_zero_norm_of_any_order_is_dense_s(ord):
             for a, b in zip(torch.autograd.grad(ours.sum(), (f, v)),
                             torch.autograd.grad(dense.sum(), (f, v))):
                 T.assert_dense_equal(a, b)
+
+
+@pytest.mark.parametrize("other", [3, 2.5, "f64 0-d"])
+def test_reflected_division_is_torch_s_reciprocal_times_other(other):
+    """``other / A`` is torch's Tensor.__rtruediv__: A.reciprocal() * other.
+    Routed as a division, a bool A divided into a float64 0-d tensor came out
+    float64 where dense's is float32 (fuzz seed 339959), and 3 / A differed
+    from dense's in the last bit."""
+    other = torch.tensor(3., dtype=torch.float64) if other == "f64 0-d" else other
+    for A in (sf.full((4, 1), True),
+              sf.sparse_coo_tensor([[0], [0]], torch.tensor([7]), (4, 1), fill_value=3),
+              sf.sparse_coo_tensor([[0, 1], [0, 0]], torch.tensor([7., 0.3]), (4, 1),
+                                   fill_value=0.7)):
+        ours, dense = other / A, other / A.to_dense()
+        assert torch.equal(_dense(ours), dense) and ours.dtype == dense.dtype, (ours, dense)

@@ -299,7 +299,6 @@ ROUTES = [
     (torch.Tensor.divide, 'div', False),
     (torch.Tensor.true_divide, 'div', False),
     (torch.Tensor.__truediv__, 'div', False),
-    (torch.Tensor.__rtruediv__, 'div', True),
     (torch.floor_divide, 'floor_divide', False),
     (torch.Tensor.floor_divide, 'floor_divide', False),
     (torch.Tensor.__floordiv__, 'floor_divide', False),

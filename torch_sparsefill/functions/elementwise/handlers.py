@@ -508,3 +508,21 @@ def _table() -> dict:
 
 
 ROUTES = _table()
+
+
+def _rtruediv(input, other):
+    """``other / input`` as torch's own ``Tensor.__rtruediv__`` computes it:
+    ``input.reciprocal() * other``, so a bool or integer input gives the
+    default float dtype even against a float64 0-d tensor, and the value is
+    the product's rounding, as dense's (fuzz seed 339959). ``torch.div`` keeps
+    the division (the YAML's reflected div), as torch's does.
+
+    Example::
+
+        >>> (3 / sf.full((2,), True)).to_dense()
+        tensor([3., 3.])
+    """
+    return torch.reciprocal(input) * other
+
+
+ROUTES[torch.Tensor.__rtruediv__] = _rtruediv
