@@ -563,3 +563,22 @@ def test_reflected_division_is_torch_s_reciprocal_times_other(other):
                                    fill_value=0.7)):
         ours, dense = other / A, other / A.to_dense()
         assert torch.equal(_dense(ours), dense) and ours.dtype == dense.dtype, (ours, dense)
+
+
+@pytest.mark.parametrize("call", ["pad", "diag", "repeat"])
+def test_a_result_made_from_an_input_with_no_element_stays_in_the_graph(call):
+    """F.pad of an empty tensor is all pad value, yet dense's result requires
+    grad (its backward sends 0); ours was built fresh, cut from the graph, so
+    a backward through it raised (fuzz seed 343383)."""
+    f = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    A = sf.sparse_coo_tensor(torch.zeros(1, 0, dtype=torch.int64),
+                             torch.zeros(0, dtype=torch.float64), (0,), fill_value=f)
+    fn = {"pad": lambda X: F.pad(X, (1, 2), value=0.5), "diag": torch.diag,
+          "repeat": lambda X: X.repeat(3)}[call]
+    ours, dense = fn(A), fn(A.to_dense())
+    assert ours.requires_grad == dense.requires_grad
+    T.assert_dense_equal(_dense(ours), dense)
+    if dense.numel():
+        T.assert_dense_equal(torch.autograd.grad(_dense(ours).sum(), f)[0],
+                             torch.zeros((), dtype=torch.float64))
+    assert not A.new_zeros(2).requires_grad  # a factory's result does not, as dense's

@@ -1,4 +1,5 @@
-"""Results with no element stay in the autograd graph, as dense torch's do.
+"""Results with no element, or made from inputs with none, stay in the
+autograd graph, as dense torch's do.
 
 A route may build an empty result from fresh tensors (nothing to compute),
 which leaves it out of the graph: ``torch.softmax(A, 0)`` of a tensor with a
@@ -17,7 +18,9 @@ from ..tensor import SparseFillTensor
 __all__: list = []
 
 # Functions whose dense result does not require grad either.
-_CUTS = {torch.Tensor.detach, torch.detach, torch.Tensor.requires_grad_}
+_CUTS = {torch.Tensor.detach, torch.detach, torch.Tensor.requires_grad_, torch.histc,
+         torch.Tensor.histc, torch.Tensor.new_zeros, torch.Tensor.new_ones,
+         torch.Tensor.new_full, torch.Tensor.new_empty, torch.Tensor.new_tensor}
 
 
 def _grad_input(args, kwargs):
@@ -47,13 +50,15 @@ def in_graph(func, out, args, kwargs, cuts=frozenset()):
         >>> torch.softmax(A, 0).requires_grad
         True
     """
-    if type(out) is not SparseFillTensor or 0 not in out._sf_size or out.requires_grad or \
+    if type(out) is not SparseFillTensor or out.requires_grad or \
             not torch.is_grad_enabled() or func in _CUTS or func in cuts or \
             not (out.dtype.is_floating_point or out.dtype.is_complex) or \
             getattr(func, "__name__", "").endswith("_") or "out" in kwargs:
         return out
     source = _grad_input(args, kwargs)
-    if source is None:
+    # No element in the result, or none in the input it comes from (F.pad of
+    # an empty tensor is all pad value, yet dense's requires grad; fuzz seed 343383)
+    if source is None or (0 not in out._sf_size and source.numel() != 0):
         return out
     link = _zero_link(source).to(out._sf_fill.dtype)
     never = torch.zeros((), dtype=torch.bool, device=out._sf_fill.device)
