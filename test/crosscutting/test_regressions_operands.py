@@ -582,3 +582,15 @@ def test_a_result_made_from_an_input_with_no_element_stays_in_the_graph(call):
         T.assert_dense_equal(torch.autograd.grad(_dense(ours).sum(), f)[0],
                              torch.zeros((), dtype=torch.float64))
     assert not A.new_zeros(2).requires_grad  # a factory's result does not, as dense's
+
+
+def test_a_strided_result_with_no_element_stays_in_the_graph():
+    """baddbmm of an empty sparse batch returns an empty strided tensor that
+    did not require grad where dense's does (fuzz seed 348427)."""
+    f = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    A = sf.sparse_coo_tensor(torch.zeros(3, 0, dtype=torch.int64),
+                             torch.zeros(0, dtype=torch.float64), (0, 0, 2), fill_value=f)
+    inp, b = torch.zeros(0, 0, 1, dtype=torch.float64), torch.ones(0, 2, 1, dtype=torch.float64)
+    ours, dense = torch.baddbmm(inp, A, b), torch.baddbmm(inp, A.to_dense(), b)
+    assert type(ours) is torch.Tensor and ours.requires_grad == dense.requires_grad
+    T.assert_dense_equal(ours, dense)

@@ -50,16 +50,20 @@ def in_graph(func, out, args, kwargs, cuts=frozenset()):
         >>> torch.softmax(A, 0).requires_grad
         True
     """
-    if type(out) is not SparseFillTensor or out.requires_grad or \
-            not torch.is_grad_enabled() or func in _CUTS or func in cuts or \
+    sparse = type(out) is SparseFillTensor
+    if not (sparse or (type(out) is torch.Tensor and out.layout == torch.strided)) or \
+            out.requires_grad or not torch.is_grad_enabled() or func in _CUTS or func in cuts or \
             not (out.dtype.is_floating_point or out.dtype.is_complex) or \
             getattr(func, "__name__", "").endswith("_") or "out" in kwargs:
         return out
     source = _grad_input(args, kwargs)
     # No element in the result, or none in the input it comes from (F.pad of
     # an empty tensor is all pad value, yet dense's requires grad; fuzz seed 343383)
-    if source is None or (0 not in out._sf_size and source.numel() != 0):
+    if source is None or (out.numel() != 0 and source.numel() != 0):
         return out
-    link = _zero_link(source).to(out._sf_fill.dtype)
-    never = torch.zeros((), dtype=torch.bool, device=out._sf_fill.device)
-    return out._with(out._sf_values, torch.where(never, link, out._sf_fill))
+    # (a strided result too: baddbmm of an empty sparse batch, fuzz seed 348427)
+    target = out._sf_fill if sparse else out
+    link = _zero_link(source).to(target.dtype)
+    never = torch.zeros((), dtype=torch.bool, device=target.device)
+    linked = torch.where(never, link, target)
+    return out._with(out._sf_values, linked) if sparse else linked
