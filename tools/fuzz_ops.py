@@ -79,6 +79,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 import yaml
 
@@ -1331,6 +1332,11 @@ def _rebind(fn, make):
 
 # Routed callables the fuzzer does not draw, and why (each with its tests).
 NOT_FUZZED = {
+    "torch.distributed's collectives: they need a process group of several ranks "
+    "(test/distributed/test_distributed.py, scenario torch_api, against the dense ones)":
+        [dist.all_reduce, dist.broadcast, dist.all_gather, dist.reduce_scatter, dist.send,
+         dist.recv, dist.all_gather_into_tensor] +
+        ([dist.all_gather_single] if hasattr(dist, "all_gather_single") else []),
     "metadata and identity: no element values (test_tensor_methods, test_dropin)":
         [T.size, T.dim, T.ndimension, T.numel, T.nelement, T.element_size, T.is_floating_point,
          T.is_complex, T.get_device, T.__len__, T.__hash__, T.__format__, T.__repr__,

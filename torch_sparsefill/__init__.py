@@ -30,6 +30,7 @@ from .creation import serialization as _serialization
 from .functions import components as _components
 from .functions import masked as _masked
 from .functions import routing as _routing
+from .distributed import torch_api as _distributed_api
 from .functions import testing as _testing
 from .functions.attention import sampled_matmul, sparse_mask
 from .functions.densify import auto_densify, is_auto_densify, set_auto_densify
@@ -43,6 +44,8 @@ from .tensor import SparseFillTensor
 # component rules, so the package gives it its routing and the methods whose
 # homes lie above it.
 SparseFillTensor.__torch_function__ = classmethod(_routing.torch_function)
+# torch.distributed's own collectives on a SparseFillTensor (distributed/torch_api.py)
+_routing.extend("distributed", _distributed_api.ROUTES)
 SparseFillTensor._route_dispatch = staticmethod(_routing.torch_dispatch)
 SparseFillTensor.__reduce_ex__ = _serialization.reduce_ex
 SparseFillTensor.__deepcopy__ = _serialization.deepcopy

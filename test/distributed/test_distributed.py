@@ -87,6 +87,49 @@ def _collectives(rank, world):
         assert got.layout == layout
 
 
+def _torch_api(rank, world):
+    """torch.distributed's own functions on SparseFillTensors: in place, as
+    the dense collectives are, equal to them on the dense tensors; what has
+    no sparse form is refused by name."""
+    for layout in T.LAYOUTS:
+        dense = [_tensor(r, layout).to_dense() for r in range(world)]
+        A = _tensor(rank, layout)
+        assert dist.all_reduce(A) is None  # as torch's: the result is A
+        T.assert_dense_equal(A.to_dense(), _dense_reduce(dense, torch.add))
+        A = _tensor(rank, layout)
+        dist.all_reduce(A, op=dist.ReduceOp.MAX)
+        T.assert_dense_equal(A.to_dense(), _dense_reduce(dense, torch.maximum))
+        B = _tensor(rank, layout)
+        dist.broadcast(B, src=1)
+        T.assert_dense_equal(B.to_dense(), dense[1])
+        outs = [sf.full(SIZE, 0., dtype=dense[0].dtype) for _ in range(world)]
+        dist.all_gather(outs, _tensor(rank, layout))
+        for r in range(world):
+            T.assert_dense_equal(outs[r].to_dense(), dense[r])
+        strided = [torch.zeros(SIZE, dtype=dense[0].dtype) for _ in range(world)]
+        dist.all_gather(strided, _tensor(rank, layout))  # into dense outputs: their elements
+        for r in range(world):
+            T.assert_dense_equal(strided[r], dense[r])
+        out = sf.full(SIZE, 0., dtype=dense[0].dtype)
+        dist.reduce_scatter(out, [_tensor(rank, layout) * (k + 1.0) for k in range(world)])
+        T.assert_dense_equal(out.to_dense(), _dense_reduce(
+            [_tensor(q, layout).to_dense() * (rank + 1.0) for q in range(world)], torch.add))
+        nxt, prev = (rank + 1) % world, (rank - 1) % world
+        got = sf.full(SIZE, 0., dtype=dense[0].dtype)
+        if rank % 2 == 0:
+            dist.send(_tensor(rank, layout), nxt)
+            assert dist.recv(got, prev) == prev
+        else:
+            dist.recv(got, prev)
+            dist.send(_tensor(rank, layout), nxt)
+        T.assert_dense_equal(got.to_dense(), dense[prev])
+        with pytest.raises(NotImplementedError, match="async_op=False"):
+            dist.all_reduce(_tensor(rank, layout), async_op=True)
+        with pytest.raises(NotImplementedError, match="all_gather\\(tensor_list, A\\)"):
+            dist.all_gather_into_tensor(torch.zeros(world * SIZE[0], SIZE[1]),
+                                        _tensor(rank, layout))
+
+
 def _mismatches(rank, world):
     cases = [
         (T.random_tensor("random", 1.0, torch.sparse_coo, size=(5, 7 + (rank == 1))), "shape"),
@@ -377,7 +420,7 @@ def _row_sharded(rank, world):
 
 
 
-SCENARIOS = {"collectives": _collectives, "mismatches": _mismatches,
+SCENARIOS = {"collectives": _collectives, "torch_api": _torch_api, "mismatches": _mismatches,
              "data_parallel": _data_parallel, "ddp": _ddp, "fsdp": _fsdp, "row_sharded": _row_sharded}
 
 

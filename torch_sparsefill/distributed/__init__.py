@@ -14,8 +14,8 @@ The backend is whatever the process group uses: tested with gloo on the
 CPU; with NCCL the components must be on the rank's GPU (untested: no GPU
 was available).
 
-torch.distributed's own functions take strided tensors only; call these
-instead. Results are returned; an all_reduce or broadcast whose result
+torch.distributed's own collectives also take SparseFillTensors and write
+in place (torch_api.py); these return their results. An all_reduce or broadcast whose result
 stores the input's pattern (every rank with the same pattern, as for the
 gradients of a parameter) also writes it into the input in place, as the
 dense collective does.

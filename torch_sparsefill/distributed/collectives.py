@@ -80,7 +80,9 @@ def _assemble(description, parts) -> SparseFillTensor:
     layout, shape, _, _, _, nse = description
     indices, values, fill = parts
     layout = torch.sparse_csr if layout == str(torch.sparse_csr) else torch.sparse_coo
-    return build(layout, shape, values[:nse], fill, indices=indices[:, :nse])
+    # (the padded buffers sliced: contiguous copies, the components a tensor owns)
+    return build(layout, shape, values[:nse].contiguous(), fill,
+                 indices=indices[:, :nse].contiguous())
 
 
 def _in_place_if_same_pattern(A: SparseFillTensor, result: SparseFillTensor):

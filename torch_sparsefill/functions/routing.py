@@ -216,6 +216,19 @@ TABLE = _assemble(
     ("metadata", {torch.is_nonzero: _is_nonzero, T.is_nonzero: _is_nonzero,
                   torch.is_same_size: _is_same_size, T.is_same_size: _is_same_size}),
     *_FAMILIES)
+
+
+def extend(family: str, routes: dict) -> None:
+    """Add the routes of a layer above this one (distributed/: torch's own
+    collectives), which the package's __init__ wires in; a callable routed
+    twice is refused as in the table above."""
+    twice = [func for func in routes if func in TABLE]
+    if twice:
+        raise RuntimeError(f"torch_sparsefill internal: {_args.name(twice[0])} is routed by "
+                           f"both the table and {family}")
+    TABLE.update(routes)
+
+
 # The families' callables: those whose CSC/BSR/BSC operands _layouts converts.
 _FAMILY_FUNCS = frozenset(func for _, routes in _FAMILIES for func in routes)
 # Answered before any other check (no out=, layout or autocast rule applies
