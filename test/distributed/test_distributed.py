@@ -337,7 +337,7 @@ def _row_sharded(rank, world):
             T.assert_dense_equal(out, expected)
             # gradients: the sum over ranks of the blocks' losses, against one process
             (out * out).sum().backward()
-            Ad = A.to_dense().clone().requires_grad_()
+            Ad = A.to_dense().detach().clone().requires_grad_()  # (one rank: A_local is A)
             Bd = B.clone().requires_grad_()
             ((Ad @ Bd) ** 2).sum().backward()
             b_start, b_stop = sfd.row_range(9)
@@ -363,7 +363,7 @@ def _row_sharded(rank, world):
             B_local = sfd.shard_rows(B).requires_grad_()
             out = sfd.matmul_row_sharded(A_local, B_local)
             start, stop = sfd.row_range(7)
-            Ad, Bd = A.to_dense().requires_grad_(), B.to_dense().requires_grad_()
+            Ad, Bd = (X.to_dense().detach().requires_grad_() for X in (A, B))  # (one rank: A_local is A)
             want = Ad @ Bd
             T.assert_dense_equal(out, want[start:stop])
             w = torch.randn(7, 4, generator=g, dtype=torch.float64)
@@ -390,7 +390,7 @@ def _row_sharded(rank, world):
         A_local = sfd.shard_rows(A).requires_grad_()
         w = torch.randn(9, generator=T.rng(3), dtype=torch.float64)
         (sfd.reduce_rows_sharded(A_local, "mean") * w).sum().backward()
-        D = A.to_dense().requires_grad_()
+        D = A.to_dense().detach().requires_grad_()  # (one rank: A_local is A)
         (D.mean(0) * w).sum().backward()  # the loss on every rank: world times
         start, stop = sfd.row_range(7)
         block = D.grad[start:stop] * world
@@ -401,7 +401,7 @@ def _row_sharded(rank, world):
         A = T.random_tensor("random", -0.5, layout, size=(7, 9))
         A_local = sfd.shard_rows(A).requires_grad_()
         out = torch.softmax(torch.exp(A_local) * 2.0, 1)
-        D = A.to_dense().requires_grad_()
+        D = A.to_dense().detach().requires_grad_()  # (one rank: A_local is A)
         want = torch.softmax(torch.exp(D) * 2.0, 1)
         T.assert_dense_equal(out.to_dense(), want[start:stop])
         w = torch.randn(7, 9, generator=T.rng(4), dtype=torch.float64)
@@ -470,6 +470,7 @@ def _spawn(world, scenario, tmp_path, timeout=150):
 # what must never hang)
 CASES = [pytest.param(s, w, marks=[pytest.mark.slow] if w == 4 and s != "mismatches" else [])
          for s in sorted(SCENARIOS) for w in (2, 4)]
+CASES.append(pytest.param("row_sharded", 1))  # one process: the product itself
 
 
 @pytest.mark.cpu_only(reason="gloo on the CPU")

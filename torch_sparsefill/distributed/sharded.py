@@ -145,6 +145,12 @@ def matmul_row_sharded(A_local: SparseFillTensor, B_local: torch.Tensor, group=N
     if not isinstance(B_local, torch.Tensor) or B_local.dim() != 2:
         raise TypeError("matmul_row_sharded: B_local must be a 2-D row block (strided or a "
                         "SparseFillTensor)")
+    if dist.get_world_size(group) == 1:
+        # One rank holds every row: the product itself. The checks across
+        # ranks, the exchange of rows and the column sums' all_reduce were
+        # the whole difference (7x the product on one process).
+        return A_local @ (B_local.to_dense() if isinstance(B_local, SparseFillTensor)
+                          else B_local)
     check_operands("matmul_row_sharded", group, A_columns=A_local.shape[1],
                     A_dtype=str(A_local.dtype), A_layout=str(A_local.layout),
                     B_columns=B_local.shape[1], B_dtype=str(B_local.dtype),
@@ -173,14 +179,24 @@ def matmul_row_sharded(A_local: SparseFillTensor, B_local: torch.Tensor, group=N
     if not int(decided):
         return A_local @ _GatherRows.apply(B_local, k, group)
     crow, col = A._sf_crow, A._sf_col
-    wanted, local_col = torch.unique(col.to(torch.int64), return_inverse=True)
+    wanted, local_col = _columns_used(col, k)
     B_rows = _ExchangeRows.apply(B_local, wanted, k, group)
     colsum = _AllReduceSum.apply(B_local.sum(0), group)
     per_element = fill[torch.ops.sparsefill.rows_from_crow(crow), 0] if per_row else fill
     stored = build(torch.sparse_csr, (A.shape[0], wanted.numel()), A._sf_values - per_element,
                    torch.zeros((), dtype=A.dtype, device=A.device),
                    crow=crow, col=local_col.to(col.dtype))
-    return stored @ B_rows + fill * colsum
+    return (stored @ B_rows).add_(fill * colsum)  # in place: the block is written once
+
+
+def _columns_used(col: torch.Tensor, k: int):
+    """(the sorted columns `col` uses, each element's place among them):
+    torch.unique(col, return_inverse=True) by a mark per column, O(k + nse)
+    instead of a sort (the sort was 80% of a one-process product)."""
+    used = torch.zeros(k, dtype=torch.bool, device=col.device)
+    used[col] = True
+    place = torch.cumsum(used, 0) - 1
+    return used.nonzero().view(-1), place.index_select(0, col.to(torch.int64))
 
 
 class _AllReduceSum(torch.autograd.Function):
