@@ -336,18 +336,20 @@ def _elementwise_recipes():
              [(fn, name, False) for fn, name in _generated_ops.INPLACE_ROUTES]
     for fn, opname, reflected in routes:
         spec, gen = _generated_ops.OPS[opname], SPEC[opname]
-        recipes.append((fn, _make_elementwise(fn, opname, spec, gen, fn in inplace)))
+        recipes.append((fn, _make_elementwise(fn, opname, spec, gen, fn in inplace, reflected)))
     return recipes
 
 
-def _make_elementwise(fn, opname, spec, gen, inplace):
+def _make_elementwise(fn, opname, spec, gen, inplace, reflected=False):
     kind = spec["kind"]
 
     def recipe(g, x):
         dtype = x.dtype
         extra = list(gen.get("test_args", []))
         if kind == "unary":
-            return Step(_name(fn), fn, (X, *extra), inplace=inplace)
+            # a reflected unary callable takes the args first: torch.polygamma(n, x)
+            args = (*extra, X) if reflected else (X, *extra)
+            return Step(_name(fn), fn, args, inplace=inplace)
         if kind == "binary":
             other = _other_like(g, x, dtype)
             if not spec["number"] and not isinstance(other, (Operand, torch.Tensor)):
