@@ -187,7 +187,6 @@ ROUTES = [
     (torch.floor, 'floor', False),
     (torch.Tensor.floor, 'floor', False),
     (torch.round, 'round', False),
-    (torch.special.round, 'round', False),
     (torch.Tensor.round, 'round', False),
     (torch.trunc, 'trunc', False),
     (torch.fix, 'trunc', False),
