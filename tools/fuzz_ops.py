@@ -341,18 +341,20 @@ def _elementwise_recipes():
              [(fn, name, False) for fn, name in _generated_ops.INPLACE_ROUTES]
     for fn, opname, reflected in routes:
         spec, gen = _generated_ops.OPS[opname], SPEC[opname]
-        recipes.append((fn, _make_elementwise(fn, opname, spec, gen, fn in inplace)))
+        recipes.append((fn, _make_elementwise(fn, opname, spec, gen, fn in inplace, reflected)))
     return recipes
 
 
-def _make_elementwise(fn, opname, spec, gen, inplace):
+def _make_elementwise(fn, opname, spec, gen, inplace, reflected=False):
     kind = spec["kind"]
 
     def recipe(g, x):
         dtype = x.dtype
         extra = list(gen.get("test_args", []))
         if kind == "unary":
-            return Step(_name(fn), fn, (X, *extra), inplace=inplace)
+            # a reflected unary callable takes the args first: torch.polygamma(n, x)
+            args = (*extra, X) if reflected else (X, *extra)
+            return Step(_name(fn), fn, args, inplace=inplace)
         if kind == "binary":
             other = _other_like(g, x, dtype)
             if not spec["number"] and not isinstance(other, (Operand, torch.Tensor)):
@@ -1470,6 +1472,12 @@ KNOWN = {
     "x.resolve_conj() computes); ours returns the documented new tensor; torch's to settle":
         lambda detail, text: "DispatchKey Conjugate doesn't correspond to a device" in detail
         and "conj(" in text and ".new_" in text,
+    "addmm in float16 of a per-slice-filled operand by one with a large fill (1e4): the "
+    "fill's correction cancels to 2 ulps off where dense's fp32 accumulation is exact "
+    "(seed 5690 once issue 33's element-wise recipes reshuffled the window); the products' "
+    "owner's to fix":
+        lambda detail, text: "addmm(" in text and "per-slice" in text and
+        "torch.float16" in text and "beyond dense's own error" in detail,
 }
 
 

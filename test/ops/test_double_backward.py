@@ -117,8 +117,10 @@ def _exact_or_raising(fn, inputs):
 
 BROKEN_GRAPH = ("does not require grad", "does not have a grad_fn")
 # torch's own refusal of a derivative it lacks (hardsigmoid's second order,
-# floor_divide's first): dense torch refuses the same program.
-TORCH_REFUSES = re.compile(r"^derivative for aten::\w+ is not implemented$")
+# floor_divide's first; derivatives.yaml's not_implemented("igamma: input"),
+# zeta's in its first operand): dense torch refuses the same program.
+TORCH_REFUSES = re.compile(r"^(derivative for aten::\w+ is not implemented|"
+                           r"the derivative for '[\w: ]+' is not implemented\.)$")
 
 
 def is_refusal(message: str) -> bool:

@@ -71,6 +71,9 @@ def load_spec() -> list[dict]:
                 raise SystemExit(f"elementwise.yaml: {name}: arg type {arg['type']!r} unknown")
         op.setdefault("torch", [])
         op.setdefault("reflected", [])
+        if op["kind"] == "unary" and op["reflected"] and not op["args"]:
+            raise SystemExit(f"elementwise.yaml: {name}: a unary op's reflected callables take "
+                             "its args before the tensor: it has none")
         op.setdefault("inplace", [])
         op.setdefault("smooth", False)
         op.setdefault("domain", "real")

@@ -29,6 +29,8 @@ called and the step (RFC.md#decomposition-route).
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
 import types
 
@@ -282,8 +284,43 @@ def _name(func) -> str:
 
 
 def _outermost(func) -> str:
+    """The function a refusal names: the outermost of the decompositions
+    running, and the torch function the user called when that one reached
+    it through torch's own Python code (``_called_through``)."""
     stack = _stack()
-    return _name(stack[0] if stack else func)
+    outer = stack[0] if stack else func
+    caller = _called_through(outer)
+    return _name(outer) + (f" (called by {caller})" if caller else "")
+
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _called_through(func):
+    """The public torch function the user called, when it reached `func`
+    through torch's Python code that has no __torch_function__ hook of its
+    own, so that the route never saw its name (``F.upsample_bilinear`` calls
+    ``F.interpolate``): "torch.nn.functional.upsample_bilinear", else None.
+    Read off the Python stack: the torch frames just outside this package's
+    outermost frame, the outermost of them that is a module-level public
+    function (wrappers such as boolean_dispatch's are not)."""
+    frame, outside = sys._getframe(1), None
+    while frame is not None:
+        if os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+            outside = frame.f_back
+        frame = frame.f_back
+    caller = None
+    while outside is not None and \
+            os.path.abspath(outside.f_code.co_filename).startswith(_TORCH_DIR):
+        code = outside.f_code
+        named = outside.f_globals.get(code.co_name)
+        if not code.co_name.startswith("_") and getattr(named, "__code__", None) is code:
+            caller = outside
+        outside = outside.f_back
+    if caller is None or caller.f_code is getattr(func, "__code__", None):
+        return None
+    return f"{caller.f_globals.get('__name__', '?')}.{caller.f_code.co_name}"
 
 
 def _refuse(func, why: str):

@@ -17,8 +17,10 @@
 #include <ATen/ops/atan2.h>
 #include <ATen/ops/atanh.h>
 #include <ATen/ops/bitwise_and.h>
+#include <ATen/ops/bitwise_left_shift.h>
 #include <ATen/ops/bitwise_not.h>
 #include <ATen/ops/bitwise_or.h>
+#include <ATen/ops/bitwise_right_shift.h>
 #include <ATen/ops/bitwise_xor.h>
 #include <ATen/ops/ceil.h>
 #include <ATen/ops/celu.h>
@@ -30,6 +32,7 @@
 #include <ATen/ops/cos.h>
 #include <ATen/ops/cosh.h>
 #include <ATen/ops/deg2rad.h>
+#include <ATen/ops/digamma.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/elu.h>
 #include <ATen/ops/eq.h>
@@ -46,26 +49,36 @@
 #include <ATen/ops/fmin.h>
 #include <ATen/ops/fmod.h>
 #include <ATen/ops/frac.h>
+#include <ATen/ops/gcd.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/gt.h>
+#include <ATen/ops/hardshrink.h>
 #include <ATen/ops/hardsigmoid.h>
 #include <ATen/ops/hardswish.h>
 #include <ATen/ops/hardtanh.h>
+#include <ATen/ops/heaviside.h>
 #include <ATen/ops/hypot.h>
+#include <ATen/ops/i0.h>
+#include <ATen/ops/igamma.h>
+#include <ATen/ops/igammac.h>
 #include <ATen/ops/imag.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isinf.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/isneginf.h>
 #include <ATen/ops/isposinf.h>
+#include <ATen/ops/isreal.h>
+#include <ATen/ops/ldexp.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/leaky_relu.h>
 #include <ATen/ops/lerp.h>
+#include <ATen/ops/lgamma.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/log10.h>
 #include <ATen/ops/log1p.h>
 #include <ATen/ops/log2.h>
+#include <ATen/ops/log_sigmoid.h>
 #include <ATen/ops/logaddexp.h>
 #include <ATen/ops/logaddexp2.h>
 #include <ATen/ops/logical_and.h>
@@ -79,9 +92,13 @@
 #include <ATen/ops/minimum.h>
 #include <ATen/ops/mish.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/mvlgamma.h>
 #include <ATen/ops/nan_to_num.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/neg.h>
+#include <ATen/ops/nextafter.h>
+#include <ATen/ops/polygamma.h>
+#include <ATen/ops/positive.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/rad2deg.h>
 #include <ATen/ops/real.h>
@@ -97,8 +114,37 @@
 #include <ATen/ops/signbit.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/sin.h>
+#include <ATen/ops/sinc.h>
 #include <ATen/ops/sinh.h>
 #include <ATen/ops/softplus.h>
+#include <ATen/ops/softshrink.h>
+#include <ATen/ops/special_airy_ai.h>
+#include <ATen/ops/special_bessel_j0.h>
+#include <ATen/ops/special_bessel_j1.h>
+#include <ATen/ops/special_bessel_y0.h>
+#include <ATen/ops/special_bessel_y1.h>
+#include <ATen/ops/special_chebyshev_polynomial_t.h>
+#include <ATen/ops/special_chebyshev_polynomial_v.h>
+#include <ATen/ops/special_entr.h>
+#include <ATen/ops/special_erfcx.h>
+#include <ATen/ops/special_hermite_polynomial_h.h>
+#include <ATen/ops/special_hermite_polynomial_he.h>
+#include <ATen/ops/special_i0e.h>
+#include <ATen/ops/special_i1.h>
+#include <ATen/ops/special_i1e.h>
+#include <ATen/ops/special_log_ndtr.h>
+#include <ATen/ops/special_modified_bessel_i0.h>
+#include <ATen/ops/special_modified_bessel_i1.h>
+#include <ATen/ops/special_modified_bessel_k0.h>
+#include <ATen/ops/special_modified_bessel_k1.h>
+#include <ATen/ops/special_ndtr.h>
+#include <ATen/ops/special_ndtri.h>
+#include <ATen/ops/special_scaled_modified_bessel_k0.h>
+#include <ATen/ops/special_scaled_modified_bessel_k1.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_v.h>
+#include <ATen/ops/special_spherical_bessel_j0.h>
+#include <ATen/ops/special_xlog1py.h>
+#include <ATen/ops/special_zeta.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/square.h>
 #include <ATen/ops/sub.h>
@@ -127,6 +173,14 @@ struct Neg {
   static constexpr const char* name = "neg";
   static Tensor f(const Tensor& self) {
     return at::neg(self);
+  }
+};
+
+// positive (unary)
+struct Positive {
+  static constexpr const char* name = "positive";
+  static Tensor f(const Tensor& self) {
+    return at::positive(self).clone();
   }
 };
 
@@ -449,6 +503,214 @@ struct Erfinv {
   }
 };
 
+// digamma (unary)
+struct Digamma {
+  static constexpr const char* name = "digamma";
+  static Tensor f(const Tensor& self) {
+    return at::digamma(self);
+  }
+};
+
+// lgamma (unary)
+struct Lgamma {
+  static constexpr const char* name = "lgamma";
+  static Tensor f(const Tensor& self) {
+    return at::lgamma(self);
+  }
+};
+
+// polygamma (unary)
+struct Polygamma {
+  static constexpr const char* name = "polygamma";
+  static Tensor f(const Tensor& self, int64_t n) {
+    return at::polygamma(n, self);
+  }
+};
+
+// mvlgamma (unary)
+struct Mvlgamma {
+  static constexpr const char* name = "mvlgamma";
+  static Tensor f(const Tensor& self, int64_t p) {
+    return at::mvlgamma(self, p);
+  }
+};
+
+// i0 (unary)
+struct I0 {
+  static constexpr const char* name = "i0";
+  static Tensor f(const Tensor& self) {
+    return at::i0(self);
+  }
+};
+
+// sinc (unary)
+struct Sinc {
+  static constexpr const char* name = "sinc";
+  static Tensor f(const Tensor& self) {
+    return at::sinc(self);
+  }
+};
+
+// entr (unary)
+struct Entr {
+  static constexpr const char* name = "entr";
+  static Tensor f(const Tensor& self) {
+    return at::special_entr(self);
+  }
+};
+
+// erfcx (unary)
+struct Erfcx {
+  static constexpr const char* name = "erfcx";
+  static Tensor f(const Tensor& self) {
+    return at::special_erfcx(self);
+  }
+};
+
+// i0e (unary)
+struct I0e {
+  static constexpr const char* name = "i0e";
+  static Tensor f(const Tensor& self) {
+    return at::special_i0e(self);
+  }
+};
+
+// i1 (unary)
+struct I1 {
+  static constexpr const char* name = "i1";
+  static Tensor f(const Tensor& self) {
+    return at::special_i1(self);
+  }
+};
+
+// i1e (unary)
+struct I1e {
+  static constexpr const char* name = "i1e";
+  static Tensor f(const Tensor& self) {
+    return at::special_i1e(self);
+  }
+};
+
+// ndtr (unary)
+struct Ndtr {
+  static constexpr const char* name = "ndtr";
+  static Tensor f(const Tensor& self) {
+    return at::special_ndtr(self);
+  }
+};
+
+// log_ndtr (unary)
+struct LogNdtr {
+  static constexpr const char* name = "log_ndtr";
+  static Tensor f(const Tensor& self) {
+    return at::special_log_ndtr(self);
+  }
+};
+
+// ndtri (unary)
+struct Ndtri {
+  static constexpr const char* name = "ndtri";
+  static Tensor f(const Tensor& self) {
+    return at::special_ndtri(self);
+  }
+};
+
+// bessel_j0 (unary)
+struct BesselJ0 {
+  static constexpr const char* name = "bessel_j0";
+  static Tensor f(const Tensor& self) {
+    return at::special_bessel_j0(self);
+  }
+};
+
+// bessel_j1 (unary)
+struct BesselJ1 {
+  static constexpr const char* name = "bessel_j1";
+  static Tensor f(const Tensor& self) {
+    return at::special_bessel_j1(self);
+  }
+};
+
+// bessel_y0 (unary)
+struct BesselY0 {
+  static constexpr const char* name = "bessel_y0";
+  static Tensor f(const Tensor& self) {
+    return at::special_bessel_y0(self);
+  }
+};
+
+// bessel_y1 (unary)
+struct BesselY1 {
+  static constexpr const char* name = "bessel_y1";
+  static Tensor f(const Tensor& self) {
+    return at::special_bessel_y1(self);
+  }
+};
+
+// modified_bessel_i0 (unary)
+struct ModifiedBesselI0 {
+  static constexpr const char* name = "modified_bessel_i0";
+  static Tensor f(const Tensor& self) {
+    return at::special_modified_bessel_i0(self);
+  }
+};
+
+// modified_bessel_i1 (unary)
+struct ModifiedBesselI1 {
+  static constexpr const char* name = "modified_bessel_i1";
+  static Tensor f(const Tensor& self) {
+    return at::special_modified_bessel_i1(self);
+  }
+};
+
+// modified_bessel_k0 (unary)
+struct ModifiedBesselK0 {
+  static constexpr const char* name = "modified_bessel_k0";
+  static Tensor f(const Tensor& self) {
+    return at::special_modified_bessel_k0(self);
+  }
+};
+
+// modified_bessel_k1 (unary)
+struct ModifiedBesselK1 {
+  static constexpr const char* name = "modified_bessel_k1";
+  static Tensor f(const Tensor& self) {
+    return at::special_modified_bessel_k1(self);
+  }
+};
+
+// scaled_modified_bessel_k0 (unary)
+struct ScaledModifiedBesselK0 {
+  static constexpr const char* name = "scaled_modified_bessel_k0";
+  static Tensor f(const Tensor& self) {
+    return at::special_scaled_modified_bessel_k0(self);
+  }
+};
+
+// scaled_modified_bessel_k1 (unary)
+struct ScaledModifiedBesselK1 {
+  static constexpr const char* name = "scaled_modified_bessel_k1";
+  static Tensor f(const Tensor& self) {
+    return at::special_scaled_modified_bessel_k1(self);
+  }
+};
+
+// airy_ai (unary)
+struct AiryAi {
+  static constexpr const char* name = "airy_ai";
+  static Tensor f(const Tensor& self) {
+    return at::special_airy_ai(self);
+  }
+};
+
+// spherical_bessel_j0 (unary)
+struct SphericalBesselJ0 {
+  static constexpr const char* name = "spherical_bessel_j0";
+  static Tensor f(const Tensor& self) {
+    return at::special_spherical_bessel_j0(self);
+  }
+};
+
 // isnan (unary)
 struct Isnan {
   static constexpr const char* name = "isnan";
@@ -494,6 +756,14 @@ struct Signbit {
   static constexpr const char* name = "signbit";
   static Tensor f(const Tensor& self) {
     return at::signbit(self);
+  }
+};
+
+// isreal (unary)
+struct Isreal {
+  static constexpr const char* name = "isreal";
+  static Tensor f(const Tensor& self) {
+    return at::isreal(self);
   }
 };
 
@@ -662,6 +932,30 @@ struct Tanhshrink {
   static constexpr const char* name = "tanhshrink";
   static Tensor f(const Tensor& self) {
     return self - self.tanh();
+  }
+};
+
+// logsigmoid (unary)
+struct Logsigmoid {
+  static constexpr const char* name = "logsigmoid";
+  static Tensor f(const Tensor& self) {
+    return at::log_sigmoid(self);
+  }
+};
+
+// hardshrink (unary)
+struct Hardshrink {
+  static constexpr const char* name = "hardshrink";
+  static Tensor f(const Tensor& self, const at::Scalar& lambd) {
+    return at::hardshrink(self, lambd);
+  }
+};
+
+// softshrink (unary)
+struct Softshrink {
+  static constexpr const char* name = "softshrink";
+  static Tensor f(const Tensor& self, const at::Scalar& lambd) {
+    return at::softshrink(self, lambd);
   }
 };
 
@@ -948,6 +1242,149 @@ struct MaskedFill {
   }
 };
 
+// xlog1py (binary)
+struct Xlog1py {
+  static constexpr const char* name = "xlog1py";
+  static constexpr bool number = true;  // has xlog1py_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::special_xlog1py(self, other);
+  }
+  template <class S, class O>
+  static auto f_mixed(const S& self, const O& other)
+      -> decltype(at::special_xlog1py(self, other)) {
+    return at::special_xlog1py(self, other);
+  }
+};
+
+// heaviside (binary)
+struct Heaviside {
+  static constexpr const char* name = "heaviside";
+  static constexpr bool number = false;  // has heaviside_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::heaviside(self, other);
+  }
+};
+
+// nextafter (binary)
+struct Nextafter {
+  static constexpr const char* name = "nextafter";
+  static constexpr bool number = false;  // has nextafter_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::nextafter(self, other);
+  }
+};
+
+// ldexp (binary)
+struct Ldexp {
+  static constexpr const char* name = "ldexp";
+  static constexpr bool number = false;  // has ldexp_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::ldexp(self, other);
+  }
+};
+
+// igamma (binary)
+struct Igamma {
+  static constexpr const char* name = "igamma";
+  static constexpr bool number = false;  // has igamma_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::igamma(self, other);
+  }
+};
+
+// igammac (binary)
+struct Igammac {
+  static constexpr const char* name = "igammac";
+  static constexpr bool number = false;  // has igammac_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::igammac(self, other);
+  }
+};
+
+// zeta (binary)
+struct Zeta {
+  static constexpr const char* name = "zeta";
+  static constexpr bool number = true;  // has zeta_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::special_zeta(self, other);
+  }
+  template <class S, class O>
+  static auto f_mixed(const S& self, const O& other)
+      -> decltype(at::special_zeta(self, other)) {
+    return at::special_zeta(self, other);
+  }
+};
+
+// chebyshev_polynomial_t (binary)
+struct ChebyshevPolynomialT {
+  static constexpr const char* name = "chebyshev_polynomial_t";
+  static constexpr bool number = true;  // has chebyshev_polynomial_t_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::special_chebyshev_polynomial_t(self, other);
+  }
+  template <class S, class O>
+  static auto f_mixed(const S& self, const O& other)
+      -> decltype(at::special_chebyshev_polynomial_t(self, other)) {
+    return at::special_chebyshev_polynomial_t(self, other);
+  }
+};
+
+// chebyshev_polynomial_v (binary)
+struct ChebyshevPolynomialV {
+  static constexpr const char* name = "chebyshev_polynomial_v";
+  static constexpr bool number = true;  // has chebyshev_polynomial_v_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::special_chebyshev_polynomial_v(self, other);
+  }
+  template <class S, class O>
+  static auto f_mixed(const S& self, const O& other)
+      -> decltype(at::special_chebyshev_polynomial_v(self, other)) {
+    return at::special_chebyshev_polynomial_v(self, other);
+  }
+};
+
+// shifted_chebyshev_polynomial_v (binary)
+struct ShiftedChebyshevPolynomialV {
+  static constexpr const char* name = "shifted_chebyshev_polynomial_v";
+  static constexpr bool number = true;  // has shifted_chebyshev_polynomial_v_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::special_shifted_chebyshev_polynomial_v(self, other);
+  }
+  template <class S, class O>
+  static auto f_mixed(const S& self, const O& other)
+      -> decltype(at::special_shifted_chebyshev_polynomial_v(self, other)) {
+    return at::special_shifted_chebyshev_polynomial_v(self, other);
+  }
+};
+
+// hermite_polynomial_h (binary)
+struct HermitePolynomialH {
+  static constexpr const char* name = "hermite_polynomial_h";
+  static constexpr bool number = true;  // has hermite_polynomial_h_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::special_hermite_polynomial_h(self, other);
+  }
+  template <class S, class O>
+  static auto f_mixed(const S& self, const O& other)
+      -> decltype(at::special_hermite_polynomial_h(self, other)) {
+    return at::special_hermite_polynomial_h(self, other);
+  }
+};
+
+// hermite_polynomial_he (binary)
+struct HermitePolynomialHe {
+  static constexpr const char* name = "hermite_polynomial_he";
+  static constexpr bool number = true;  // has hermite_polynomial_he_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::special_hermite_polynomial_he(self, other);
+  }
+  template <class S, class O>
+  static auto f_mixed(const S& self, const O& other)
+      -> decltype(at::special_hermite_polynomial_he(self, other)) {
+    return at::special_hermite_polynomial_he(self, other);
+  }
+};
+
 // eq (binary)
 struct Eq {
   static constexpr const char* name = "eq";
@@ -1101,6 +1538,43 @@ struct BitwiseXor {
   }
 };
 
+// bitwise_left_shift (binary)
+struct BitwiseLeftShift {
+  static constexpr const char* name = "bitwise_left_shift";
+  static constexpr bool number = true;  // has bitwise_left_shift_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::bitwise_left_shift(self, other);
+  }
+  template <class S, class O>
+  static auto f_mixed(const S& self, const O& other)
+      -> decltype(at::bitwise_left_shift(self, other)) {
+    return at::bitwise_left_shift(self, other);
+  }
+};
+
+// bitwise_right_shift (binary)
+struct BitwiseRightShift {
+  static constexpr const char* name = "bitwise_right_shift";
+  static constexpr bool number = true;  // has bitwise_right_shift_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::bitwise_right_shift(self, other);
+  }
+  template <class S, class O>
+  static auto f_mixed(const S& self, const O& other)
+      -> decltype(at::bitwise_right_shift(self, other)) {
+    return at::bitwise_right_shift(self, other);
+  }
+};
+
+// gcd (binary)
+struct Gcd {
+  static constexpr const char* name = "gcd";
+  static constexpr bool number = false;  // has gcd_scalar
+  static Tensor f(const Tensor& self, const Tensor& other) {
+    return at::gcd(self, other);
+  }
+};
+
 // where (ternary)
 struct Where {
   static constexpr const char* name = "where";
@@ -1131,6 +1605,7 @@ struct LerpTensor {
 using UnaryOps = OpList<
     ops::Abs,
     ops::Neg,
+    ops::Positive,
     ops::Sign,
     ops::Sgn,
     ops::Square,
@@ -1170,12 +1645,39 @@ using UnaryOps = OpList<
     ops::Erf,
     ops::Erfc,
     ops::Erfinv,
+    ops::Digamma,
+    ops::Lgamma,
+    ops::Polygamma,
+    ops::Mvlgamma,
+    ops::I0,
+    ops::Sinc,
+    ops::Entr,
+    ops::Erfcx,
+    ops::I0e,
+    ops::I1,
+    ops::I1e,
+    ops::Ndtr,
+    ops::LogNdtr,
+    ops::Ndtri,
+    ops::BesselJ0,
+    ops::BesselJ1,
+    ops::BesselY0,
+    ops::BesselY1,
+    ops::ModifiedBesselI0,
+    ops::ModifiedBesselI1,
+    ops::ModifiedBesselK0,
+    ops::ModifiedBesselK1,
+    ops::ScaledModifiedBesselK0,
+    ops::ScaledModifiedBesselK1,
+    ops::AiryAi,
+    ops::SphericalBesselJ0,
     ops::Isnan,
     ops::Isinf,
     ops::Isfinite,
     ops::Isposinf,
     ops::Isneginf,
     ops::Signbit,
+    ops::Isreal,
     ops::LogicalNot,
     ops::BitwiseNot,
     ops::Conj,
@@ -1197,6 +1699,9 @@ using UnaryOps = OpList<
     ops::Hardswish,
     ops::Softsign,
     ops::Tanhshrink,
+    ops::Logsigmoid,
+    ops::Hardshrink,
+    ops::Softshrink,
     ops::Threshold>;
 
 using BinaryOps = OpList<
@@ -1223,6 +1728,18 @@ using BinaryOps = OpList<
     ops::ClampMax,
     ops::Lerp,
     ops::MaskedFill,
+    ops::Xlog1py,
+    ops::Heaviside,
+    ops::Nextafter,
+    ops::Ldexp,
+    ops::Igamma,
+    ops::Igammac,
+    ops::Zeta,
+    ops::ChebyshevPolynomialT,
+    ops::ChebyshevPolynomialV,
+    ops::ShiftedChebyshevPolynomialV,
+    ops::HermitePolynomialH,
+    ops::HermitePolynomialHe,
     ops::Eq,
     ops::Ne,
     ops::Lt,
@@ -1234,7 +1751,10 @@ using BinaryOps = OpList<
     ops::LogicalXor,
     ops::BitwiseAnd,
     ops::BitwiseOr,
-    ops::BitwiseXor>;
+    ops::BitwiseXor,
+    ops::BitwiseLeftShift,
+    ops::BitwiseRightShift,
+    ops::Gcd>;
 
 using TernaryOps = OpList<
     ops::Where,

@@ -129,6 +129,8 @@ def _per_slice_fill(a: SparseFillTensor, other: torch.Tensor):
 
 
 def _unary(op: Op, func, args, kwargs, reflected, inplace):
+    if reflected:
+        args, kwargs = _tensor_first(args, kwargs)
     if not args or not isinstance(args[0], SparseFillTensor):
         return NotImplemented
     extra, inplace_kw = _bind(op.spec, func, args[1:], kwargs)
@@ -138,6 +140,19 @@ def _unary(op: Op, func, args, kwargs, reflected, inplace):
     values, fill = op.main(a._sf_values, a._live_fill(), *extra)
     out = a._with(values, fill)
     return _assign(args[0], out, func) if inplace or inplace_kw else out
+
+
+def _tensor_first(args, kwargs):
+    """A reflected unary callable's arguments with the tensor first: it takes
+    the op's args before the tensor (torch.polygamma(n, input) is
+    Tensor.polygamma(input, n)); the tensor is the last positional argument
+    or the keyword `input`."""
+    if "input" in kwargs:
+        kwargs = dict(kwargs)
+        return (kwargs.pop("input"),) + tuple(args), kwargs
+    if not args:
+        return args, kwargs
+    return (args[-1],) + tuple(args[:-1]), kwargs
 
 
 def _binary(op: Op, func, args, kwargs, reflected, inplace):
