@@ -1472,12 +1472,6 @@ KNOWN = {
     "x.resolve_conj() computes); ours returns the documented new tensor; torch's to settle":
         lambda detail, text: "DispatchKey Conjugate doesn't correspond to a device" in detail
         and "conj(" in text and ".new_" in text,
-    "addmm in float16 of a per-slice-filled operand by one with a large fill (1e4): the "
-    "fill's correction cancels to 2 ulps off where dense's fp32 accumulation is exact "
-    "(seed 5690 once issue 33's element-wise recipes reshuffled the window); the products' "
-    "owner's to fix":
-        lambda detail, text: "addmm(" in text and "per-slice" in text and
-        "torch.float16" in text and "beyond dense's own error" in detail,
 }
 
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from ..tensor import args as _args
-from .opmath import in_opmath
+from .opmath import PRODUCTS, in_opmath
 from . import decompositions as _decompositions
 from .elementwise import handlers as _elementwise
 from ..tensor import SparseFillTensor
@@ -25,7 +25,7 @@ __all__: list = []
 
 # ---- modules ----------------------------------------------------------------------
 
-@in_opmath(operands=3)  # x @ W.T + b rounded once, in float32, as ATen's addmm
+@in_opmath(**PRODUCTS)  # x @ W.T + b rounded once, as ATen's addmm
 def linear(input, weight, bias=None):
     """``F.linear(x, W, b)`` (``x @ W.T + b``) with a SparseFillTensor weight
     or input, through the fill-aware products; any leading dims of ``x``.

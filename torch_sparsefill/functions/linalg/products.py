@@ -25,7 +25,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ... import _C
-from ..opmath import HALF, in_opmath
+from ..opmath import HALF, PRODUCTS, in_opmath
 from ...tensor import args as _args
 from ...tensor import fill as _fill
 from ...creation.full import to_sparse
@@ -191,14 +191,10 @@ def _sparse_sparse(a, b, func):
     product over the fills, strided: it also applies RFC.md#non-finite-products
     (a stored NaN or inf meets the other operand's unspecified zeros:
     ``inf * 0`` is NaN, which SpGEMM, skipping them, would drop). Halves
-    multiply in float32 (float64 with a fill's correction) and round once,
-    as dense (functions/opmath.py)."""
+    multiply in float64 and round once (functions/opmath.py's PRODUCTS)."""
     own = a._sf_values.dtype
     if own in HALF:
-        # A fill's correction sums terms of fill x fill x k, far larger than
-        # the result, which float32 cancels where dense's direct sum of the
-        # elements' products does not (fuzz seed 161861): float64 then.
-        wide = torch.float32 if _zero_fill(a) and _zero_fill(b) else torch.float64
+        wide = PRODUCTS["wide"]  # the products' rule for halves (functions/opmath.py)
         return _sparse_sparse(a.to(wide), b.to(wide), func).to(own)
     fa, fb = _fill2d(a, func), _fill2d(b, func)
     crow_a, col_a, va = _csr(a)
@@ -330,9 +326,9 @@ def _bmm(a, b, func=torch.bmm):
     return _batched(a, b, func)
 
 
-# a half input + product rounds once, in float32, as ATen (a product that
-# overflows the half type plus a bias of -inf is -inf, not NaN)
-@in_opmath(operands=3)
+# a half input + product rounds once, as ATen (a product that overflows the
+# half type plus a bias of -inf is -inf, not NaN), from float64 (PRODUCTS)
+@in_opmath(**PRODUCTS)
 def _baddbmm(input, batch1, batch2, *, beta=1, alpha=1, func=torch.baddbmm):
     """beta * input + alpha * (batch1 @ batch2) for 3-D batches; input is
     ignored when beta == 0."""
@@ -390,7 +386,7 @@ def _add_scaled(input, out, beta, alpha, func):
     return out + scaled
 
 
-@in_opmath(operands=3)  # as _baddbmm
+@in_opmath(**PRODUCTS)  # as _baddbmm
 def _addmm(input, mat1, mat2, *, beta=1, alpha=1, func=torch.addmm):
     """beta * input + alpha * (mat1 @ mat2); input is ignored when beta == 0."""
     return _add_scaled(input, _mm(mat1, mat2, func), beta, alpha, func)

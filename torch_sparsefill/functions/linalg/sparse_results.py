@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from ..opmath import in_opmath
+from ..opmath import PRODUCTS, in_opmath
 from ...tensor import args as _args
 from ...tensor import SparseFillTensor, build
 
@@ -81,7 +81,7 @@ def hspmm(mat1, mat2):
     return build(torch.sparse_coo, product.shape, product[rows], fill, indices=rows[None])
 
 
-@in_opmath(operands=3)  # input + product rounded once, in float32 (as ATen)
+@in_opmath(**PRODUCTS)  # input + product rounded once (as ATen)
 def sspaddmm(input, mat1, mat2, *, beta=1, alpha=1):
     """``torch.sspaddmm(S, A, D, beta=, alpha=)``: ``beta * S + alpha *
     smm(A, D)``, sparse, on the union of both patterns (RFC.md#elementwise). With
