@@ -64,6 +64,22 @@ def _spgemm_fake(crow_a, col_a, values_a, crow_b, col_b, values_b, n):
 
 
 
+def _semiring_out(values, n):
+    # out in the kernel's accumulator (double for floats, int64), arg int64
+    acc = torch.int64 if values.dtype == torch.int64 else torch.float64
+    return values.new_empty((n,), dtype=acc), values.new_empty((n,), dtype=torch.int64)
+
+
+@torch.library.register_fake("sparsefill::semiring_mv")
+def _semiring_mv_fake(crow_indices, col_indices, values, x, x_present, monoid, binop):
+    return _semiring_out(values, crow_indices.shape[0] - 1)
+
+
+@torch.library.register_fake("sparsefill::semiring_vm")
+def _semiring_vm_fake(crow_indices, col_indices, values, u_keys, u_values, ncols, monoid, binop):
+    return _semiring_out(values, ncols)
+
+
 
 # ---- autograd -----------------------------------------------------------------------------
 
