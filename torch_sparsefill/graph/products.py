@@ -4,9 +4,15 @@ mask, complement, replace and accum.
 
 The result is present exactly where some k has both ``A[i, k]`` and
 ``B[k, j]`` present (and the mask allows (i, j)); its value is the monoid
-over those k only of ``op(A[i, k], B[k, j])``. The kernel is torch ops over
-the components, in chunks of rows (or of mask entries) so that the terms of
-one chunk are bounded:
+over those k only of ``op(A[i, k], B[k, j])``.
+
+A vector result (matrix-vector, vector-matrix) of float32, float64 or int64
+operands with a named monoid and op, and no gradient tracked, takes the C
+kernels (``torch.ops.sparsefill.semiring_mv``: rows pulled on torch's
+threads; ``semiring_vm``: the vector's rows pushed); a mask then filters
+the result. Everything else, and every product whose gradient is tracked,
+is torch ops over the components, in chunks of rows (or of mask entries)
+so that the terms of one chunk are bounded:
   - expansion (no mask, or a complemented one): every stored A[i, k] meets
     row k of B; a mask drops the terms it forbids before they are reduced;
   - a mask (not complemented) with fewer terms by dots: each allowed (i, j)
@@ -23,11 +29,12 @@ from __future__ import annotations
 
 import torch
 
+from ..ops import common as _common
 from ..tensor import FACTS, SparseFillTensor
 from .ewise import ewise_add
 from .operands import Entries, entries, lookup, result, scalar_result
 from . import operators as _operators
-from .operators import binary, monoid_dtype, segment_reduce
+from .operators import NATIVE_MONOIDS, NATIVE_OPS, binary, monoid_dtype, segment_reduce
 
 __all__ = ["mxm", "CHUNK_TERMS"]
 
@@ -184,6 +191,17 @@ def mxm(A, B, semiring="plus_times", mask=None, complement=False, replace=False,
     """
     monoid, op = _operators.semiring(semiring)
     fn = binary(op)
+    native = _native_vector(A, B, monoid, op, fn)
+    if native is not None:
+        if (complement or replace) and mask is None:
+            raise ValueError("mxm: complement and replace need a mask")
+        size, keys, vals = native
+        mask_keys = None if mask is None else _mask_keys(mask, size, structural)
+        if mask_keys is not None:
+            found, _ = lookup(keys, mask_keys)
+            keep = (found ^ complement).nonzero().squeeze(1)
+            keys, vals = keys.index_select(0, keep), vals.index_select(0, keep)
+        return _finish(result(size, keys, vals), out, mask_keys, complement, replace, accum)
     a, b = entries(A, "mxm: A"), entries(B, "mxm: B")
     vec_a, vec_b = len(a.size) == 1, len(b.size) == 1
     if vec_a:
@@ -213,11 +231,92 @@ def mxm(A, B, semiring="plus_times", mask=None, complement=False, replace=False,
             raise ValueError("mxm: a scalar result takes no out or accum")
         return scalar_result(vals)
     T = result(size, keys, vals, a.layout if not vec_a else torch.sparse_coo)
+    return _finish(T, out, mask_keys, complement, replace, accum)
+
+
+def _finish(T, out, mask_keys, complement, replace, accum):
+    """The product T, or T folded into `out` (GraphBLAS's C<M> = accum(C, T))."""
     if out is None:
         if accum is not None:
             raise ValueError("mxm: accum folds the result into out: give out")
         return T
     return _write(out, T, mask_keys, complement, replace, accum)
+
+
+# The element types of the C semiring kernels (sparsefill_core.h).
+_NATIVE_DTYPES = (torch.float32, torch.float64, torch.int64)
+
+
+def _csr_of(M):
+    """(crow, col, values) of an indefinite 2-D CPU operand of a native dtype,
+    or None (the torch route takes it: a strided matrix, another device,
+    dense or batch dims)."""
+    if not (isinstance(M, SparseFillTensor) and M.is_indefinite() and M.dim() == 2
+            and not M.dense_dim() and not M._batch_dim() and M.device.type == "cpu"
+            and M.dtype in _NATIVE_DTYPES):
+        return None
+    if M.layout != torch.sparse_csr:
+        M = M.to_sparse_csr()
+    return M._sf_crow, M._sf_col, M._sf_values
+
+
+def _vector_of(v, n: int):
+    """(keys, values) of a 1-D CPU operand of n elements and a native dtype
+    (a strided vector: every key), or None."""
+    if isinstance(v, SparseFillTensor):
+        if not (v.is_indefinite() and v.dim() == 1 and not v.dense_dim()
+                and v.device.type == "cpu" and v.shape[0] == n):
+            return None
+        e = entries(v, "mxm: vector")
+        return e.keys, e.values
+    if isinstance(v, torch.Tensor) and v.layout == torch.strided and v.dim() == 1 \
+            and v.device.type == "cpu" and v.shape[0] == n:
+        return None if v.dtype not in _NATIVE_DTYPES else (None, v)
+    return None
+
+
+def _native_vector(A, B, monoid, op, fn):
+    """(size, keys, values) of a matrix-vector or vector-matrix product by
+    the C kernels, or None where the torch route serves: a tracked gradient
+    (the torch route differentiates; the kernels have no derivative), an op
+    or monoid without a C twin, operands of two dtypes or another dtype, a
+    shape mismatch (the torch route names it), a dot product or a matrix
+    result."""
+    if not (isinstance(op, str) and op in NATIVE_OPS and monoid in NATIVE_MONOIDS
+            and isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)):
+        return None
+    if (A.dim() == 1) == (B.dim() == 1) or A.dtype != B.dtype:
+        return None
+    matrix, vector = (A, B) if B.dim() == 1 else (B, A)
+    csr = _csr_of(matrix)
+    if csr is None:
+        return None
+    crow, col, values = csr
+    m, n = matrix.shape
+    v = _vector_of(vector, n if vector is B else m)
+    if v is None:
+        return None
+    keys, vvals = v
+    if not _common.untracked(values, vvals):
+        return None
+    term = fn(values[:0], vvals[:0]).dtype
+    if term not in (values.dtype, torch.bool):  # e.g. an integer div: torch gives floats
+        return None
+    codes = NATIVE_MONOIDS[monoid], NATIVE_OPS[op]
+    if vector is B:  # A (op) x: rows pulled; a sparse x as a dense one and its presence
+        x, present = vvals, None
+        if keys is not None:
+            x = vvals.new_zeros(n).index_copy_(0, keys, vvals)
+            present = torch.zeros(n, dtype=torch.bool).index_fill_(0, keys, True)
+        acc, arg = torch.ops.sparsefill.semiring_mv(crow, col, values, x, present, *codes)
+        size = (m,)
+    else:  # u (op) A: u's rows of A pushed
+        if keys is None:
+            keys = torch.arange(m)
+        acc, arg = torch.ops.sparsefill.semiring_vm(crow, col, values, keys, vvals, n, *codes)
+        size = (n,)
+    present_keys = (arg >= 0).nonzero().squeeze(1)
+    return size, present_keys, acc.index_select(0, present_keys).to(monoid_dtype(monoid, term))
 
 
 def _dots_cheaper(a: Entries, b: Entries, mask_keys, n) -> bool:
