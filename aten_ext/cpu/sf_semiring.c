@@ -1,7 +1,8 @@
 /* sf_semiring.c -- semiring products of indefinite operands (the graph
  * domain, RFC.md#indefinite-fill): an absent element makes no term, a monoid
  * folds the present terms only, and an output with no term stays absent
- * (its arg is -1; the caller drops it).
+ * (its arg is -1; the caller drops it). arg marks presence: the position of
+ * an output's first present term.
  *
  * One body per (monoid, op) pair: the kernels below are written once with
  * the monoid and the op as arguments, and the dispatch calls them with

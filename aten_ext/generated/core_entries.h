@@ -408,8 +408,9 @@ sf_status sf_csr_transpose(int64_t *crow_t, int64_t *col_t, int64_t *perm, const
  * term; `monoid` (sf_monoid) folds the present terms op(l, r) (sf_binop)
  * only, in ACC (integers wrap as torch's do); an output with no term has
  * arg -1 (absent) and an unspecified out. min and max propagate NaN; arg
- * is the position in A's values of the term that decides a min, max or any
- * (the first of ties, the smallest k), else of the first present term.
+ * is the position in A's values of the output's first present term (the
+ * smallest k, the one any takes): presence, not an argmin (min and max run
+ * in lanes of selects, which keep no position).
  * SF_ERR_INVALID_ARGUMENT for an unknown code, or div/rdiv on i64. */
 
 /* Rows [row_begin, row_end) of A (op) x (pull): out[i] = monoid over p in
@@ -446,6 +447,32 @@ sf_status sf_csr_semiring_vm_i64(int64_t *out, int64_t *arg, const int64_t *crow
                                  const int64_t *col, const int64_t *values, int64_t nrows,
                                  int64_t ncols, int64_t nse, const int64_t *u_keys,
                                  const int64_t *u_values, int64_t u_nse, int monoid, int op);
+
+/* The masked product by dots, mask rows [row_begin, row_end): for the
+ * stored q = (i, j) of the mask M (m x n, CSR), out[q] = monoid over the k
+ * in both row i of A and row j of B^T (columns sorted within rows; B^T is
+ * n rows of CSR) of op(val_a, val_bt); arg[q] = A's position of the
+ * first common k, -1 when none is. Rows are walked together, or a
+ * much shorter one's columns looked up by binary search. Checks row spans
+ * and the mask's columns (below n). */
+sf_status sf_csr_semiring_masked_f32(double *out, int64_t *arg, const int64_t *crow_m,
+                                     const int64_t *col_m, int64_t nse_m, const int64_t *crow_a,
+                                     const int64_t *col_a, const float *val_a, int64_t nse_a,
+                                     const int64_t *crow_bt, const int64_t *col_bt,
+                                     const float *val_bt, int64_t nse_bt, int64_t m, int64_t n,
+                                     int monoid, int op, int64_t row_begin, int64_t row_end);
+sf_status sf_csr_semiring_masked_f64(double *out, int64_t *arg, const int64_t *crow_m,
+                                     const int64_t *col_m, int64_t nse_m, const int64_t *crow_a,
+                                     const int64_t *col_a, const double *val_a, int64_t nse_a,
+                                     const int64_t *crow_bt, const int64_t *col_bt,
+                                     const double *val_bt, int64_t nse_bt, int64_t m, int64_t n,
+                                     int monoid, int op, int64_t row_begin, int64_t row_end);
+sf_status sf_csr_semiring_masked_i64(int64_t *out, int64_t *arg, const int64_t *crow_m,
+                                     const int64_t *col_m, int64_t nse_m, const int64_t *crow_a,
+                                     const int64_t *col_a, const int64_t *val_a, int64_t nse_a,
+                                     const int64_t *crow_bt, const int64_t *col_bt,
+                                     const int64_t *val_bt, int64_t nse_bt, int64_t m, int64_t n,
+                                     int monoid, int op, int64_t row_begin, int64_t row_end);
 
 /* The union of two CSR patterns of one shape (nrows x ncols), first pass:
  * row_nse[i] = the union's elements in row i, for rows [row_begin,

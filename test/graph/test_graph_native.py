@@ -1,6 +1,6 @@
 """The C semiring kernels behind sf.mxm's vector products
-(torch.ops.sparsefill.semiring_mv / semiring_vm) and ewise_add / ewise_union
-(ewise_merge): every monoid and op with a C twin over float32, float64 and
+(torch.ops.sparsefill.semiring_mv / semiring_vm), its masked product
+(semiring_masked) and ewise_add / ewise_union (ewise_merge): every monoid and op with a C twin over float32, float64 and
 int64, vectors on both sides (indefinite and strided), empty rows, masks;
 the same answers as the torch route and the present-only reference; integer
 wrap, NaN, tracked gradients routed to torch, and the kernels' refusals."""
@@ -37,6 +37,7 @@ def routes(monkeypatch):
 def _torch_route(monkeypatch, f):
     with monkeypatch.context() as m:
         m.setattr(P, "_native_vector", lambda *a: None)
+        m.setattr(P, "_native_masked", lambda *a: None)
         m.setattr(E, "_native_merge", lambda *a: None)
         return f()
 
@@ -323,3 +324,81 @@ def test_merge_refusals_name_the_argument():
               torch.tensor([], dtype=torch.long), v[:0], 2, 0, None, None)
     with pytest.raises(RuntimeError, match="ewise_merge operands"):
         merge(crow, col, v.long(), crow, col, v.long(), 2, 4, None, None)  # an integer div
+
+
+@pytest.fixture
+def dots(monkeypatch):
+    """Counts the masked products the C dots kernel answered."""
+    seen = []
+    real = P._native_masked
+
+    def spy(*args):
+        got = real(*args)
+        seen.append(got is not None)
+        return got
+    monkeypatch.setattr(P, "_native_masked", spy)
+    return seen
+
+
+MASKED = ["plus_times", "min_plus", "max_plus", "min_times", "lor_land", "any_pair",
+          "plus_pair", "min_first", "min_second", "any_second", "land_lor", "times_minus",
+          "plus_eq", "max_div"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("semiring", MASKED)
+def test_masked_product_matches_reference(semiring, dtype, monkeypatch, dots):
+    Av, Ap = G.random_graph((8, 6), dtype=dtype, seed=101, density=0.5)
+    Bv, Bp = G.random_graph((6, 9), dtype=dtype, seed=102, density=0.5)
+    Mv, Mp = G.random_graph((8, 9), dtype=torch.bool, seed=103, density=0.5)
+    Ap[2] = False   # no k for row 2
+    Mp[5] = False   # nothing allowed in row 5
+    if not dtype.is_floating_point and "div" in semiring:
+        Av, Bv = Av.abs() + 1, Bv.abs() + 1
+    want = G.mxm(Av, Ap, Bv, Bp, semiring, Mp)
+    for la, lb, lm in ((torch.sparse_csr, torch.sparse_csr, torch.sparse_csr),
+                       (torch.sparse_csc, torch.sparse_csc, torch.sparse_coo),
+                       (torch.sparse_csr, torch.sparse_coo, torch.sparse_csc)):
+        A, B = G.indefinite(Av, Ap, la), G.indefinite(Bv, Bp, lb)
+        M = G.indefinite(Mv, Mp, lm)
+        R = sf.mxm(A, B, semiring, mask=M)
+        G.assert_result(R, want, (8, 9))
+        T = _torch_route(monkeypatch, lambda: sf.mxm(A, B, semiring, mask=M))
+        assert R.dtype == T.dtype and R.layout == T.layout == torch.sparse_csr
+        assert torch.equal(R.crow_indices(), T.crow_indices())
+        assert torch.equal(R.col_indices(), T.col_indices())
+        torch.testing.assert_close(R.values(), T.values(), equal_nan=True)
+    assert all(dots) == (dtype.is_floating_point or "div" not in semiring)
+
+
+def test_triangle_count_and_masks_the_kernel_leaves_to_torch(dots):
+    # An undirected graph's lower triangle L: sum(L L .* L) counts each triangle once.
+    g = torch.Generator().manual_seed(5)
+    D = torch.rand(40, 40, generator=g) < 0.2
+    D = (D | D.T).tril(-1)
+    L = sf.to_sparse(D.long(), fill_value=sf.indefinite, mask=D).to_sparse_csr()
+    count = sf.reduce(sf.mxm(L, L, "plus_pair", mask=L))
+    S = D.long() + D.long().T
+    assert int(count) == int(torch.trace(S @ S @ S)) // 6
+    assert dots == [True]
+    Mv, Mp = G.random_graph((40, 40), seed=7)
+    M = G.indefinite(Mv, Mp, torch.sparse_csr)
+    sf.mxm(L, L, "plus_pair", mask=M, structural=False)        # by value: torch
+    sf.mxm(L, L, "plus_pair", mask=M, complement=True)         # complement: torch
+    sf.mxm(L.to_sparse_coo(), L, "plus_pair", mask=M)          # a COO result: torch
+    assert dots == [True, False]  # the first two never ask the kernel
+
+
+def test_masked_refusals_name_the_argument():
+    crow, col, v = torch.tensor([0, 1, 2]), torch.tensor([0, 1]), torch.tensor([1., 2.])
+    masked = _ops.semiring_masked
+    with pytest.raises(RuntimeError, match="values_a and values_bt must have one dtype"):
+        masked(crow, col, crow, col, v, crow, col, v.double(), 0, 0)
+    with pytest.raises(RuntimeError, match="the mask must have 2 rows"):
+        masked(torch.tensor([0, 2]), col, crow, col, v, crow, col, v, 0, 0)
+    with pytest.raises(RuntimeError, match="crow_m must run from 0"):
+        masked(torch.tensor([0, 1, 1]), col, crow, col, v, crow, col, v, 0, 0)
+    with pytest.raises(RuntimeError, match="semiring_masked operands: .*out of range"):
+        masked(crow, torch.tensor([0, 2]), crow, col, v, crow, col, v, 0, 0)
+    with pytest.raises(RuntimeError, match="monoid must be a code"):
+        masked(crow, col, crow, col, v, crow, col, v, -1, 0)

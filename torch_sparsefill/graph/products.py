@@ -32,7 +32,7 @@ import torch
 from ..ops import common as _common
 from ..tensor import FACTS, SparseFillTensor
 from .ewise import ewise_add
-from .operands import Entries, entries, lookup, result, scalar_result
+from .operands import Entries, entries, lookup, result, result_csr, scalar_result
 from . import operators as _operators
 from .operators import NATIVE_MONOIDS, NATIVE_OPS, binary, monoid_dtype, segment_reduce
 
@@ -191,6 +191,10 @@ def mxm(A, B, semiring="plus_times", mask=None, complement=False, replace=False,
     """
     monoid, op = _operators.semiring(semiring)
     fn = binary(op)
+    if mask is not None and out is None and not complement and structural:
+        native = _native_masked(A, B, mask, monoid, op, fn)
+        if native is not None:
+            return native
     native = _native_vector(A, B, monoid, op, fn)
     if native is not None:
         if (complement or replace) and mask is None:
@@ -251,13 +255,29 @@ def _csr_of(M):
     """(crow, col, values) of an indefinite 2-D CPU operand of a native dtype,
     or None (the torch route takes it: a strided matrix, another device,
     dense or batch dims)."""
-    if not (isinstance(M, SparseFillTensor) and M.is_indefinite() and M.dim() == 2
-            and not M.dense_dim() and not M._batch_dim() and M.device.type == "cpu"
-            and M.dtype in _NATIVE_DTYPES):
+    if not _native_matrix(M):
         return None
     if M.layout != torch.sparse_csr:
         M = M.to_sparse_csr()
     return M._sf_crow, M._sf_col, M._sf_values
+
+
+def _native_matrix(M) -> bool:
+    return (isinstance(M, SparseFillTensor) and M.is_indefinite() and M.dim() == 2
+            and not M.dense_dim() and not M._batch_dim() and M.device.type == "cpu"
+            and M.dtype in _NATIVE_DTYPES)
+
+
+def _csr_of_transposed(M):
+    """(crow, col, values) of M^T as _csr_of gives M's: a CSC M's own
+    components, else M's CSR transposed (a counting sort)."""
+    if not _native_matrix(M):
+        return None
+    if M.layout == torch.sparse_csc:
+        return M._sf_crow, M._sf_col, M._sf_values
+    crow, col, values = _csr_of(M)
+    crow_t, col_t, perm = torch.ops.sparsefill.csr_transpose(crow, col, M.shape[1])
+    return crow_t, col_t, values.index_select(0, perm)
 
 
 def _vector_of(v, n: int):
@@ -275,6 +295,55 @@ def _vector_of(v, n: int):
     return None
 
 
+def _native_codes(monoid, op, fn, values_a, values_b):
+    """(result dtype, monoid code, op code) when a C kernel computes what
+    torch computes on these values, or None: a named op and monoid with C
+    twins, no gradient tracked (the torch route differentiates; the kernels
+    have no derivative), terms in the operands' dtype or bool (an integer
+    div is a float in torch)."""
+    if not (isinstance(op, str) and op in NATIVE_OPS and monoid in NATIVE_MONOIDS):
+        return None
+    if not _common.untracked(values_a, values_b):
+        return None
+    term = fn(values_a[:0], values_b[:0]).dtype
+    if term not in (values_a.dtype, torch.bool):
+        return None
+    return monoid_dtype(monoid, term), NATIVE_MONOIDS[monoid], NATIVE_OPS[op]
+
+
+def _native_masked(A, B, mask, monoid, op, fn):
+    """The masked product C<M> = A B (structural mask, no complement, no
+    out) by the C dots kernel, as CSR, or None where the torch route serves
+    (see _native_codes; the first operand COO, whose result is COO; a mask
+    that is not an indefinite matrix of the result's shape; shapes that do
+    not match, which the torch route names)."""
+    if not (isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)
+            and A.dim() == 2 and B.dim() == 2 and A.dtype == B.dtype
+            and A.shape[1] == B.shape[0] and A.layout != torch.sparse_coo):
+        return None
+    size = (A.shape[0], B.shape[1])
+    if not (isinstance(mask, SparseFillTensor) and mask.is_indefinite()
+            and tuple(mask.shape) == size and not mask.dense_dim() and not mask._batch_dim()
+            and mask.device.type == "cpu"):
+        return None
+    a, b = _csr_of(A), _csr_of_transposed(B)  # B^T's rows: B's columns
+    if a is None or b is None:
+        return None
+    codes = _native_codes(monoid, op, fn, a[2], b[2])
+    if codes is None:
+        return None
+    dtype, *codes = codes
+    M = mask if mask.layout == torch.sparse_csr else mask.to_sparse_csr()
+    crow_m, col_m = M._sf_crow, M._sf_col  # the pattern only: structural
+    acc, arg = torch.ops.sparsefill.semiring_masked(crow_m, col_m, *a, *b, *codes)
+    present = arg >= 0
+    kept = present.nonzero().squeeze(1)
+    # The result's row pointers: the present mask elements before each row.
+    before = torch.cat([crow_m.new_zeros(1), torch.cumsum(present, 0)])
+    return result_csr(size, before.index_select(0, crow_m), col_m.index_select(0, kept),
+                      acc.index_select(0, kept).to(dtype))
+
+
 def _native_vector(A, B, monoid, op, fn):
     """(size, keys, values) of a matrix-vector or vector-matrix product by
     the C kernels, or None where the torch route serves: a tracked gradient
@@ -282,8 +351,7 @@ def _native_vector(A, B, monoid, op, fn):
     or monoid without a C twin, operands of two dtypes or another dtype, a
     shape mismatch (the torch route names it), a dot product or a matrix
     result."""
-    if not (isinstance(op, str) and op in NATIVE_OPS and monoid in NATIVE_MONOIDS
-            and isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)):
+    if not (isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)):
         return None
     if (A.dim() == 1) == (B.dim() == 1) or A.dtype != B.dtype:
         return None
@@ -297,12 +365,10 @@ def _native_vector(A, B, monoid, op, fn):
     if v is None:
         return None
     keys, vvals = v
-    if not _common.untracked(values, vvals):
+    codes = _native_codes(monoid, op, fn, values, vvals)
+    if codes is None:
         return None
-    term = fn(values[:0], vvals[:0]).dtype
-    if term not in (values.dtype, torch.bool):  # e.g. an integer div: torch gives floats
-        return None
-    codes = NATIVE_MONOIDS[monoid], NATIVE_OPS[op]
+    dtype, *codes = codes
     if vector is B:  # A (op) x: rows pulled; a sparse x as a dense one and its presence
         x, present = vvals, None
         if keys is not None:
@@ -316,7 +382,7 @@ def _native_vector(A, B, monoid, op, fn):
         acc, arg = torch.ops.sparsefill.semiring_vm(crow, col, values, keys, vvals, n, *codes)
         size = (n,)
     present_keys = (arg >= 0).nonzero().squeeze(1)
-    return size, present_keys, acc.index_select(0, present_keys).to(monoid_dtype(monoid, term))
+    return size, present_keys, acc.index_select(0, present_keys).to(dtype)
 
 
 def _dots_cheaper(a: Entries, b: Entries, mask_keys, n) -> bool:

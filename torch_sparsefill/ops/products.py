@@ -75,6 +75,20 @@ def _semiring_mv_fake(crow_indices, col_indices, values, x, x_present, monoid, b
     return _semiring_out(values, crow_indices.shape[0] - 1)
 
 
+@torch.library.register_fake("sparsefill::semiring_masked")
+def _semiring_masked_fake(crow_m, col_m, crow_a, col_a, values_a, crow_bt, col_bt, values_bt,
+                          monoid, binop):
+    return _semiring_out(values_a, col_m.shape[0])
+
+
+@torch.library.register_fake("sparsefill::ewise_merge")
+def _ewise_merge_fake(crow_a, col_a, values_a, crow_b, col_b, values_b, ncols, binop,
+                      a_default, b_default):
+    nse = torch.library.get_ctx().new_dynamic_size()
+    return (crow_a.new_empty((crow_a.shape[0],), dtype=torch.int64),
+            col_a.new_empty((nse,), dtype=torch.int64), values_a.new_empty((nse,)))
+
+
 @torch.library.register_fake("sparsefill::semiring_vm")
 def _semiring_vm_fake(crow_indices, col_indices, values, u_keys, u_values, ncols, monoid, binop):
     return _semiring_out(values, ncols)

@@ -47,27 +47,71 @@ SF_SR_INLINE ACC SF_FN(sf_sr_first)(const int monoid, const T t) {
   return (ACC)t;
 }
 
-/* Folds term t (at position p) into acc; arg keeps the term that decides a
- * min, max or any (the first of ties: the smallest k). */
-SF_SR_INLINE void SF_FN(sf_sr_fold)(const int monoid, ACC *acc, int64_t *arg, const T t,
-                                    const int64_t p) {
+/* Folds term t into acc. min and max select rather than branch (a branch
+ * on random values mispredicts); NaN wins and stays, as torch.amin / amax
+ * propagate it. */
+SF_SR_INLINE void SF_FN(sf_sr_fold)(const int monoid, ACC *acc, const T t) {
   switch (monoid) {
 #if SF_IS_FLOAT
     case SF_MONOID_PLUS: *acc += (ACC)t; break;
     case SF_MONOID_TIMES: *acc *= (ACC)t; break;
-    /* NaN wins and stays, as torch.amin / amax propagate it. */
-    case SF_MONOID_MIN: if ((ACC)t < *acc || t != t) { if (*acc == *acc) { *acc = (ACC)t; *arg = p; } } break;
-    case SF_MONOID_MAX: if ((ACC)t > *acc || t != t) { if (*acc == *acc) { *acc = (ACC)t; *arg = p; } } break;
+    case SF_MONOID_MIN: {
+      const int take = (((ACC)t < *acc) | (t != t)) & (*acc == *acc);
+      *acc = take ? (ACC)t : *acc;
+      break;
+    }
+    case SF_MONOID_MAX: {
+      const int take = (((ACC)t > *acc) | (t != t)) & (*acc == *acc);
+      *acc = take ? (ACC)t : *acc;
+      break;
+    }
 #else
     case SF_MONOID_PLUS: *acc = (ACC)((uint64_t)*acc + (uint64_t)t); break;
     case SF_MONOID_TIMES: *acc = (ACC)((uint64_t)*acc * (uint64_t)t); break;
-    case SF_MONOID_MIN: if (t < *acc) { *acc = t; *arg = p; } break;
-    case SF_MONOID_MAX: if (t > *acc) { *acc = t; *arg = p; } break;
+    case SF_MONOID_MIN: *acc = t < *acc ? t : *acc; break;
+    case SF_MONOID_MAX: *acc = t > *acc ? t : *acc; break;
 #endif
     case SF_MONOID_LOR: *acc = (ACC)((*acc != 0) | (t != 0)); break;
     case SF_MONOID_LAND: *acc = (ACC)((*acc != 0) & (t != 0)); break;
     default: break; /* SF_MONOID_ANY: the first term stays */
   }
+}
+
+/* min or max of the terms [p, hi) of a row onto acc, every x present: two
+ * lanes (the select's latency chains one lane), NaN counted apart so that
+ * each lane's select is one minsd / maxsd. */
+SF_SR_INLINE sf_status SF_FN(sf_sr_extreme_rows)(const int monoid, const int op, ACC *acc,
+                                                 const int64_t *col, const T *values,
+                                                 int64_t ncols, const T *x, int64_t p,
+                                                 int64_t hi) {
+  ACC a0 = *acc, a1 = *acc;
+  int nan = 0;
+  for (; p + 2 <= hi; p += 2) {
+    const int64_t k0 = col[p], k1 = col[p + 1];
+    if (((uint64_t)k0 >= (uint64_t)ncols) | ((uint64_t)k1 >= (uint64_t)ncols))
+      return SF_ERR_INDEX_OUT_OF_RANGE;
+    const ACC t0 = (ACC)SF_FN(sf_sr_term)(op, values[p], x[k0]);
+    const ACC t1 = (ACC)SF_FN(sf_sr_term)(op, values[p + 1], x[k1]);
+    nan |= (t0 != t0) | (t1 != t1);
+    if (monoid == SF_MONOID_MIN) {
+      a0 = t0 < a0 ? t0 : a0;
+      a1 = t1 < a1 ? t1 : a1;
+    } else {
+      a0 = t0 > a0 ? t0 : a0;
+      a1 = t1 > a1 ? t1 : a1;
+    }
+  }
+  for (; p < hi; ++p) {
+    const int64_t k = col[p];
+    if ((uint64_t)k >= (uint64_t)ncols) return SF_ERR_INDEX_OUT_OF_RANGE;
+    const ACC t = (ACC)SF_FN(sf_sr_term)(op, values[p], x[k]);
+    nan |= t != t;
+    a0 = monoid == SF_MONOID_MIN ? (t < a0 ? t : a0) : (t > a0 ? t : a0);
+  }
+  const ACC a = monoid == SF_MONOID_MIN ? (a1 < a0 ? a1 : a0) : (a1 > a0 ? a1 : a0);
+  /* A NaN term, or a NaN first term already in acc (which the lanes dropped). */
+  *acc = (nan | (*acc != *acc)) ? (ACC)NANV : a;
+  return SF_OK;
 }
 
 /* Rows [row_begin, row_end) of A (op) x with constant monoid and op. */
@@ -95,12 +139,15 @@ SF_SR_INLINE sf_status SF_FN(sf_sr_mv_rows)(const int monoid, const int op, ACC 
       best = p++;
       break;
     }
-    if (monoid != SF_MONOID_ANY) {
+    if ((monoid == SF_MONOID_MIN || monoid == SF_MONOID_MAX) && !x_present) {
+      st = SF_FN(sf_sr_extreme_rows)(monoid, op, &acc, col, values, ncols, x, p, hi);
+      if (st != SF_OK) return st;
+    } else if (monoid != SF_MONOID_ANY) {
       for (; p < hi; ++p) {
         const int64_t k = col[p];
         if ((uint64_t)k >= (uint64_t)ncols) return SF_ERR_INDEX_OUT_OF_RANGE;
         if (x_present && !x_present[k]) continue;
-        SF_FN(sf_sr_fold)(monoid, &acc, &best, SF_FN(sf_sr_term)(op, values[p], x[k]), p);
+        SF_FN(sf_sr_fold)(monoid, &acc, SF_FN(sf_sr_term)(op, values[p], x[k]));
       }
     } else {
       for (; p < hi; ++p) /* the rest is only checked */
@@ -163,7 +210,7 @@ SF_SR_INLINE sf_status SF_FN(sf_sr_vm_rows)(const int monoid, const int op, ACC 
         out[j] = SF_FN(sf_sr_first)(monoid, t);
         arg[j] = p;
       } else {
-        SF_FN(sf_sr_fold)(monoid, &out[j], &arg[j], t, p);
+        SF_FN(sf_sr_fold)(monoid, &out[j], t);
       }
     }
   }
@@ -263,3 +310,94 @@ sf_status SF_FN(sf_csr_ewise_union)(int64_t *col_out, T *val_out, const int64_t 
   return SF_ERR_INVALID_ARGUMENT; /* not reached: every case returns */
 }
 #undef SF_SR_UNION_CALL
+
+/* The first position in [lo, hi) of sorted col whose value is >= key. */
+SF_SR_INLINE int64_t SF_FN(sf_sr_lower_bound)(const int64_t *col, int64_t lo, int64_t hi,
+                                              int64_t key) {
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (col[mid] < key) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+/* The masked product by dots, rows [row_begin, row_end) of the mask, with
+ * constant monoid and op: each stored (i, j) of the mask intersects row i of
+ * A with row j of B^T (both sorted); a row much shorter than the other
+ * looks its columns up by binary search instead of walking both. */
+SF_SR_INLINE sf_status SF_FN(sf_sr_dots_rows)(
+  const int monoid, const int op, ACC *restrict out, int64_t *restrict arg,
+  const int64_t *crow_m, const int64_t *col_m, int64_t nse_m, const int64_t *crow_a,
+  const int64_t *col_a, const T *val_a, int64_t nse_a, const int64_t *crow_bt,
+  const int64_t *col_bt, const T *val_bt, int64_t nse_bt, int64_t n, int64_t row_begin,
+  int64_t row_end) {
+#if !SF_IS_FLOAT
+  if (op == SF_OP_DIV || op == SF_OP_RDIV) return SF_ERR_INVALID_ARGUMENT;
+#endif
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    int64_t pm, em, a0, a1;
+    sf_status st = sf_row_span(&pm, &em, crow_m, i, nse_m);
+    if (st == SF_OK) st = sf_row_span(&a0, &a1, crow_a, i, nse_a);
+    if (st != SF_OK) return st;
+    for (int64_t q = pm; q < em; ++q) {
+      const int64_t j = col_m[q];
+      if ((uint64_t)j >= (uint64_t)n) return SF_ERR_INDEX_OUT_OF_RANGE;
+      int64_t b0, b1;
+      st = sf_row_span(&b0, &b1, crow_bt, j, nse_bt);
+      if (st != SF_OK) return st;
+      ACC acc = 0;
+      int64_t best = -1;
+      int64_t pa = a0, pb = b0;
+      const int64_t la = a1 - a0, lb = b1 - b0;
+      while (pa < a1 && pb < b1) {
+        const int64_t ka = col_a[pa], kb = col_bt[pb];
+        if (ka == kb) {
+          const T t = SF_FN(sf_sr_term)(op, val_a[pa], val_bt[pb]);
+          if (best < 0) {
+            acc = SF_FN(sf_sr_first)(monoid, t);
+            best = pa;
+            if (monoid == SF_MONOID_ANY) break;
+          } else {
+            SF_FN(sf_sr_fold)(monoid, &acc, t);
+          }
+          ++pa;
+          ++pb;
+        } else if (ka < kb) {
+          pa = la > 16 * lb ? SF_FN(sf_sr_lower_bound)(col_a, pa + 1, a1, kb) : pa + 1;
+        } else {
+          pb = lb > 16 * la ? SF_FN(sf_sr_lower_bound)(col_bt, pb + 1, b1, ka) : pb + 1;
+        }
+      }
+      out[q] = acc;
+      arg[q] = best;
+    }
+  }
+  return SF_OK;
+}
+
+#define SF_SR_DOTS_CALL(M, OP)                                                           \
+  SF_FN(sf_sr_dots_rows)(M, OP, out, arg, crow_m, col_m, nse_m, crow_a, col_a, val_a, nse_a, \
+                         crow_bt, col_bt, val_bt, nse_bt, n, row_begin, row_end)
+
+sf_status SF_FN(sf_csr_semiring_masked)(ACC *out, int64_t *arg, const int64_t *crow_m,
+                                        const int64_t *col_m, int64_t nse_m,
+                                        const int64_t *crow_a, const int64_t *col_a,
+                                        const T *val_a, int64_t nse_a, const int64_t *crow_bt,
+                                        const int64_t *col_bt, const T *val_bt, int64_t nse_bt,
+                                        int64_t m, int64_t n, int monoid, int op,
+                                        int64_t row_begin, int64_t row_end) {
+  SF_CHECK_RANGE(m, row_begin, row_end);
+  SF_FAIL_IF(n < 0 || nse_m < 0 || nse_a < 0 || nse_bt < 0, SF_ERR_NEGATIVE_SIZE);
+  if (row_end == row_begin) return SF_OK;
+  SF_FAIL_IF(crow_m == NULL || crow_a == NULL || crow_bt == NULL, SF_ERR_NULL_POINTER);
+  SF_NEED(out, nse_m);
+  SF_NEED(arg, nse_m);
+  SF_NEED(col_m, nse_m);
+  SF_NEED(col_a, nse_a);
+  SF_NEED(val_a, nse_a);
+  SF_NEED(col_bt, nse_bt);
+  SF_NEED(val_bt, nse_bt);
+  SF_SR_DISPATCH(monoid, op, SF_SR_DOTS_CALL)
+  return SF_ERR_INVALID_ARGUMENT; /* not reached: every case returns */
+}
+#undef SF_SR_DOTS_CALL

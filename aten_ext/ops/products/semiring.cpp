@@ -1,9 +1,9 @@
-// ops/products/semiring.cpp -- the kernels of semiring_mv, semiring_vm (the
-// ops: tools/codegen/native.yaml): semiring products of indefinite operands
-// for the graph domain (torch_sparsefill/graph/products.py routes to them).
-// and of ewise_merge (ewise_add / ewise_union of two CSR patterns). CPU only:
-// check the components, then the C core (sf_semiring.c): mv and the merge's
-// two passes over row ranges on torch's threads, vm in one push pass.
+// ops/products/semiring.cpp -- the kernels of semiring_mv, semiring_vm,
+// semiring_masked and ewise_merge (the ops: tools/codegen/native.yaml): the
+// graph domain's semiring products and the union of two CSR patterns
+// (torch_sparsefill/graph/ routes to them). CPU only: check the components,
+// then the C core (sf_semiring.c): mv, the masked dots and the merge's two
+// passes over row ranges on torch's threads, vm in one push pass.
 #include <torch/library.h>
 
 #include <ATen/ops/empty.h>
@@ -190,6 +190,50 @@ std::tuple<Tensor, Tensor, Tensor> ewise_merge_cpu(const Tensor& crow_a_in, cons
     });
   });
   return {crow, col, values};
+}
+
+std::tuple<Tensor, Tensor> semiring_masked_cpu(const Tensor& crow_m_in, const Tensor& col_m_in,
+                                               const Tensor& crow_a_in, const Tensor& col_a_in,
+                                               const Tensor& values_a_in,
+                                               const Tensor& crow_bt_in, const Tensor& col_bt_in,
+                                               const Tensor& values_bt_in, int64_t monoid,
+                                               int64_t binop) {
+  Tensor crow_m = index_arg(crow_m_in, "crow_m", 1), col_m = index_arg(col_m_in, "col_m", 1);
+  Tensor crow_a = index_arg(crow_a_in, "crow_a", 1), col_a = index_arg(col_a_in, "col_a", 1);
+  Tensor crow_bt = index_arg(crow_bt_in, "crow_bt", 1);
+  Tensor col_bt = index_arg(col_bt_in, "col_bt", 1);
+  check_semiring_values(values_a_in, "semiring_masked", "values_a");
+  check_semiring_values(values_bt_in, "semiring_masked", "values_bt");
+  TORCH_CHECK(values_a_in.scalar_type() == values_bt_in.scalar_type(),
+              "sparsefill: semiring_masked: values_a and values_bt must have one dtype, got ",
+              values_a_in.scalar_type(), " and ", values_bt_in.scalar_type());
+  check_codes(monoid, binop, "semiring_masked");
+  const int64_t m = csr_operand_rows(crow_a, col_a, values_a_in, "semiring_masked: A's");
+  const int64_t n = csr_operand_rows(crow_bt, col_bt, values_bt_in, "semiring_masked: B^T's");
+  TORCH_CHECK(crow_m.numel() == m + 1, "sparsefill: semiring_masked: the mask must have ", m,
+              " rows (A's), got crow_m of ", crow_m.numel(), " elements");
+  const int64_t nse_m = col_m.numel();
+  const int64_t* crm = crow_m.const_data_ptr<int64_t>();
+  TORCH_CHECK(crm[0] == 0 && crm[m] == nse_m, "sparsefill: semiring_masked: crow_m must run "
+              "from 0 to the mask's ", nse_m, " elements, got ", crm[0], " to ", crm[m]);
+  Tensor values_a = values_a_in.contiguous(), values_bt = values_bt_in.contiguous();
+  const auto acc = accumulator_type(values_a.scalar_type());
+  Tensor out = at::empty({nse_m}, values_a.options().dtype(acc));
+  Tensor arg = at::empty({nse_m}, values_a.options().dtype(at::kLong));
+  with_compute_type<true>(values_a.scalar_type(), [&](auto zero) {
+    using T = decltype(zero);
+    using A = std::conditional_t<std::is_same_v<T, int64_t>, int64_t, double>;
+    const int64_t* cra = crow_a.const_data_ptr<int64_t>();
+    // Rows split by the mask's entries times A's row: about the dots' work.
+    for_row_ranges(crm, m, 1, "semiring_masked operands", [&](int64_t r0, int64_t r1) {
+      return Core<T>::semiring_masked(
+          out.data_ptr<A>(), arg.data_ptr<int64_t>(), crm, col_m.const_data_ptr<int64_t>(),
+          nse_m, cra, col_a.const_data_ptr<int64_t>(), values_a.const_data_ptr<T>(),
+          col_a.numel(), crow_bt.const_data_ptr<int64_t>(), col_bt.const_data_ptr<int64_t>(),
+          values_bt.const_data_ptr<T>(), col_bt.numel(), m, n, (int)monoid, (int)binop, r0, r1);
+    });
+  });
+  return {out, arg};
 }
 
 }  // namespace sparsefill
