@@ -454,7 +454,8 @@ sf_status sf_csr_semiring_vm_i64(int64_t *out, int64_t *arg, const int64_t *crow
  * n rows of CSR) of op(val_a, val_bt); arg[q] = A's position of the
  * first common k, -1 when none is. Rows are walked together, or a
  * much shorter one's columns looked up by binary search. Checks row spans
- * and the mask's columns (below n). */
+ * and the mask's columns (below n); A's and B^T's columns are only
+ * compared with each other, never read through. */
 sf_status sf_csr_semiring_masked_f32(double *out, int64_t *arg, const int64_t *crow_m,
                                      const int64_t *col_m, int64_t nse_m, const int64_t *crow_a,
                                      const int64_t *col_a, const float *val_a, int64_t nse_a,
@@ -473,6 +474,38 @@ sf_status sf_csr_semiring_masked_i64(int64_t *out, int64_t *arg, const int64_t *
                                      const int64_t *crow_bt, const int64_t *col_bt,
                                      const int64_t *val_bt, int64_t nse_bt, int64_t m, int64_t n,
                                      int monoid, int op, int64_t row_begin, int64_t row_end);
+
+/* The same product by rows (Gustavson): out and arg per mask element as
+ * sf_csr_semiring_masked_* gives them, with B (k x n, CSR) itself: row
+ * i's mask elements are marked in mark (n entries, all -1 on entry and
+ * again on return: per-thread scratch), then every A[i, k] meets row k of
+ * B and a term lands where its column is marked. O(the terms of the
+ * masked rows); checks spans and columns (A's below k, B's and M's below
+ * n). */
+sf_status sf_csr_semiring_masked_rows_f32(double *out, int64_t *arg, int64_t *mark,
+                                          const int64_t *crow_m, const int64_t *col_m,
+                                          int64_t nse_m, const int64_t *crow_a,
+                                          const int64_t *col_a, const float *val_a, int64_t nse_a,
+                                          const int64_t *crow_b, const int64_t *col_b,
+                                          const float *val_b, int64_t nse_b, int64_t m, int64_t k,
+                                          int64_t n, int monoid, int op, int64_t row_begin,
+                                          int64_t row_end);
+sf_status sf_csr_semiring_masked_rows_f64(double *out, int64_t *arg, int64_t *mark,
+                                          const int64_t *crow_m, const int64_t *col_m,
+                                          int64_t nse_m, const int64_t *crow_a,
+                                          const int64_t *col_a, const double *val_a, int64_t nse_a,
+                                          const int64_t *crow_b, const int64_t *col_b,
+                                          const double *val_b, int64_t nse_b, int64_t m, int64_t k,
+                                          int64_t n, int monoid, int op, int64_t row_begin,
+                                          int64_t row_end);
+sf_status sf_csr_semiring_masked_rows_i64(int64_t *out, int64_t *arg, int64_t *mark,
+                                          const int64_t *crow_m, const int64_t *col_m,
+                                          int64_t nse_m, const int64_t *crow_a,
+                                          const int64_t *col_a, const int64_t *val_a, int64_t nse_a,
+                                          const int64_t *crow_b, const int64_t *col_b,
+                                          const int64_t *val_b, int64_t nse_b, int64_t m, int64_t k,
+                                          int64_t n, int monoid, int op, int64_t row_begin,
+                                          int64_t row_end);
 
 /* The union of two CSR patterns of one shape (nrows x ncols), first pass:
  * row_nse[i] = the union's elements in row i, for rows [row_begin,

@@ -371,6 +371,20 @@ def test_masked_product_matches_reference(semiring, dtype, monkeypatch, dots):
     assert all(dots) == (dtype.is_floating_point or "div" not in semiring)
 
 
+@pytest.mark.parametrize("semiring", ["min_plus", "any_second", "plus_pair", "max_times"])
+def test_masked_by_dots_and_by_rows_agree(semiring, monkeypatch, dots):
+    # The kernel's two methods, each forced: the same result.
+    Av, Ap = G.random_graph((20, 15), dtype=torch.int64, seed=111, density=0.3)
+    Bv, Bp = G.random_graph((15, 25), dtype=torch.int64, seed=112, density=0.3)
+    Mv, Mp = G.random_graph((20, 25), seed=113, density=0.3)
+    A, B = G.indefinite(Av, Ap, torch.sparse_csr), G.indefinite(Bv, Bp, torch.sparse_csr)
+    want = G.mxm(Av, Ap, Bv, Bp, semiring, Mp)
+    for cheaper in (True, False):
+        monkeypatch.setattr(P, "_dots_cheaper", lambda *a, c=cheaper: c)
+        G.assert_result(sf.mxm(A, B, semiring, mask=G.indefinite(Mv, Mp)), want, (20, 25))
+    assert dots == [True, True]
+
+
 def test_triangle_count_and_masks_the_kernel_leaves_to_torch(dots):
     # An undirected graph's lower triangle L: sum(L L .* L) counts each triangle once.
     g = torch.Generator().manual_seed(5)
@@ -392,13 +406,20 @@ def test_triangle_count_and_masks_the_kernel_leaves_to_torch(dots):
 def test_masked_refusals_name_the_argument():
     crow, col, v = torch.tensor([0, 1, 2]), torch.tensor([0, 1]), torch.tensor([1., 2.])
     masked = _ops.semiring_masked
-    with pytest.raises(RuntimeError, match="values_a and values_bt must have one dtype"):
-        masked(crow, col, crow, col, v, crow, col, v.double(), 0, 0)
-    with pytest.raises(RuntimeError, match="the mask must have 2 rows"):
-        masked(torch.tensor([0, 2]), col, crow, col, v, crow, col, v, 0, 0)
-    with pytest.raises(RuntimeError, match="crow_m must run from 0"):
-        masked(torch.tensor([0, 1, 1]), col, crow, col, v, crow, col, v, 0, 0)
+    for dots in (True, False):
+        with pytest.raises(RuntimeError, match="values_a and values_b must have one dtype"):
+            masked(crow, col, crow, col, v, crow, col, v.double(), 2, 0, 0, dots)
+        with pytest.raises(RuntimeError, match="the mask must have 2 rows"):
+            masked(torch.tensor([0, 2]), col, crow, col, v, crow, col, v, 2, 0, 0, dots)
+        with pytest.raises(RuntimeError, match="crow_m must run from 0"):
+            masked(torch.tensor([0, 1, 1]), col, crow, col, v, crow, col, v, 2, 0, 0, dots)
+        with pytest.raises(RuntimeError, match="semiring_masked operands: .*out of range"):
+            masked(crow, torch.tensor([0, 2]), crow, col, v, crow, col, v, 2, 0, 0, dots)
+    # By rows, A's columns index B's rows (checked); by dots they are only
+    # compared with B^T's (no read through them, no k to check against).
     with pytest.raises(RuntimeError, match="semiring_masked operands: .*out of range"):
-        masked(crow, torch.tensor([0, 2]), crow, col, v, crow, col, v, 0, 0)
-    with pytest.raises(RuntimeError, match="monoid must be a code"):
-        masked(crow, col, crow, col, v, crow, col, v, -1, 0)
+        masked(crow, col, crow, torch.tensor([0, 2]), v, crow, col, v, 2, 0, 0, False)
+        with pytest.raises(RuntimeError, match="monoid must be a code"):
+            masked(crow, col, crow, col, v, crow, col, v, 2, -1, 0, dots)
+    with pytest.raises(RuntimeError, match="B\\^T must have 3 rows"):
+        masked(crow, col, crow, col, v, crow, col, v, 3, 0, 0, True)

@@ -103,7 +103,8 @@ def _composite_samples():
         "semiring_vm": (crow, col, v.detach(), torch.tensor([0, 2]),
                         torch.tensor([1.0, 2.0], dtype=F64), 4, 3, 0),
         "semiring_masked": (crow, col, crow, col, v.detach(), torch.tensor([0, 1, 2, 3, 4]),
-                            torch.tensor([1, 0, 3, 2]), torch.rand(4, dtype=F64), 0, 3),
+                            torch.tensor([1, 0, 3, 2]), torch.rand(4, dtype=F64), 4, 0, 3,
+                            False),
         "ewise_merge": (crow, col, v.detach(), torch.tensor([0, 2, 2, 3]),
                         torch.tensor([0, 1, 2]), torch.rand(3, dtype=F64), 4, 6, None, None),
     }

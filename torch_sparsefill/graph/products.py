@@ -224,7 +224,9 @@ def mxm(A, B, semiring="plus_times", mask=None, complement=False, replace=False,
             raise ValueError("mxm: a scalar result takes no mask")
     if vec_b and isinstance(B, torch.Tensor) and not isinstance(B, SparseFillTensor):
         keys, vals = _by_rows(a, B, monoid, fn, mask_keys, complement)
-    elif mask_keys is not None and not complement and _dots_cheaper(a, b, mask_keys, n):
+    elif mask_keys is not None and not complement and _dots_cheaper(
+            _crow(a.rows(), m), a.cols(), _crow(b.rows(), b.size[0]),
+            _crow(torch.div(mask_keys, n, rounding_mode="floor"), m)):
         keys, vals = _by_dots(a, b, monoid, fn, n, mask_keys)
     else:
         keys, vals = _by_expansion(a, b, monoid, fn, n, mask_keys, complement)
@@ -313,7 +315,8 @@ def _native_codes(monoid, op, fn, values_a, values_b):
 
 def _native_masked(A, B, mask, monoid, op, fn):
     """The masked product C<M> = A B (structural mask, no complement, no
-    out) by the C dots kernel, as CSR, or None where the torch route serves
+    out) by the C kernel, by dots or by rows as _dots_cheaper says, as
+    CSR, or None where the torch route serves
     (see _native_codes; the first operand COO, whose result is COO; a mask
     that is not an indefinite matrix of the result's shape; shapes that do
     not match, which the torch route names)."""
@@ -326,7 +329,7 @@ def _native_masked(A, B, mask, monoid, op, fn):
             and tuple(mask.shape) == size and not mask.dense_dim() and not mask._batch_dim()
             and mask.device.type == "cpu"):
         return None
-    a, b = _csr_of(A), _csr_of_transposed(B)  # B^T's rows: B's columns
+    a, b = _csr_of(A), _csr_of(B)
     if a is None or b is None:
         return None
     codes = _native_codes(monoid, op, fn, a[2], b[2])
@@ -335,13 +338,12 @@ def _native_masked(A, B, mask, monoid, op, fn):
     dtype, *codes = codes
     M = mask if mask.layout == torch.sparse_csr else mask.to_sparse_csr()
     crow_m, col_m = M._sf_crow, M._sf_col  # the pattern only: structural
-    acc, arg = torch.ops.sparsefill.semiring_masked(crow_m, col_m, *a, *b, *codes)
-    present = arg >= 0
-    kept = present.nonzero().squeeze(1)
-    # The result's row pointers: the present mask elements before each row.
-    before = torch.cat([crow_m.new_zeros(1), torch.cumsum(present, 0)])
-    return result_csr(size, before.index_select(0, crow_m), col_m.index_select(0, kept),
-                      acc.index_select(0, kept).to(dtype))
+    by_dots = _dots_cheaper(a[0], a[1], b[0], crow_m)
+    if by_dots:  # each (i, j) walks column j of B: B^T's rows
+        b = _csr_of_transposed(B)
+    crow, col, values = torch.ops.sparsefill.semiring_masked(crow_m, col_m, *a, *b, size[1],
+                                                             *codes, by_dots)
+    return result_csr(size, crow, col, values.to(dtype))
 
 
 def _native_vector(A, B, monoid, op, fn):
@@ -385,12 +387,12 @@ def _native_vector(A, B, monoid, op, fn):
     return size, present_keys, acc.index_select(0, present_keys).to(dtype)
 
 
-def _dots_cheaper(a: Entries, b: Entries, mask_keys, n) -> bool:
-    crow_a = _crow(a.rows(), a.size[0])
-    deg_a = crow_a[1:] - crow_a[:-1]
-    dots = int(deg_a[torch.div(mask_keys, n, rounding_mode="floor")].sum())
-    crow_b = _crow(b.rows(), b.size[0])
-    expansion = int((crow_b[1:] - crow_b[:-1])[a.cols()].sum())
+def _dots_cheaper(crow_a, col_a, crow_b, crow_m) -> bool:
+    """Whether a masked product forms fewer terms by dots (each element of
+    the mask, row pointers crow_m, walks row i of A) than by expansion (each
+    A[i, k] meets row k of B): the choice of both routes, torch's and C's."""
+    dots = int(((crow_a[1:] - crow_a[:-1]) * (crow_m[1:] - crow_m[:-1])).sum())
+    expansion = int((crow_b[1:] - crow_b[:-1]).index_select(0, col_a).sum())
     return dots < expansion
 
 

@@ -76,9 +76,12 @@ def _semiring_mv_fake(crow_indices, col_indices, values, x, x_present, monoid, b
 
 
 @torch.library.register_fake("sparsefill::semiring_masked")
-def _semiring_masked_fake(crow_m, col_m, crow_a, col_a, values_a, crow_bt, col_bt, values_bt,
-                          monoid, binop):
-    return _semiring_out(values_a, col_m.shape[0])
+def _semiring_masked_fake(crow_m, col_m, crow_a, col_a, values_a, crow_b, col_b, values_b,
+                          ncols, monoid, binop, by_dots):
+    nse = torch.library.get_ctx().new_dynamic_size()
+    acc = torch.int64 if values_a.dtype == torch.int64 else torch.float64
+    return (crow_m.new_empty((crow_m.shape[0],), dtype=torch.int64),
+            col_m.new_empty((nse,), dtype=torch.int64), values_a.new_empty((nse,), dtype=acc))
 
 
 @torch.library.register_fake("sparsefill::ewise_merge")

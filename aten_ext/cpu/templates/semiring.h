@@ -1,6 +1,7 @@
 /* templates/semiring.h -- the semiring products of sf_semiring.c (contracts
- * in sparsefill_core.h): matrix-vector by rows (pull) and vector-matrix by
- * the vector's stored elements (push). Terms are computed in T as torch
+ * in sparsefill_core.h): matrix-vector by rows (pull), vector-matrix by the
+ * vector's stored elements (push), the masked product by dots or by rows,
+ * and the union of two patterns (ewise_add / ewise_union). Terms are computed in T as torch
  * computes them (integers wrap: the arithmetic goes through uint64_t, where
  * C defines the wrap); the monoid folds them in ACC, so a plus of 0/1 terms
  * counts exactly even in f32. */
@@ -401,3 +402,83 @@ sf_status SF_FN(sf_csr_semiring_masked)(ACC *out, int64_t *arg, const int64_t *c
   return SF_ERR_INVALID_ARGUMENT; /* not reached: every case returns */
 }
 #undef SF_SR_DOTS_CALL
+
+/* The masked product by rows (Gustavson), with constant monoid and op: row
+ * i's mask elements marked in `mark` (n entries, -1 outside the row), then
+ * every A[i, k] meets row k of B and a term lands only where the mask
+ * marks its column; k ascends, so the first term of an output has the
+ * smallest k. The unmasked row is never formed. */
+SF_SR_INLINE sf_status SF_FN(sf_sr_saxpy_rows)(
+  const int monoid, const int op, ACC *restrict out, int64_t *restrict arg, int64_t *mark,
+  const int64_t *crow_m, const int64_t *col_m, int64_t nse_m, const int64_t *crow_a,
+  const int64_t *col_a, const T *val_a, int64_t nse_a, const int64_t *crow_b,
+  const int64_t *col_b, const T *val_b, int64_t nse_b, int64_t k, int64_t n,
+  int64_t row_begin, int64_t row_end) {
+#if !SF_IS_FLOAT
+  if (op == SF_OP_DIV || op == SF_OP_RDIV) return SF_ERR_INVALID_ARGUMENT;
+#endif
+  sf_status st = SF_OK;
+  for (int64_t i = row_begin; i < row_end && st == SF_OK; ++i) {
+    int64_t pm, em, a0, a1;
+    st = sf_row_span(&pm, &em, crow_m, i, nse_m);
+    if (st == SF_OK) st = sf_row_span(&a0, &a1, crow_a, i, nse_a);
+    if (st != SF_OK) break;
+    int64_t q = pm;
+    for (; q < em; ++q) {
+      const int64_t j = col_m[q];
+      if ((uint64_t)j >= (uint64_t)n) { st = SF_ERR_INDEX_OUT_OF_RANGE; break; }
+      mark[j] = q;
+      arg[q] = -1;
+    }
+    for (int64_t p = a0; p < a1 && st == SF_OK && q == em; ++p) {
+      const int64_t kk = col_a[p];
+      int64_t b0, b1;
+      if ((uint64_t)kk >= (uint64_t)k) { st = SF_ERR_INDEX_OUT_OF_RANGE; break; }
+      st = sf_row_span(&b0, &b1, crow_b, kk, nse_b);
+      if (st != SF_OK) break;
+      const T a = val_a[p];
+      for (int64_t pb = b0; pb < b1; ++pb) {
+        const int64_t j = col_b[pb];
+        if ((uint64_t)j >= (uint64_t)n) { st = SF_ERR_INDEX_OUT_OF_RANGE; break; }
+        const int64_t at = mark[j];
+        if (at < 0) continue;
+        const T t = SF_FN(sf_sr_term)(op, a, val_b[pb]);
+        if (arg[at] < 0) {
+          out[at] = SF_FN(sf_sr_first)(monoid, t);
+          arg[at] = p;
+        } else {
+          SF_FN(sf_sr_fold)(monoid, &out[at], t);
+        }
+      }
+    }
+    /* Unmarked again (also on an error: the scratch stays clean). */
+    for (int64_t r = pm; r < q; ++r) mark[col_m[r]] = -1;
+  }
+  return st;
+}
+
+#define SF_SR_SAXPY_CALL(M, OP)                                                               \
+  SF_FN(sf_sr_saxpy_rows)(M, OP, out, arg, mark, crow_m, col_m, nse_m, crow_a, col_a, val_a, \
+                          nse_a, crow_b, col_b, val_b, nse_b, k, n, row_begin, row_end)
+
+sf_status SF_FN(sf_csr_semiring_masked_rows)(
+  ACC *out, int64_t *arg, int64_t *mark, const int64_t *crow_m, const int64_t *col_m,
+  int64_t nse_m, const int64_t *crow_a, const int64_t *col_a, const T *val_a, int64_t nse_a,
+  const int64_t *crow_b, const int64_t *col_b, const T *val_b, int64_t nse_b, int64_t m,
+  int64_t k, int64_t n, int monoid, int op, int64_t row_begin, int64_t row_end) {
+  SF_CHECK_RANGE(m, row_begin, row_end);
+  SF_FAIL_IF(k < 0 || n < 0 || nse_m < 0 || nse_a < 0 || nse_b < 0, SF_ERR_NEGATIVE_SIZE);
+  if (row_end == row_begin) return SF_OK;
+  SF_FAIL_IF(crow_m == NULL || crow_a == NULL || crow_b == NULL, SF_ERR_NULL_POINTER);
+  SF_NEED(mark, n);
+  SF_NEED(out, nse_m);
+  SF_NEED(arg, nse_m);
+  SF_NEED(col_m, nse_m);
+  SF_NEED(col_a, nse_a);
+  SF_NEED(val_a, nse_a);
+  SF_NEED(col_b, nse_b);
+  SF_NEED(val_b, nse_b);
+  SF_SR_DISPATCH(monoid, op, SF_SR_SAXPY_CALL)
+  return SF_ERR_INVALID_ARGUMENT; /* not reached: every case returns */
+}
+#undef SF_SR_SAXPY_CALL

@@ -177,13 +177,16 @@ inline std::tuple<Tensor, Tensor> semiring_vm(const Tensor& crow_indices, const 
   return op.call(crow_indices, col_indices, values, u_keys, u_values, ncols, monoid, binop);
 }
 
-inline std::tuple<Tensor, Tensor> semiring_masked(const Tensor& crow_m, const Tensor& col_m,
-                                                  const Tensor& crow_a, const Tensor& col_a,
-                                                  const Tensor& values_a, const Tensor& crow_bt,
-                                                  const Tensor& col_bt, const Tensor& values_bt,
-                                                  int64_t monoid, int64_t binop) {
+inline std::tuple<Tensor, Tensor, Tensor> semiring_masked(const Tensor& crow_m, const Tensor& col_m,
+                                                          const Tensor& crow_a, const Tensor& col_a,
+                                                          const Tensor& values_a,
+                                                          const Tensor& crow_b, const Tensor& col_b,
+                                                          const Tensor& values_b, int64_t ncols,
+                                                          int64_t monoid, int64_t binop,
+                                                          bool by_dots) {
   static auto op = op_handle<decltype(semiring_masked)>("sparsefill::semiring_masked");
-  return op.call(crow_m, col_m, crow_a, col_a, values_a, crow_bt, col_bt, values_bt, monoid, binop);
+  return op.call(crow_m, col_m, crow_a, col_a, values_a, crow_b, col_b, values_b, ncols, monoid,
+                 binop, by_dots);
 }
 
 inline std::tuple<Tensor, Tensor, Tensor> ewise_merge(const Tensor& crow_a, const Tensor& col_a,

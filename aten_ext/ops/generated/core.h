@@ -25,6 +25,7 @@ template <> struct Core<float> {
   static constexpr auto semiring_mv = sf_csr_semiring_mv_f32;
   static constexpr auto semiring_vm = sf_csr_semiring_vm_f32;
   static constexpr auto semiring_masked = sf_csr_semiring_masked_f32;
+  static constexpr auto semiring_masked_rows = sf_csr_semiring_masked_rows_f32;
   static constexpr auto ewise_union = sf_csr_ewise_union_f32;
   static constexpr auto bsr_spmm = sf_bsr_spmm_f32;
   static constexpr auto seg_sum = sf_seg_sum_f32;
@@ -57,6 +58,7 @@ template <> struct Core<double> {
   static constexpr auto semiring_mv = sf_csr_semiring_mv_f64;
   static constexpr auto semiring_vm = sf_csr_semiring_vm_f64;
   static constexpr auto semiring_masked = sf_csr_semiring_masked_f64;
+  static constexpr auto semiring_masked_rows = sf_csr_semiring_masked_rows_f64;
   static constexpr auto ewise_union = sf_csr_ewise_union_f64;
   static constexpr auto bsr_spmm = sf_bsr_spmm_f64;
   static constexpr auto seg_sum = sf_seg_sum_f64;
@@ -80,6 +82,7 @@ template <> struct Core<int64_t> {
   static constexpr auto semiring_mv = sf_csr_semiring_mv_i64;
   static constexpr auto semiring_vm = sf_csr_semiring_vm_i64;
   static constexpr auto semiring_masked = sf_csr_semiring_masked_i64;
+  static constexpr auto semiring_masked_rows = sf_csr_semiring_masked_rows_i64;
   static constexpr auto ewise_union = sf_csr_ewise_union_i64;
   static constexpr auto seg_sum = sf_seg_sum_i64;
   static constexpr auto seg_max = sf_seg_max_i64;

@@ -33,7 +33,7 @@ inline constexpr const char* kNativeSchemas[] = {
     "sparse_mm_dense(Tensor crow_a, Tensor col_a, Tensor values_a, Tensor fill_a, Tensor crow_b, Tensor col_b, Tensor values_b, Tensor fill_b, int k, int n) -> Tensor",
     "semiring_mv(Tensor crow_indices, Tensor col_indices, Tensor values, Tensor x, Tensor? x_present, int monoid, int binop) -> (Tensor out, Tensor arg)",
     "semiring_vm(Tensor crow_indices, Tensor col_indices, Tensor values, Tensor u_keys, Tensor u_values, int ncols, int monoid, int binop) -> (Tensor out, Tensor arg)",
-    "semiring_masked(Tensor crow_m, Tensor col_m, Tensor crow_a, Tensor col_a, Tensor values_a, Tensor crow_bt, Tensor col_bt, Tensor values_bt, int monoid, int binop) -> (Tensor out, Tensor arg)",
+    "semiring_masked(Tensor crow_m, Tensor col_m, Tensor crow_a, Tensor col_a, Tensor values_a, Tensor crow_b, Tensor col_b, Tensor values_b, int ncols, int monoid, int binop, bool by_dots) -> (Tensor crow_indices, Tensor col_indices, Tensor values)",
     "ewise_merge(Tensor crow_a, Tensor col_a, Tensor values_a, Tensor crow_b, Tensor col_b, Tensor values_b, int ncols, int binop, Tensor? a_default, Tensor? b_default) -> (Tensor crow_indices, Tensor col_indices, Tensor values)",
     "bsr_spmm(Tensor crow_indices, Tensor col_indices, Tensor values, Tensor fill, Tensor other, int ncols) -> Tensor",
     "slice_plan(Tensor indices, int[] size, int[] dims, bool compact) -> (Tensor seg_ptr, Tensor perm, Tensor kept)",

@@ -9,6 +9,7 @@
 #include <ATen/ops/empty.h>
 
 #include <type_traits>
+#include <vector>
 
 #include "ops/common/dtypes.h"
 #include "ops/common/row_ranges.h"
@@ -192,48 +193,82 @@ std::tuple<Tensor, Tensor, Tensor> ewise_merge_cpu(const Tensor& crow_a_in, cons
   return {crow, col, values};
 }
 
-std::tuple<Tensor, Tensor> semiring_masked_cpu(const Tensor& crow_m_in, const Tensor& col_m_in,
-                                               const Tensor& crow_a_in, const Tensor& col_a_in,
-                                               const Tensor& values_a_in,
-                                               const Tensor& crow_bt_in, const Tensor& col_bt_in,
-                                               const Tensor& values_bt_in, int64_t monoid,
-                                               int64_t binop) {
+std::tuple<Tensor, Tensor, Tensor> semiring_masked_cpu(
+    const Tensor& crow_m_in, const Tensor& col_m_in, const Tensor& crow_a_in,
+    const Tensor& col_a_in, const Tensor& values_a_in, const Tensor& crow_b_in,
+    const Tensor& col_b_in, const Tensor& values_b_in, int64_t ncols, int64_t monoid,
+    int64_t binop, bool by_dots) {
   Tensor crow_m = index_arg(crow_m_in, "crow_m", 1), col_m = index_arg(col_m_in, "col_m", 1);
   Tensor crow_a = index_arg(crow_a_in, "crow_a", 1), col_a = index_arg(col_a_in, "col_a", 1);
-  Tensor crow_bt = index_arg(crow_bt_in, "crow_bt", 1);
-  Tensor col_bt = index_arg(col_bt_in, "col_bt", 1);
+  Tensor crow_b = index_arg(crow_b_in, "crow_b", 1), col_b = index_arg(col_b_in, "col_b", 1);
   check_semiring_values(values_a_in, "semiring_masked", "values_a");
-  check_semiring_values(values_bt_in, "semiring_masked", "values_bt");
-  TORCH_CHECK(values_a_in.scalar_type() == values_bt_in.scalar_type(),
-              "sparsefill: semiring_masked: values_a and values_bt must have one dtype, got ",
-              values_a_in.scalar_type(), " and ", values_bt_in.scalar_type());
+  check_semiring_values(values_b_in, "semiring_masked", "values_b");
+  TORCH_CHECK(values_a_in.scalar_type() == values_b_in.scalar_type(),
+              "sparsefill: semiring_masked: values_a and values_b must have one dtype, got ",
+              values_a_in.scalar_type(), " and ", values_b_in.scalar_type());
+  TORCH_CHECK(ncols >= 0, "sparsefill: semiring_masked: ncols must be non-negative, got ",
+              ncols);
   check_codes(monoid, binop, "semiring_masked");
   const int64_t m = csr_operand_rows(crow_a, col_a, values_a_in, "semiring_masked: A's");
-  const int64_t n = csr_operand_rows(crow_bt, col_bt, values_bt_in, "semiring_masked: B^T's");
+  const int64_t rows_b = csr_operand_rows(crow_b, col_b, values_b_in, "semiring_masked: B's");
+  TORCH_CHECK(!by_dots || rows_b == ncols, "sparsefill: semiring_masked: B^T must have ", ncols,
+              " rows (ncols), got ", rows_b);
   TORCH_CHECK(crow_m.numel() == m + 1, "sparsefill: semiring_masked: the mask must have ", m,
               " rows (A's), got crow_m of ", crow_m.numel(), " elements");
   const int64_t nse_m = col_m.numel();
   const int64_t* crm = crow_m.const_data_ptr<int64_t>();
   TORCH_CHECK(crm[0] == 0 && crm[m] == nse_m, "sparsefill: semiring_masked: crow_m must run "
               "from 0 to the mask's ", nse_m, " elements, got ", crm[0], " to ", crm[m]);
-  Tensor values_a = values_a_in.contiguous(), values_bt = values_bt_in.contiguous();
+  Tensor values_a = values_a_in.contiguous(), values_b = values_b_in.contiguous();
   const auto acc = accumulator_type(values_a.scalar_type());
   Tensor out = at::empty({nse_m}, values_a.options().dtype(acc));
   Tensor arg = at::empty({nse_m}, values_a.options().dtype(at::kLong));
+  Tensor crow = at::empty({m + 1}, crow_m.options());
+  Tensor col, values;
   with_compute_type<true>(values_a.scalar_type(), [&](auto zero) {
     using T = decltype(zero);
     using A = std::conditional_t<std::is_same_v<T, int64_t>, int64_t, double>;
     const int64_t* cra = crow_a.const_data_ptr<int64_t>();
-    // Rows split by the mask's entries times A's row: about the dots' work.
-    for_row_ranges(crm, m, 1, "semiring_masked operands", [&](int64_t r0, int64_t r1) {
-      return Core<T>::semiring_masked(
-          out.data_ptr<A>(), arg.data_ptr<int64_t>(), crm, col_m.const_data_ptr<int64_t>(),
-          nse_m, cra, col_a.const_data_ptr<int64_t>(), values_a.const_data_ptr<T>(),
-          col_a.numel(), crow_bt.const_data_ptr<int64_t>(), col_bt.const_data_ptr<int64_t>(),
-          values_bt.const_data_ptr<T>(), col_bt.numel(), m, n, (int)monoid, (int)binop, r0, r1);
+    const int64_t* clm = col_m.const_data_ptr<int64_t>();
+    const int64_t* cla = col_a.const_data_ptr<int64_t>();
+    const int64_t* crb = crow_b.const_data_ptr<int64_t>();
+    const int64_t* clb = col_b.const_data_ptr<int64_t>();
+    const T* va = values_a.const_data_ptr<T>();
+    const T* vb = values_b.const_data_ptr<T>();
+    A* o = out.data_ptr<A>();
+    int64_t* g = arg.data_ptr<int64_t>();
+    // Rows split by the mask's elements plus A's row: about either method's work.
+    auto work = [crm, cra](int64_t r) { return crm[r] + cra[r]; };
+    for_ranges_by(work, m, 1, "semiring_masked operands", [&](int64_t r0, int64_t r1) {
+      if (by_dots)
+        return Core<T>::semiring_masked(o, g, crm, clm, nse_m, cra, cla, va, col_a.numel(), crb,
+                                        clb, vb, col_b.numel(), m, ncols, (int)monoid,
+                                        (int)binop, r0, r1);
+      std::vector<int64_t> mark(ncols, -1);  // this range's scratch
+      return Core<T>::semiring_masked_rows(o, g, mark.data(), crm, clm, nse_m, cra, cla, va,
+                                           col_a.numel(), crb, clb, vb, col_b.numel(), m,
+                                           rows_b, ncols, (int)monoid, (int)binop, r0, r1);
     });
+    // The present mask elements, compacted in order: the result's CSR.
+    int64_t* cr = crow.data_ptr<int64_t>();
+    int64_t nse = 0;
+    for (int64_t q = 0; q < nse_m; ++q) nse += g[q] >= 0;
+    col = at::empty({nse}, col_m.options());
+    values = at::empty({nse}, out.options());
+    int64_t* cc = col.data_ptr<int64_t>();
+    A* vv = values.data_ptr<A>();
+    int64_t w = 0;
+    cr[0] = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t q = crm[i]; q < crm[i + 1]; ++q) {
+        if (g[q] < 0) continue;
+        cc[w] = clm[q];
+        vv[w++] = o[q];
+      }
+      cr[i + 1] = w;
+    }
   });
-  return {out, arg};
+  return {crow, col, values};
 }
 
 }  // namespace sparsefill
