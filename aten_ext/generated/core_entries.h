@@ -407,7 +407,8 @@ sf_status sf_csr_transpose(int64_t *crow_t, int64_t *col_t, int64_t *perm, const
 /* The graph domain (RFC.md#indefinite-fill): an absent element makes no
  * term; `monoid` (sf_monoid) folds the present terms op(l, r) (sf_binop)
  * only, in ACC (integers wrap as torch's do); an output with no term has
- * arg -1 (absent) and an unspecified out. min and max propagate NaN; arg
+ * arg -1 (absent) and out 0, except in the masked products (unspecified; their
+ * ops compact it away). min and max propagate NaN; arg
  * is the position in A's values of the output's first present term (the
  * smallest k, the one any takes): presence, not an argmin (min and max run
  * in lanes of selects, which keep no position).

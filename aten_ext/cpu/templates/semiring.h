@@ -191,7 +191,10 @@ SF_SR_INLINE sf_status SF_FN(sf_sr_vm_rows)(const int monoid, const int op, ACC 
 #if !SF_IS_FLOAT
   if (op == SF_OP_DIV || op == SF_OP_RDIV) return SF_ERR_INVALID_ARGUMENT;
 #endif
-  for (int64_t j = 0; j < ncols; ++j) arg[j] = -1;
+  for (int64_t j = 0; j < ncols; ++j) { /* absent: out 0, deterministic */
+    arg[j] = -1;
+    out[j] = 0;
+  }
   int64_t previous = -1;
   for (int64_t q = 0; q < u_nse; ++q) {
     const int64_t k = u_keys[q];
