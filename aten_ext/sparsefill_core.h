@@ -73,6 +73,20 @@ typedef struct sf_union_side {
  * sf_slot_runs_*). */
 typedef enum { SF_SLOT_SUM = 0, SF_SLOT_PROD = 1, SF_SLOT_MAX = 2, SF_SLOT_MIN = 3 } sf_slot_op;
 
+/* The semiring products' monoid and binary op (sf_csr_semiring_mv_*,
+ * sf_csr_semiring_vm_*): the names of torch_sparsefill/graph/operators.py,
+ * which maps them to these codes (NATIVE_MONOIDS, NATIVE_OPS). */
+typedef enum {
+  SF_MONOID_PLUS = 0, SF_MONOID_TIMES = 1, SF_MONOID_MIN = 2, SF_MONOID_MAX = 3,
+  SF_MONOID_LOR = 4, SF_MONOID_LAND = 5, SF_MONOID_ANY = 6
+} sf_monoid;
+typedef enum {
+  SF_OP_PLUS = 0, SF_OP_MINUS = 1, SF_OP_RMINUS = 2, SF_OP_TIMES = 3, SF_OP_DIV = 4,
+  SF_OP_RDIV = 5, SF_OP_MIN = 6, SF_OP_MAX = 7, SF_OP_FIRST = 8, SF_OP_SECOND = 9,
+  SF_OP_PAIR = 10, SF_OP_LAND = 11, SF_OP_LOR = 12, SF_OP_LXOR = 13, SF_OP_EQ = 14,
+  SF_OP_NE = 15, SF_OP_LT = 16, SF_OP_GT = 17, SF_OP_LE = 18, SF_OP_GE = 19
+} sf_binop;
+
 /* Every entry point: its contract, then its prototype (for a typed entry,
  * one per element type: _f32, _f64, _i64). Written from the one list of the
  * native ops and core entries, tools/codegen/native.yaml. */

@@ -402,6 +402,148 @@ sf_status sf_csr_attention_backward_cols_f64(double *dk, int64_t lddk, double *d
 sf_status sf_csr_transpose(int64_t *crow_t, int64_t *col_t, int64_t *perm, const int64_t *crow,
                            const int64_t *col, int64_t nrows, int64_t ncols, int64_t nse);
 
+/* ---- semiring products of indefinite operands (sf_semiring.c) ----------- */
+
+/* The graph domain (RFC.md#indefinite-fill): an absent element makes no
+ * term; `monoid` (sf_monoid) folds the present terms op(l, r) (sf_binop)
+ * only, in ACC (integers wrap as torch's do); an output with no term has
+ * arg -1 (absent) and out 0, except in the masked products (unspecified; their
+ * ops compact it away). min and max propagate NaN; arg
+ * is the position in A's values of the output's first present term (the
+ * smallest k, the one any takes): presence, not an argmin (min and max run
+ * in lanes of selects, which keep no position).
+ * SF_ERR_INVALID_ARGUMENT for an unknown code, or div/rdiv on i64. */
+
+/* Rows [row_begin, row_end) of A (op) x (pull): out[i] = monoid over p in
+ * row i with x[col[p]] present (x_present NULL: every element) of
+ * op(values[p], x[col[p]]). Index data checked as read
+ * (SF_ERR_CROW_DECREASING, SF_ERR_INDEX_OUT_OF_RANGE). */
+sf_status sf_csr_semiring_mv_f32(double *out, int64_t *arg, const int64_t *crow, const int64_t *col,
+                                 const float *values, int64_t nrows, int64_t ncols, int64_t nse,
+                                 const float *x, const uint8_t *x_present, int monoid, int op,
+                                 int64_t row_begin, int64_t row_end);
+sf_status sf_csr_semiring_mv_f64(double *out, int64_t *arg, const int64_t *crow, const int64_t *col,
+                                 const double *values, int64_t nrows, int64_t ncols, int64_t nse,
+                                 const double *x, const uint8_t *x_present, int monoid, int op,
+                                 int64_t row_begin, int64_t row_end);
+sf_status sf_csr_semiring_mv_i64(int64_t *out, int64_t *arg, const int64_t *crow,
+                                 const int64_t *col, const int64_t *values, int64_t nrows,
+                                 int64_t ncols, int64_t nse, const int64_t *x,
+                                 const uint8_t *x_present, int monoid, int op, int64_t row_begin,
+                                 int64_t row_end);
+
+/* u (op) A (push): out[j] = monoid over the stored u[k] (u_keys strictly
+ * increasing: SF_ERR_NOT_COALESCED otherwise; below nrows) and p in row k
+ * with col[p] = j of op(u[k], values[p]); arg [ncols] is set to -1 first.
+ * Single-threaded, O(ncols + the terms). */
+sf_status sf_csr_semiring_vm_f32(double *out, int64_t *arg, const int64_t *crow, const int64_t *col,
+                                 const float *values, int64_t nrows, int64_t ncols, int64_t nse,
+                                 const int64_t *u_keys, const float *u_values, int64_t u_nse,
+                                 int monoid, int op);
+sf_status sf_csr_semiring_vm_f64(double *out, int64_t *arg, const int64_t *crow, const int64_t *col,
+                                 const double *values, int64_t nrows, int64_t ncols, int64_t nse,
+                                 const int64_t *u_keys, const double *u_values, int64_t u_nse,
+                                 int monoid, int op);
+sf_status sf_csr_semiring_vm_i64(int64_t *out, int64_t *arg, const int64_t *crow,
+                                 const int64_t *col, const int64_t *values, int64_t nrows,
+                                 int64_t ncols, int64_t nse, const int64_t *u_keys,
+                                 const int64_t *u_values, int64_t u_nse, int monoid, int op);
+
+/* The masked product by dots, mask rows [row_begin, row_end): for the
+ * stored q = (i, j) of the mask M (m x n, CSR), out[q] = monoid over the k
+ * in both row i of A and row j of B^T (columns sorted within rows; B^T is
+ * n rows of CSR) of op(val_a, val_bt); arg[q] = A's position of the
+ * first common k, -1 when none is. Rows are walked together, or a
+ * much shorter one's columns looked up by binary search. Checks row spans
+ * and the mask's columns (below n); A's and B^T's columns are only
+ * compared with each other, never read through. */
+sf_status sf_csr_semiring_masked_f32(double *out, int64_t *arg, const int64_t *crow_m,
+                                     const int64_t *col_m, int64_t nse_m, const int64_t *crow_a,
+                                     const int64_t *col_a, const float *val_a, int64_t nse_a,
+                                     const int64_t *crow_bt, const int64_t *col_bt,
+                                     const float *val_bt, int64_t nse_bt, int64_t m, int64_t n,
+                                     int monoid, int op, int64_t row_begin, int64_t row_end);
+sf_status sf_csr_semiring_masked_f64(double *out, int64_t *arg, const int64_t *crow_m,
+                                     const int64_t *col_m, int64_t nse_m, const int64_t *crow_a,
+                                     const int64_t *col_a, const double *val_a, int64_t nse_a,
+                                     const int64_t *crow_bt, const int64_t *col_bt,
+                                     const double *val_bt, int64_t nse_bt, int64_t m, int64_t n,
+                                     int monoid, int op, int64_t row_begin, int64_t row_end);
+sf_status sf_csr_semiring_masked_i64(int64_t *out, int64_t *arg, const int64_t *crow_m,
+                                     const int64_t *col_m, int64_t nse_m, const int64_t *crow_a,
+                                     const int64_t *col_a, const int64_t *val_a, int64_t nse_a,
+                                     const int64_t *crow_bt, const int64_t *col_bt,
+                                     const int64_t *val_bt, int64_t nse_bt, int64_t m, int64_t n,
+                                     int monoid, int op, int64_t row_begin, int64_t row_end);
+
+/* The same product by rows (Gustavson): out and arg per mask element as
+ * sf_csr_semiring_masked_* gives them, with B (k x n, CSR) itself: row
+ * i's mask elements are marked in mark (n entries, all -1 on entry and
+ * again on return: per-thread scratch), then every A[i, k] meets row k of
+ * B and a term lands where its column is marked. O(the terms of the
+ * masked rows); checks spans and columns (A's below k, B's and M's below
+ * n). */
+sf_status sf_csr_semiring_masked_rows_f32(double *out, int64_t *arg, int64_t *mark,
+                                          const int64_t *crow_m, const int64_t *col_m,
+                                          int64_t nse_m, const int64_t *crow_a,
+                                          const int64_t *col_a, const float *val_a, int64_t nse_a,
+                                          const int64_t *crow_b, const int64_t *col_b,
+                                          const float *val_b, int64_t nse_b, int64_t m, int64_t k,
+                                          int64_t n, int monoid, int op, int64_t row_begin,
+                                          int64_t row_end);
+sf_status sf_csr_semiring_masked_rows_f64(double *out, int64_t *arg, int64_t *mark,
+                                          const int64_t *crow_m, const int64_t *col_m,
+                                          int64_t nse_m, const int64_t *crow_a,
+                                          const int64_t *col_a, const double *val_a, int64_t nse_a,
+                                          const int64_t *crow_b, const int64_t *col_b,
+                                          const double *val_b, int64_t nse_b, int64_t m, int64_t k,
+                                          int64_t n, int monoid, int op, int64_t row_begin,
+                                          int64_t row_end);
+sf_status sf_csr_semiring_masked_rows_i64(int64_t *out, int64_t *arg, int64_t *mark,
+                                          const int64_t *crow_m, const int64_t *col_m,
+                                          int64_t nse_m, const int64_t *crow_a,
+                                          const int64_t *col_a, const int64_t *val_a, int64_t nse_a,
+                                          const int64_t *crow_b, const int64_t *col_b,
+                                          const int64_t *val_b, int64_t nse_b, int64_t m, int64_t k,
+                                          int64_t n, int monoid, int op, int64_t row_begin,
+                                          int64_t row_end);
+
+/* The union of two CSR patterns of one shape (nrows x ncols), first pass:
+ * row_nse[i] = the union's elements in row i, for rows [row_begin,
+ * row_end); checks both operands' row spans (SF_ERR_CROW_DECREASING) and
+ * columns (SF_ERR_INDEX_OUT_OF_RANGE; SF_ERR_COL_UNSORTED unless strictly
+ * increasing within a row), which the write pass relies on. */
+sf_status sf_csr_union_row_nse(int64_t *row_nse, const int64_t *crow_a, const int64_t *col_a,
+                               int64_t nse_a, const int64_t *crow_b, const int64_t *col_b,
+                               int64_t nse_b, int64_t nrows, int64_t ncols, int64_t row_begin,
+                               int64_t row_end);
+
+/* The union's second pass, rows [row_begin, row_end), into crow_out (the
+ * running sum of sf_csr_union_row_nse's counts; nse_out elements):
+ * columns in order, and values op(a, b) (sf_binop) where both are present;
+ * where one is, its value (a_default = b_default = NULL: GraphBLAS's
+ * ewise_add) or op with the other's default (ewise_union). A row of
+ * crow_out that disagrees with the operands gives SF_ERR_INVALID_ARGUMENT
+ * (never a write outside it). */
+sf_status sf_csr_ewise_union_f32(int64_t *col_out, float *val_out, const int64_t *crow_out,
+                                 int64_t nse_out, const int64_t *crow_a, const int64_t *col_a,
+                                 const float *val_a, int64_t nse_a, const int64_t *crow_b,
+                                 const int64_t *col_b, const float *val_b, int64_t nse_b,
+                                 int64_t nrows, int op, const float *a_default,
+                                 const float *b_default, int64_t row_begin, int64_t row_end);
+sf_status sf_csr_ewise_union_f64(int64_t *col_out, double *val_out, const int64_t *crow_out,
+                                 int64_t nse_out, const int64_t *crow_a, const int64_t *col_a,
+                                 const double *val_a, int64_t nse_a, const int64_t *crow_b,
+                                 const int64_t *col_b, const double *val_b, int64_t nse_b,
+                                 int64_t nrows, int op, const double *a_default,
+                                 const double *b_default, int64_t row_begin, int64_t row_end);
+sf_status sf_csr_ewise_union_i64(int64_t *col_out, int64_t *val_out, const int64_t *crow_out,
+                                 int64_t nse_out, const int64_t *crow_a, const int64_t *col_a,
+                                 const int64_t *val_a, int64_t nse_a, const int64_t *crow_b,
+                                 const int64_t *col_b, const int64_t *val_b, int64_t nse_b,
+                                 int64_t nrows, int op, const int64_t *a_default,
+                                 const int64_t *b_default, int64_t row_begin, int64_t row_end);
+
 /* ---- BSR products (sf_bsr.c) -------------------------------------------- */
 
 /* Fill-aware BSR SpMM, C = A @ B. A is (nbrows r) x (nbcols bc) in blocks of

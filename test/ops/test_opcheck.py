@@ -96,6 +96,17 @@ def _composite_samples():
         # index_select along a later sparse dim (the recorded programs take
         # rows); repeats and an unsorted index.
         "index_select_plan": (idx, torch.tensor([3, 0, 3, 1]), 1, [3, 4]),
+        # The graph kernels run only where no gradient is tracked (the
+        # recorded programs differentiate): samples without gradients.
+        # min_plus (2, 0); the masked product's B^T: 4 x 4, one per row.
+        "semiring_mv": (crow, col, v.detach(), torch.rand(4, dtype=F64), None, 2, 0),
+        "semiring_vm": (crow, col, v.detach(), torch.tensor([0, 2]),
+                        torch.tensor([1.0, 2.0], dtype=F64), 4, 3, 0),
+        "semiring_masked": (crow, col, crow, col, v.detach(), torch.tensor([0, 1, 2, 3, 4]),
+                            torch.tensor([1, 0, 3, 2]), torch.rand(4, dtype=F64), 4, 0, 3,
+                            False),
+        "ewise_merge": (crow, col, v.detach(), torch.tensor([0, 2, 2, 3]),
+                        torch.tensor([0, 1, 2]), torch.rand(3, dtype=F64), 4, 6, None, None),
     }
 
 

@@ -4,6 +4,12 @@ the patterns; ewise_add: the union, an element present in one operand
 passing through; ewise_union: the union, absent elements standing in as
 given defaults), and apply / select on one operand.
 
+ewise_add and ewise_union of two 2-D CPU operands, the first CSR (or CSC),
+of one float32, float64 or int64 dtype, with a named op and no gradient
+tracked, take the C merge of the sorted rows
+(``torch.ops.sparsefill.ewise_merge``: two passes over row ranges on
+torch's threads); the rest is torch ops over the sorted keys.
+
 Example::
 
     >>> A = sf.to_sparse(torch.tensor([1., float('nan'), 3.]), fill_value=sf.indefinite)
@@ -15,8 +21,10 @@ from __future__ import annotations
 
 import torch
 
-from .operands import Entries, check_same_shape, entries, lookup, result
-from .operators import BINARY, binary
+from ..ops import common as _common
+from ..tensor import SparseFillTensor
+from .operands import Entries, check_same_shape, entries, lookup, result, result_csr
+from .operators import BINARY, NATIVE_OPS, binary
 
 __all__ = ["ewise_mult", "ewise_add", "ewise_union", "apply", "select"]
 
@@ -43,6 +51,49 @@ def _union(a: Entries, b: Entries):
     at_b = torch.empty_like(b.keys).index_copy_(0, only, at_bo).index_copy_(
         0, pos.index_select(0, both), at_a.index_select(0, both))
     return keys, at_a, at_b
+
+
+# The element types of the C merge (sparsefill_core.h).
+_NATIVE_DTYPES = (torch.float32, torch.float64, torch.int64)
+
+
+def _native_merge(A, B, op, fn, defaults=None):
+    """ewise_add (defaults None) or ewise_union (the pair of defaults) by the
+    C merge, or None where the torch route serves: a tracked gradient, an op
+    without a C twin, another dtype or device, a result that is not CSR
+    (the first operand COO), a shape mismatch (the torch route names it)."""
+    if not (isinstance(op, str) and op in NATIVE_OPS):
+        return None
+    for M in (A, B):
+        if not (isinstance(M, SparseFillTensor) and M.is_indefinite() and M.dim() == 2
+                and not M.dense_dim() and not M._batch_dim() and M.device.type == "cpu"
+                and M.dtype in _NATIVE_DTYPES):
+            return None
+    if A.dtype != B.dtype or A.shape != B.shape or A.layout == torch.sparse_coo:
+        return None
+    A, B = (M if M.layout == torch.sparse_csr else M.to_sparse_csr() for M in (A, B))
+    given = [d for d in defaults or () if isinstance(d, torch.Tensor)]
+    if not _common.untracked(A._sf_values, B._sf_values, *given):
+        return None
+    dtype = fn(A._sf_values[:0], B._sf_values[:0]).dtype
+    if dtype not in (A.dtype, torch.bool):  # e.g. an integer div: torch gives floats
+        return None
+    if defaults is not None:
+        defaults = tuple(_default(d, A.dtype, name) for d, name in
+                         zip(defaults, ("a_default", "b_default")))
+    crow, col, values = torch.ops.sparsefill.ewise_merge(
+        A._sf_crow, A._sf_col, A._sf_values, B._sf_crow, B._sf_col, B._sf_values, A.shape[1],
+        NATIVE_OPS[op], *(defaults or (None, None)))
+    return result_csr(A.shape, crow, col, values.to(dtype))
+
+
+def _default(default, dtype, name):
+    """ewise_union's default as a 0-d tensor of the operand's dtype."""
+    if isinstance(default, torch.Tensor):
+        if default.numel() != 1:
+            raise ValueError(f"ewise_union: {name} must be a scalar")
+        return default.reshape(()).to(dtype)
+    return torch.full((), default, dtype=dtype)
 
 
 def ewise_mult(A, B, op="times"):
@@ -75,8 +126,11 @@ def ewise_add(A, B, op="plus"):
         >>> sf.ewise_add(A, B, "plus").values()
         tensor([1., 2., 8.])
     """
-    a, b = _both(A, B, "ewise_add")
     fn = binary(op, "ewise_add: op")
+    native = _native_merge(A, B, op, fn)
+    if native is not None:
+        return native
+    a, b = _both(A, B, "ewise_add")
     keys, at_a, at_b = _union(a, b)
     found, pos = lookup(a.keys, b.keys)
     sel = found.nonzero().squeeze(1)
@@ -103,16 +157,15 @@ def ewise_union(A, B, op, a_default, b_default):
         >>> sf.ewise_union(A, B, "minus", 0., 10.).values()
         tensor([-9., -2., -2.])
     """
-    a, b = _both(A, B, "ewise_union")
     fn = binary(op, "ewise_union: op")
+    native = _native_merge(A, B, op, fn, (a_default, b_default))
+    if native is not None:
+        return native
+    a, b = _both(A, B, "ewise_union")
     keys, at_a, at_b = _union(a, b)
 
     def spread(e: Entries, at, default, name):
-        if isinstance(default, torch.Tensor) and default.numel() != 1:
-            raise ValueError(f"ewise_union: {name} must be a scalar")
-        full = torch.full((keys.shape[0],), default, dtype=e.values.dtype, device=keys.device) \
-            if not isinstance(default, torch.Tensor) else \
-            default.reshape(()).to(e.values.dtype).expand(keys.shape[0])
+        full = _default(default, e.values.dtype, name).to(keys.device).expand(keys.shape[0])
         return full.index_put((at,), e.values)
     return result(a.size, keys, fn(spread(a, at_a, a_default, "a_default"),
                                    spread(b, at_b, b_default, "b_default")), a.layout)

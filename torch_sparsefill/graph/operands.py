@@ -19,7 +19,7 @@ import torch
 from ..tensor import SparseFillTensor, build
 from ..tensor import indefinite as _indefinite
 
-__all__ = ["Entries", "entries", "result", "check_same_shape", "scalar_result"]
+__all__ = ["Entries", "entries", "result", "result_csr", "check_same_shape", "scalar_result"]
 
 
 class Entries:
@@ -87,6 +87,23 @@ def result(size, keys: torch.Tensor, values: torch.Tensor, layout=torch.sparse_c
         layout = torch.sparse_coo
     out = build(layout if layout == torch.sparse_csr else torch.sparse_coo, size, values,
                 _indefinite.placeholder(values.dtype, values.device), indices=indices)
+    return _indefinite.mark(out)
+
+
+def result_csr(size, crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor
+               ) -> SparseFillTensor:
+    """The indefinite CSR tensor of a 2-D `size` from its components (rows'
+    columns sorted, as a native kernel writes them).
+
+    Example::
+
+        >>> result_csr((2, 2), torch.tensor([0, 1, 1]), torch.tensor([1]), torch.tensor([3.])
+        ...            ).to_dense(fill=0.)
+        tensor([[0., 3.],
+                [0., 0.]])
+    """
+    out = build(torch.sparse_csr, tuple(size), values,
+                _indefinite.placeholder(values.dtype, values.device), crow=crow, col=col)
     return _indefinite.mark(out)
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["BINARY", "MONOIDS", "binary", "semiring", "segment_reduce", "monoid_dtype"]
+__all__ = ["BINARY", "MONOIDS", "NATIVE_MONOIDS", "NATIVE_OPS", "binary", "semiring",
+           "segment_reduce", "monoid_dtype"]
 
 
 def _pair(a, b):
@@ -47,6 +48,16 @@ BINARY = {
 MONOIDS = {"plus": "sum", "times": "prod", "min": "amin", "max": "amax", "lor": "amax",
            "land": "amin", "any": None}
 
+
+# The codes of the native semiring kernels (sparsefill_core.h: sf_monoid,
+# sf_binop, in this order): a name here has a C twin; an op not named here
+# (pow, atan2, hypot, a callable) takes the torch route.
+NATIVE_MONOIDS = {name: code for code, name in enumerate(
+    ("plus", "times", "min", "max", "lor", "land", "any"))}
+NATIVE_OPS = {name: code for code, name in enumerate(
+    ("plus", "minus", "rminus", "times", "div", "rdiv", "min", "max", "first", "second", "pair",
+     "land", "lor", "lxor", "eq", "ne", "lt", "gt", "le", "ge"))}
+NATIVE_OPS["oneb"] = NATIVE_OPS["pair"]
 
 def binary(op, what: str = "op"):
     """The callable of a binary op: a name of :data:`BINARY` or a torch

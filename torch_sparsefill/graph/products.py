@@ -4,9 +4,15 @@ mask, complement, replace and accum.
 
 The result is present exactly where some k has both ``A[i, k]`` and
 ``B[k, j]`` present (and the mask allows (i, j)); its value is the monoid
-over those k only of ``op(A[i, k], B[k, j])``. The kernel is torch ops over
-the components, in chunks of rows (or of mask entries) so that the terms of
-one chunk are bounded:
+over those k only of ``op(A[i, k], B[k, j])``.
+
+A vector result (matrix-vector, vector-matrix) of float32, float64 or int64
+operands with a named monoid and op, and no gradient tracked, takes the C
+kernels (``torch.ops.sparsefill.semiring_mv``: rows pulled on torch's
+threads; ``semiring_vm``: the vector's rows pushed); a mask then filters
+the result. Everything else, and every product whose gradient is tracked,
+is torch ops over the components, in chunks of rows (or of mask entries)
+so that the terms of one chunk are bounded:
   - expansion (no mask, or a complemented one): every stored A[i, k] meets
     row k of B; a mask drops the terms it forbids before they are reduced;
   - a mask (not complemented) with fewer terms by dots: each allowed (i, j)
@@ -23,11 +29,12 @@ from __future__ import annotations
 
 import torch
 
+from ..ops import common as _common
 from ..tensor import FACTS, SparseFillTensor
 from .ewise import ewise_add
-from .operands import Entries, entries, lookup, result, scalar_result
+from .operands import Entries, entries, lookup, result, result_csr, scalar_result
 from . import operators as _operators
-from .operators import binary, monoid_dtype, segment_reduce
+from .operators import NATIVE_MONOIDS, NATIVE_OPS, binary, monoid_dtype, segment_reduce
 
 __all__ = ["mxm", "CHUNK_TERMS"]
 
@@ -184,6 +191,21 @@ def mxm(A, B, semiring="plus_times", mask=None, complement=False, replace=False,
     """
     monoid, op = _operators.semiring(semiring)
     fn = binary(op)
+    if mask is not None and out is None and not complement and structural:
+        native = _native_masked(A, B, mask, monoid, op, fn)
+        if native is not None:
+            return native
+    native = _native_vector(A, B, monoid, op, fn)
+    if native is not None:
+        if (complement or replace) and mask is None:
+            raise ValueError("mxm: complement and replace need a mask")
+        size, keys, vals = native
+        mask_keys = None if mask is None else _mask_keys(mask, size, structural)
+        if mask_keys is not None:
+            found, _ = lookup(keys, mask_keys)
+            keep = (found ^ complement).nonzero().squeeze(1)
+            keys, vals = keys.index_select(0, keep), vals.index_select(0, keep)
+        return _finish(result(size, keys, vals), out, mask_keys, complement, replace, accum)
     a, b = entries(A, "mxm: A"), entries(B, "mxm: B")
     vec_a, vec_b = len(a.size) == 1, len(b.size) == 1
     if vec_a:
@@ -202,7 +224,9 @@ def mxm(A, B, semiring="plus_times", mask=None, complement=False, replace=False,
             raise ValueError("mxm: a scalar result takes no mask")
     if vec_b and isinstance(B, torch.Tensor) and not isinstance(B, SparseFillTensor):
         keys, vals = _by_rows(a, B, monoid, fn, mask_keys, complement)
-    elif mask_keys is not None and not complement and _dots_cheaper(a, b, mask_keys, n):
+    elif mask_keys is not None and not complement and _dots_cheaper(
+            _crow(a.rows(), m), a.cols(), _crow(b.rows(), b.size[0]),
+            _crow(torch.div(mask_keys, n, rounding_mode="floor"), m)):
         keys, vals = _by_dots(a, b, monoid, fn, n, mask_keys)
     else:
         keys, vals = _by_expansion(a, b, monoid, fn, n, mask_keys, complement)
@@ -213,6 +237,11 @@ def mxm(A, B, semiring="plus_times", mask=None, complement=False, replace=False,
             raise ValueError("mxm: a scalar result takes no out or accum")
         return scalar_result(vals)
     T = result(size, keys, vals, a.layout if not vec_a else torch.sparse_coo)
+    return _finish(T, out, mask_keys, complement, replace, accum)
+
+
+def _finish(T, out, mask_keys, complement, replace, accum):
+    """The product T, or T folded into `out` (GraphBLAS's C<M> = accum(C, T))."""
     if out is None:
         if accum is not None:
             raise ValueError("mxm: accum folds the result into out: give out")
@@ -220,12 +249,150 @@ def mxm(A, B, semiring="plus_times", mask=None, complement=False, replace=False,
     return _write(out, T, mask_keys, complement, replace, accum)
 
 
-def _dots_cheaper(a: Entries, b: Entries, mask_keys, n) -> bool:
-    crow_a = _crow(a.rows(), a.size[0])
-    deg_a = crow_a[1:] - crow_a[:-1]
-    dots = int(deg_a[torch.div(mask_keys, n, rounding_mode="floor")].sum())
-    crow_b = _crow(b.rows(), b.size[0])
-    expansion = int((crow_b[1:] - crow_b[:-1])[a.cols()].sum())
+# The element types of the C semiring kernels (sparsefill_core.h).
+_NATIVE_DTYPES = (torch.float32, torch.float64, torch.int64)
+
+
+def _csr_of(M):
+    """(crow, col, values) of an indefinite 2-D CPU operand of a native dtype,
+    or None (the torch route takes it: a strided matrix, another device,
+    dense or batch dims)."""
+    if not _native_matrix(M):
+        return None
+    if M.layout != torch.sparse_csr:
+        M = M.to_sparse_csr()
+    return M._sf_crow, M._sf_col, M._sf_values
+
+
+def _native_matrix(M) -> bool:
+    return (isinstance(M, SparseFillTensor) and M.is_indefinite() and M.dim() == 2
+            and not M.dense_dim() and not M._batch_dim() and M.device.type == "cpu"
+            and M.dtype in _NATIVE_DTYPES)
+
+
+def _csr_of_transposed(M):
+    """(crow, col, values) of M^T as _csr_of gives M's: a CSC M's own
+    components, else M's CSR transposed (a counting sort)."""
+    if not _native_matrix(M):
+        return None
+    if M.layout == torch.sparse_csc:
+        return M._sf_crow, M._sf_col, M._sf_values
+    crow, col, values = _csr_of(M)
+    crow_t, col_t, perm = torch.ops.sparsefill.csr_transpose(crow, col, M.shape[1])
+    return crow_t, col_t, values.index_select(0, perm)
+
+
+def _vector_of(v, n: int):
+    """(keys, values) of a 1-D CPU operand of n elements and a native dtype
+    (a strided vector: every key), or None."""
+    if isinstance(v, SparseFillTensor):
+        if not (v.is_indefinite() and v.dim() == 1 and not v.dense_dim()
+                and v.device.type == "cpu" and v.shape[0] == n):
+            return None
+        e = entries(v, "mxm: vector")
+        return e.keys, e.values
+    if isinstance(v, torch.Tensor) and v.layout == torch.strided and v.dim() == 1 \
+            and v.device.type == "cpu" and v.shape[0] == n:
+        return None if v.dtype not in _NATIVE_DTYPES else (None, v)
+    return None
+
+
+def _native_codes(monoid, op, fn, values_a, values_b):
+    """(result dtype, monoid code, op code) when a C kernel computes what
+    torch computes on these values, or None: a named op and monoid with C
+    twins, no gradient tracked (the torch route differentiates; the kernels
+    have no derivative), terms in the operands' dtype or bool (an integer
+    div is a float in torch)."""
+    if not (isinstance(op, str) and op in NATIVE_OPS and monoid in NATIVE_MONOIDS):
+        return None
+    if not _common.untracked(values_a, values_b):
+        return None
+    term = fn(values_a[:0], values_b[:0]).dtype
+    if term not in (values_a.dtype, torch.bool):
+        return None
+    return monoid_dtype(monoid, term), NATIVE_MONOIDS[monoid], NATIVE_OPS[op]
+
+
+def _native_masked(A, B, mask, monoid, op, fn):
+    """The masked product C<M> = A B (structural mask, no complement, no
+    out) by the C kernel, by dots or by rows as _dots_cheaper says, as
+    CSR, or None where the torch route serves
+    (see _native_codes; the first operand COO, whose result is COO; a mask
+    that is not an indefinite matrix of the result's shape; shapes that do
+    not match, which the torch route names)."""
+    if not (isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)
+            and A.dim() == 2 and B.dim() == 2 and A.dtype == B.dtype
+            and A.shape[1] == B.shape[0] and A.layout != torch.sparse_coo):
+        return None
+    size = (A.shape[0], B.shape[1])
+    if not (isinstance(mask, SparseFillTensor) and mask.is_indefinite()
+            and tuple(mask.shape) == size and not mask.dense_dim() and not mask._batch_dim()
+            and mask.device.type == "cpu"):
+        return None
+    a, b = _csr_of(A), _csr_of(B)
+    if a is None or b is None:
+        return None
+    codes = _native_codes(monoid, op, fn, a[2], b[2])
+    if codes is None:
+        return None
+    dtype, *codes = codes
+    M = mask if mask.layout == torch.sparse_csr else mask.to_sparse_csr()
+    crow_m, col_m = M._sf_crow, M._sf_col  # the pattern only: structural
+    by_dots = _dots_cheaper(a[0], a[1], b[0], crow_m)
+    if by_dots:  # each (i, j) walks column j of B: B^T's rows
+        b = _csr_of_transposed(B)
+    crow, col, values = torch.ops.sparsefill.semiring_masked(crow_m, col_m, *a, *b, size[1],
+                                                             *codes, by_dots)
+    return result_csr(size, crow, col, values.to(dtype))
+
+
+def _native_vector(A, B, monoid, op, fn):
+    """(size, keys, values) of a matrix-vector or vector-matrix product by
+    the C kernels, or None where the torch route serves: a tracked gradient
+    (the torch route differentiates; the kernels have no derivative), an op
+    or monoid without a C twin, operands of two dtypes or another dtype, a
+    shape mismatch (the torch route names it), a dot product or a matrix
+    result."""
+    if not (isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)):
+        return None
+    if (A.dim() == 1) == (B.dim() == 1) or A.dtype != B.dtype:
+        return None
+    matrix, vector = (A, B) if B.dim() == 1 else (B, A)
+    csr = _csr_of(matrix)
+    if csr is None:
+        return None
+    crow, col, values = csr
+    m, n = matrix.shape
+    v = _vector_of(vector, n if vector is B else m)
+    if v is None:
+        return None
+    keys, vvals = v
+    codes = _native_codes(monoid, op, fn, values, vvals)
+    if codes is None:
+        return None
+    dtype, *codes = codes
+    if vector is B:  # A (op) x: rows pulled; a sparse x as a dense one and its presence
+        x, present = vvals, None
+        if keys is not None:
+            x = vvals.new_zeros(n).index_copy_(0, keys, vvals)
+            present = torch.zeros(n, dtype=torch.bool).index_fill_(0, keys, True)
+        acc, arg = torch.ops.sparsefill.semiring_mv(crow, col, values, x, present, *codes)
+        size = (m,)
+    else:  # u (op) A: u's rows of A pushed
+        if keys is None:
+            keys = torch.arange(m)
+        acc, arg = torch.ops.sparsefill.semiring_vm(crow, col, values, keys, vvals, n, *codes)
+        size = (n,)
+    present_keys = (arg >= 0).nonzero().squeeze(1)
+    return size, present_keys, acc.index_select(0, present_keys).to(dtype)
+
+
+def _dots_cheaper(crow_a, col_a, crow_b, crow_m) -> bool:
+    """Whether a masked product forms fewer terms by dots (each element of
+    the mask, row pointers crow_m, walks row i of A) than by expansion (each
+    A[i, k] meets row k of B): the choice of both routes, torch's and C's."""
+    dots = int(((crow_a[1:] - crow_a[:-1]) * (crow_m[1:] - crow_m[:-1])).sum())
+    expansion = int((crow_b[1:] - crow_b[:-1]).index_select(0, col_a).sum())
     return dots < expansion
 
 

@@ -118,6 +118,22 @@ def differentiated():
 
 
 
+def untracked(*tensors) -> bool:
+    """Whether no gradient of these tensors is tracked (the rule of
+    ops/common/tracking.h, for Python routes to a native kernel without a
+    derivative): no torch.func transform, no forward-mode level, and grad
+    mode off or none of them requiring grad.
+
+    Example::
+
+        >>> untracked(torch.ones(2, requires_grad=True))
+        False
+    """
+    if transformed():
+        return False
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
 def transformed():
     """Whether a torch.func transform or forward-mode AD is active: then an
     op with a backward only (:func:`register_backward_only`: no jvp) must

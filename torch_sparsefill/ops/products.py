@@ -64,6 +64,39 @@ def _spgemm_fake(crow_a, col_a, values_a, crow_b, col_b, values_b, n):
 
 
 
+def _semiring_out(values, n):
+    # out in the kernel's accumulator (double for floats, int64), arg int64
+    acc = torch.int64 if values.dtype == torch.int64 else torch.float64
+    return values.new_empty((n,), dtype=acc), values.new_empty((n,), dtype=torch.int64)
+
+
+@torch.library.register_fake("sparsefill::semiring_mv")
+def _semiring_mv_fake(crow_indices, col_indices, values, x, x_present, monoid, binop):
+    return _semiring_out(values, crow_indices.shape[0] - 1)
+
+
+@torch.library.register_fake("sparsefill::semiring_masked")
+def _semiring_masked_fake(crow_m, col_m, crow_a, col_a, values_a, crow_b, col_b, values_b,
+                          ncols, monoid, binop, by_dots):
+    nse = torch.library.get_ctx().new_dynamic_size()
+    acc = torch.int64 if values_a.dtype == torch.int64 else torch.float64
+    return (crow_m.new_empty((crow_m.shape[0],), dtype=torch.int64),
+            col_m.new_empty((nse,), dtype=torch.int64), values_a.new_empty((nse,), dtype=acc))
+
+
+@torch.library.register_fake("sparsefill::ewise_merge")
+def _ewise_merge_fake(crow_a, col_a, values_a, crow_b, col_b, values_b, ncols, binop,
+                      a_default, b_default):
+    nse = torch.library.get_ctx().new_dynamic_size()
+    return (crow_a.new_empty((crow_a.shape[0],), dtype=torch.int64),
+            col_a.new_empty((nse,), dtype=torch.int64), values_a.new_empty((nse,)))
+
+
+@torch.library.register_fake("sparsefill::semiring_vm")
+def _semiring_vm_fake(crow_indices, col_indices, values, u_keys, u_values, ncols, monoid, binop):
+    return _semiring_out(values, ncols)
+
+
 
 # ---- autograd -----------------------------------------------------------------------------
 

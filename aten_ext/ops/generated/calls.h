@@ -161,6 +161,45 @@ inline Tensor sparse_mm_dense(const Tensor& crow_a, const Tensor& col_a, const T
   return op.call(crow_a, col_a, values_a, fill_a, crow_b, col_b, values_b, fill_b, k, n);
 }
 
+inline std::tuple<Tensor, Tensor> semiring_mv(const Tensor& crow_indices, const Tensor& col_indices,
+                                              const Tensor& values, const Tensor& x,
+                                              const std::optional<Tensor>& x_present,
+                                              int64_t monoid, int64_t binop) {
+  static auto op = op_handle<decltype(semiring_mv)>("sparsefill::semiring_mv");
+  return op.call(crow_indices, col_indices, values, x, x_present, monoid, binop);
+}
+
+inline std::tuple<Tensor, Tensor> semiring_vm(const Tensor& crow_indices, const Tensor& col_indices,
+                                              const Tensor& values, const Tensor& u_keys,
+                                              const Tensor& u_values, int64_t ncols, int64_t monoid,
+                                              int64_t binop) {
+  static auto op = op_handle<decltype(semiring_vm)>("sparsefill::semiring_vm");
+  return op.call(crow_indices, col_indices, values, u_keys, u_values, ncols, monoid, binop);
+}
+
+inline std::tuple<Tensor, Tensor, Tensor> semiring_masked(const Tensor& crow_m, const Tensor& col_m,
+                                                          const Tensor& crow_a, const Tensor& col_a,
+                                                          const Tensor& values_a,
+                                                          const Tensor& crow_b, const Tensor& col_b,
+                                                          const Tensor& values_b, int64_t ncols,
+                                                          int64_t monoid, int64_t binop,
+                                                          bool by_dots) {
+  static auto op = op_handle<decltype(semiring_masked)>("sparsefill::semiring_masked");
+  return op.call(crow_m, col_m, crow_a, col_a, values_a, crow_b, col_b, values_b, ncols, monoid,
+                 binop, by_dots);
+}
+
+inline std::tuple<Tensor, Tensor, Tensor> ewise_merge(const Tensor& crow_a, const Tensor& col_a,
+                                                      const Tensor& values_a, const Tensor& crow_b,
+                                                      const Tensor& col_b, const Tensor& values_b,
+                                                      int64_t ncols, int64_t binop,
+                                                      const std::optional<Tensor>& a_default,
+                                                      const std::optional<Tensor>& b_default) {
+  static auto op = op_handle<decltype(ewise_merge)>("sparsefill::ewise_merge");
+  return op.call(crow_a, col_a, values_a, crow_b, col_b, values_b, ncols, binop, a_default,
+                 b_default);
+}
+
 inline Tensor bsr_spmm(const Tensor& crow_indices, const Tensor& col_indices, const Tensor& values,
                        const Tensor& fill, const Tensor& other, int64_t ncols) {
   static auto op = op_handle<decltype(bsr_spmm)>("sparsefill::bsr_spmm");

@@ -22,6 +22,11 @@ template <> struct Core<float> {
   static constexpr auto attention = sf_csr_attention_f32;
   static constexpr auto attention_backward_rows = sf_csr_attention_backward_rows_f32;
   static constexpr auto attention_backward_cols = sf_csr_attention_backward_cols_f32;
+  static constexpr auto semiring_mv = sf_csr_semiring_mv_f32;
+  static constexpr auto semiring_vm = sf_csr_semiring_vm_f32;
+  static constexpr auto semiring_masked = sf_csr_semiring_masked_f32;
+  static constexpr auto semiring_masked_rows = sf_csr_semiring_masked_rows_f32;
+  static constexpr auto ewise_union = sf_csr_ewise_union_f32;
   static constexpr auto bsr_spmm = sf_bsr_spmm_f32;
   static constexpr auto seg_sum = sf_seg_sum_f32;
   static constexpr auto seg_prod = sf_seg_prod_f32;
@@ -50,6 +55,11 @@ template <> struct Core<double> {
   static constexpr auto attention = sf_csr_attention_f64;
   static constexpr auto attention_backward_rows = sf_csr_attention_backward_rows_f64;
   static constexpr auto attention_backward_cols = sf_csr_attention_backward_cols_f64;
+  static constexpr auto semiring_mv = sf_csr_semiring_mv_f64;
+  static constexpr auto semiring_vm = sf_csr_semiring_vm_f64;
+  static constexpr auto semiring_masked = sf_csr_semiring_masked_f64;
+  static constexpr auto semiring_masked_rows = sf_csr_semiring_masked_rows_f64;
+  static constexpr auto ewise_union = sf_csr_ewise_union_f64;
   static constexpr auto bsr_spmm = sf_bsr_spmm_f64;
   static constexpr auto seg_sum = sf_seg_sum_f64;
   static constexpr auto seg_prod = sf_seg_prod_f64;
@@ -69,6 +79,11 @@ template <> struct Core<double> {
 };
 
 template <> struct Core<int64_t> {
+  static constexpr auto semiring_mv = sf_csr_semiring_mv_i64;
+  static constexpr auto semiring_vm = sf_csr_semiring_vm_i64;
+  static constexpr auto semiring_masked = sf_csr_semiring_masked_i64;
+  static constexpr auto semiring_masked_rows = sf_csr_semiring_masked_rows_i64;
+  static constexpr auto ewise_union = sf_csr_ewise_union_i64;
   static constexpr auto seg_sum = sf_seg_sum_i64;
   static constexpr auto seg_max = sf_seg_max_i64;
   static constexpr auto slot_partial = sf_slot_partial_i64;

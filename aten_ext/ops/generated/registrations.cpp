@@ -22,6 +22,10 @@ TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("sparse_attention_backward", &sparsefill::sparse_attention_backward_cpu);
   m.impl("csr_transpose", &sparsefill::csr_transpose_cpu);
   m.impl("spgemm", &sparsefill::spgemm_cpu);
+  m.impl("semiring_mv", &sparsefill::semiring_mv_cpu);
+  m.impl("semiring_vm", &sparsefill::semiring_vm_cpu);
+  m.impl("semiring_masked", &sparsefill::semiring_masked_cpu);
+  m.impl("ewise_merge", &sparsefill::ewise_merge_cpu);
   m.impl("bsr_spmm", &sparsefill::bsr_spmm_cpu);
   m.impl("slice_plan", &sparsefill::slice_plan_cpu);
   m.impl("seg_reduce", &sparsefill::seg_reduce_cpu);

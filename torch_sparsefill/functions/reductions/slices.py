@@ -21,8 +21,8 @@ import math
 from typing import Callable
 
 import torch
-import torch.autograd.forward_ad as fwAD
 
+from ...ops import common as _common
 from ...tensor import fill as _fill
 from ...tensor import SparseFillTensor, build
 
@@ -305,12 +305,10 @@ def _nonfinite_linear(A: SparseFillTensor, dims, keepdim, core, what):
 
 
 def _untracked(*tensors) -> bool:
-    """Whether no gradient of these tensors is tracked (the rule of
-    ops/common/tracking.h): slot_reduce differentiates sums only, so a
-    tracked prod, amax or amin takes the segment ops instead."""
-    if torch._C._are_functorch_transforms_active() or fwAD._current_level >= 0:
-        return False
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+    """Whether no gradient of these tensors is tracked (ops/common.py's
+    rule): slot_reduce differentiates sums only, so a tracked prod, amax or
+    amin takes the segment ops instead."""
+    return _common.untracked(*tensors)
 
 
 def _reduce_by_slots(A: SparseFillTensor, R: list, keepdim: bool, core):

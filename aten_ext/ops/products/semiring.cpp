@@ -1,0 +1,274 @@
+// ops/products/semiring.cpp -- the kernels of semiring_mv, semiring_vm,
+// semiring_masked and ewise_merge (the ops: tools/codegen/native.yaml): the
+// graph domain's semiring products and the union of two CSR patterns
+// (torch_sparsefill/graph/ routes to them). CPU only: check the components,
+// then the C core (sf_semiring.c): mv, the masked dots and the merge's two
+// passes over row ranges on torch's threads, vm in one push pass.
+#include <torch/library.h>
+
+#include <ATen/ops/empty.h>
+
+#include <type_traits>
+#include <vector>
+
+#include "ops/common/dtypes.h"
+#include "ops/common/row_ranges.h"
+#include "ops/generated/kernels.h"
+#include "ops/products/products.h"
+
+namespace sparsefill {
+
+namespace {
+
+// The element types with a semiring entry, as they are (no promotion: the
+// caller promotes, so that the terms are torch's).
+void check_semiring_values(const Tensor& t, const char* op, const char* name) {
+  const auto st = t.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kLong, "sparsefill: ", op,
+              ": ", name, " must be float32, float64 or int64, got ", st);
+  TORCH_CHECK(t.device().is_cpu(), "sparsefill: ", op, ": ", name, " must be on the CPU, got ",
+              t.device());
+  TORCH_CHECK(t.dim() == 1, "sparsefill: ", op, ": ", name, " must be 1-D, got shape ",
+              t.sizes());
+}
+
+void check_codes(int64_t monoid, int64_t binop, const char* what) {
+  TORCH_CHECK(monoid >= SF_MONOID_PLUS && monoid <= SF_MONOID_ANY, "sparsefill: ", what,
+              ": monoid must be a code of sf_monoid (0 to 6), got ", monoid);
+  TORCH_CHECK(binop >= SF_OP_PLUS && binop <= SF_OP_GE, "sparsefill: ", what,
+              ": binop must be a code of sf_binop (0 to 19), got ", binop);
+}
+
+// out in ACC: double for both floats, int64 for int64.
+at::ScalarType accumulator_type(at::ScalarType t) {
+  return t == at::kLong ? at::kLong : at::kDouble;
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> semiring_mv_cpu(const Tensor& crow_in, const Tensor& col_in,
+                                           const Tensor& values_in, const Tensor& x_in,
+                                           const std::optional<Tensor>& x_present_in,
+                                           int64_t monoid, int64_t binop) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  check_semiring_values(values_in, "semiring_mv", "values");
+  check_semiring_values(x_in, "semiring_mv", "x");
+  TORCH_CHECK(x_in.scalar_type() == values_in.scalar_type(),
+              "sparsefill: semiring_mv: values and x must have one dtype, got ",
+              values_in.scalar_type(), " and ", x_in.scalar_type());
+  check_codes(monoid, binop, "semiring_mv");
+  const int64_t m = csr_operand_rows(crow, col, values_in, "semiring_mv: A's");
+  const int64_t ncols = x_in.size(0), nse = col.numel();
+  Tensor present;
+  if (x_present_in.has_value() && x_present_in->defined()) {
+    present = *x_present_in;
+    TORCH_CHECK(present.scalar_type() == at::kBool || present.scalar_type() == at::kByte,
+                "sparsefill: semiring_mv: x_present must be bool or uint8, got ",
+                present.scalar_type());
+    TORCH_CHECK(present.dim() == 1 && present.size(0) == ncols && present.device().is_cpu(),
+                "sparsefill: semiring_mv: x_present must be a 1-D CPU tensor of ", ncols,
+                " elements (x's), got shape ", present.sizes(), " on ", present.device());
+    present = present.contiguous();
+  }
+  Tensor values = values_in.contiguous(), x = x_in.contiguous();
+  const auto acc = accumulator_type(values.scalar_type());
+  Tensor out = at::empty({m}, values.options().dtype(acc));
+  Tensor arg = at::empty({m}, values.options().dtype(at::kLong));
+  const uint8_t* pr = present.defined() ? static_cast<const uint8_t*>(present.const_data_ptr())
+                                        : nullptr;
+  with_compute_type<true>(values.scalar_type(), [&](auto zero) {
+    using T = decltype(zero);
+    using A = std::conditional_t<std::is_same_v<T, int64_t>, int64_t, double>;
+    const int64_t* cr = crow.const_data_ptr<int64_t>();
+    for_row_ranges(cr, m, 1, "semiring_mv operands", [&](int64_t r0, int64_t r1) {
+      return Core<T>::semiring_mv(out.data_ptr<A>(), arg.data_ptr<int64_t>(), cr,
+                                  col.const_data_ptr<int64_t>(), values.const_data_ptr<T>(), m,
+                                  ncols, nse, x.const_data_ptr<T>(), pr, (int)monoid, (int)binop,
+                                  r0, r1);
+    });
+  });
+  return {out, arg};
+}
+
+std::tuple<Tensor, Tensor> semiring_vm_cpu(const Tensor& crow_in, const Tensor& col_in,
+                                           const Tensor& values_in, const Tensor& u_keys_in,
+                                           const Tensor& u_values_in, int64_t ncols,
+                                           int64_t monoid, int64_t binop) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  Tensor keys = index_arg(u_keys_in, "u_keys", 1);
+  check_semiring_values(values_in, "semiring_vm", "values");
+  check_semiring_values(u_values_in, "semiring_vm", "u_values");
+  TORCH_CHECK(u_values_in.scalar_type() == values_in.scalar_type(),
+              "sparsefill: semiring_vm: values and u_values must have one dtype, got ",
+              values_in.scalar_type(), " and ", u_values_in.scalar_type());
+  TORCH_CHECK(keys.numel() == u_values_in.numel(), "sparsefill: semiring_vm: u has ",
+              keys.numel(), " keys but ", u_values_in.numel(), " values");
+  TORCH_CHECK(ncols >= 0, "sparsefill: semiring_vm: ncols must be non-negative, got ", ncols);
+  check_codes(monoid, binop, "semiring_vm");
+  const int64_t m = csr_operand_rows(crow, col, values_in, "semiring_vm: A's");
+  Tensor values = values_in.contiguous(), u_values = u_values_in.contiguous();
+  const auto acc = accumulator_type(values.scalar_type());
+  Tensor out = at::empty({ncols}, values.options().dtype(acc));
+  Tensor arg = at::empty({ncols}, values.options().dtype(at::kLong));
+  with_compute_type<true>(values.scalar_type(), [&](auto zero) {
+    using T = decltype(zero);
+    using A = std::conditional_t<std::is_same_v<T, int64_t>, int64_t, double>;
+    check_status(Core<T>::semiring_vm(out.data_ptr<A>(), arg.data_ptr<int64_t>(),
+                                      crow.const_data_ptr<int64_t>(),
+                                      col.const_data_ptr<int64_t>(), values.const_data_ptr<T>(),
+                                      m, ncols, col.numel(), keys.const_data_ptr<int64_t>(),
+                                      u_values.const_data_ptr<T>(), keys.numel(), (int)monoid,
+                                      (int)binop),
+                 "semiring_vm operands");
+  });
+  return {out, arg};
+}
+
+std::tuple<Tensor, Tensor, Tensor> ewise_merge_cpu(const Tensor& crow_a_in, const Tensor& col_a_in,
+                                                   const Tensor& values_a_in,
+                                                   const Tensor& crow_b_in, const Tensor& col_b_in,
+                                                   const Tensor& values_b_in, int64_t ncols,
+                                                   int64_t binop,
+                                                   const std::optional<Tensor>& a_default_in,
+                                                   const std::optional<Tensor>& b_default_in) {
+  Tensor crow_a = index_arg(crow_a_in, "crow_a", 1), col_a = index_arg(col_a_in, "col_a", 1);
+  Tensor crow_b = index_arg(crow_b_in, "crow_b", 1), col_b = index_arg(col_b_in, "col_b", 1);
+  check_semiring_values(values_a_in, "ewise_merge", "values_a");
+  check_semiring_values(values_b_in, "ewise_merge", "values_b");
+  TORCH_CHECK(values_a_in.scalar_type() == values_b_in.scalar_type(),
+              "sparsefill: ewise_merge: values_a and values_b must have one dtype, got ",
+              values_a_in.scalar_type(), " and ", values_b_in.scalar_type());
+  TORCH_CHECK(ncols >= 0, "sparsefill: ewise_merge: ncols must be non-negative, got ", ncols);
+  check_codes(SF_MONOID_PLUS, binop, "ewise_merge");
+  const int64_t m = csr_operand_rows(crow_a, col_a, values_a_in, "ewise_merge: A's");
+  const int64_t mb = csr_operand_rows(crow_b, col_b, values_b_in, "ewise_merge: B's");
+  TORCH_CHECK(m == mb, "sparsefill: ewise_merge: A has ", m, " rows but B has ", mb);
+  const bool defaults = a_default_in.has_value() && a_default_in->defined();
+  TORCH_CHECK(defaults == (b_default_in.has_value() && b_default_in->defined()),
+              "sparsefill: ewise_merge: give both a_default and b_default (ewise_union) or "
+              "neither (ewise_add)");
+  const auto dtype = values_a_in.scalar_type();
+  Tensor a_default, b_default;
+  if (defaults) {
+    for (auto* d : {&*a_default_in, &*b_default_in}) {
+      TORCH_CHECK(d->numel() == 1 && d->device().is_cpu(),
+                  "sparsefill: ewise_merge: a_default and b_default must be one-element CPU "
+                  "tensors, got shape ", d->sizes(), " on ", d->device());
+    }
+    a_default = a_default_in->reshape({}).to(dtype).contiguous();
+    b_default = b_default_in->reshape({}).to(dtype).contiguous();
+  }
+  Tensor values_a = values_a_in.contiguous(), values_b = values_b_in.contiguous();
+  const int64_t nse_a = col_a.numel(), nse_b = col_b.numel();
+  const int64_t* cra = crow_a.const_data_ptr<int64_t>();
+  const int64_t* crb = crow_b.const_data_ptr<int64_t>();
+  // Pass 1: each row's size (and the operands checked); rows split by A + B's work.
+  Tensor crow = at::empty({m + 1}, crow_a.options());
+  int64_t* cr = crow.data_ptr<int64_t>();
+  cr[0] = 0;
+  auto both = [cra, crb](int64_t r) { return cra[r] + crb[r]; };
+  for_ranges_by(both, m, 1, "ewise_merge operands", [&](int64_t r0, int64_t r1) {
+    return sf_csr_union_row_nse(cr + 1, cra, col_a.const_data_ptr<int64_t>(), nse_a, crb,
+                                col_b.const_data_ptr<int64_t>(), nse_b, m, ncols, r0, r1);
+  });
+  for (int64_t i = 0; i < m; ++i) cr[i + 1] += cr[i];
+  const int64_t nse = cr[m];
+  Tensor col = at::empty({nse}, crow_a.options());
+  Tensor values = at::empty({nse}, values_a.options());
+  // Pass 2: rows split by the result's work.
+  with_compute_type<true>(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T* da = defaults ? a_default.const_data_ptr<T>() : nullptr;
+    const T* db = defaults ? b_default.const_data_ptr<T>() : nullptr;
+    for_row_ranges(cr, m, 1, "ewise_merge operands", [&](int64_t r0, int64_t r1) {
+      return Core<T>::ewise_union(col.data_ptr<int64_t>(), values.data_ptr<T>(), cr, nse, cra,
+                                  col_a.const_data_ptr<int64_t>(), values_a.const_data_ptr<T>(),
+                                  nse_a, crb, col_b.const_data_ptr<int64_t>(),
+                                  values_b.const_data_ptr<T>(), nse_b, m, (int)binop, da, db, r0,
+                                  r1);
+    });
+  });
+  return {crow, col, values};
+}
+
+std::tuple<Tensor, Tensor, Tensor> semiring_masked_cpu(
+    const Tensor& crow_m_in, const Tensor& col_m_in, const Tensor& crow_a_in,
+    const Tensor& col_a_in, const Tensor& values_a_in, const Tensor& crow_b_in,
+    const Tensor& col_b_in, const Tensor& values_b_in, int64_t ncols, int64_t monoid,
+    int64_t binop, bool by_dots) {
+  Tensor crow_m = index_arg(crow_m_in, "crow_m", 1), col_m = index_arg(col_m_in, "col_m", 1);
+  Tensor crow_a = index_arg(crow_a_in, "crow_a", 1), col_a = index_arg(col_a_in, "col_a", 1);
+  Tensor crow_b = index_arg(crow_b_in, "crow_b", 1), col_b = index_arg(col_b_in, "col_b", 1);
+  check_semiring_values(values_a_in, "semiring_masked", "values_a");
+  check_semiring_values(values_b_in, "semiring_masked", "values_b");
+  TORCH_CHECK(values_a_in.scalar_type() == values_b_in.scalar_type(),
+              "sparsefill: semiring_masked: values_a and values_b must have one dtype, got ",
+              values_a_in.scalar_type(), " and ", values_b_in.scalar_type());
+  TORCH_CHECK(ncols >= 0, "sparsefill: semiring_masked: ncols must be non-negative, got ",
+              ncols);
+  check_codes(monoid, binop, "semiring_masked");
+  const int64_t m = csr_operand_rows(crow_a, col_a, values_a_in, "semiring_masked: A's");
+  const int64_t rows_b = csr_operand_rows(crow_b, col_b, values_b_in, "semiring_masked: B's");
+  TORCH_CHECK(!by_dots || rows_b == ncols, "sparsefill: semiring_masked: B^T must have ", ncols,
+              " rows (ncols), got ", rows_b);
+  TORCH_CHECK(crow_m.numel() == m + 1, "sparsefill: semiring_masked: the mask must have ", m,
+              " rows (A's), got crow_m of ", crow_m.numel(), " elements");
+  const int64_t nse_m = col_m.numel();
+  const int64_t* crm = crow_m.const_data_ptr<int64_t>();
+  TORCH_CHECK(crm[0] == 0 && crm[m] == nse_m, "sparsefill: semiring_masked: crow_m must run "
+              "from 0 to the mask's ", nse_m, " elements, got ", crm[0], " to ", crm[m]);
+  Tensor values_a = values_a_in.contiguous(), values_b = values_b_in.contiguous();
+  const auto acc = accumulator_type(values_a.scalar_type());
+  Tensor out = at::empty({nse_m}, values_a.options().dtype(acc));
+  Tensor arg = at::empty({nse_m}, values_a.options().dtype(at::kLong));
+  Tensor crow = at::empty({m + 1}, crow_m.options());
+  Tensor col, values;
+  with_compute_type<true>(values_a.scalar_type(), [&](auto zero) {
+    using T = decltype(zero);
+    using A = std::conditional_t<std::is_same_v<T, int64_t>, int64_t, double>;
+    const int64_t* cra = crow_a.const_data_ptr<int64_t>();
+    const int64_t* clm = col_m.const_data_ptr<int64_t>();
+    const int64_t* cla = col_a.const_data_ptr<int64_t>();
+    const int64_t* crb = crow_b.const_data_ptr<int64_t>();
+    const int64_t* clb = col_b.const_data_ptr<int64_t>();
+    const T* va = values_a.const_data_ptr<T>();
+    const T* vb = values_b.const_data_ptr<T>();
+    A* o = out.data_ptr<A>();
+    int64_t* g = arg.data_ptr<int64_t>();
+    // Rows split by the mask's elements plus A's row: about either method's work.
+    auto work = [crm, cra](int64_t r) { return crm[r] + cra[r]; };
+    for_ranges_by(work, m, 1, "semiring_masked operands", [&](int64_t r0, int64_t r1) {
+      if (by_dots)
+        return Core<T>::semiring_masked(o, g, crm, clm, nse_m, cra, cla, va, col_a.numel(), crb,
+                                        clb, vb, col_b.numel(), m, ncols, (int)monoid,
+                                        (int)binop, r0, r1);
+      std::vector<int64_t> mark(ncols, -1);  // this range's scratch
+      return Core<T>::semiring_masked_rows(o, g, mark.data(), crm, clm, nse_m, cra, cla, va,
+                                           col_a.numel(), crb, clb, vb, col_b.numel(), m,
+                                           rows_b, ncols, (int)monoid, (int)binop, r0, r1);
+    });
+    // The present mask elements, compacted in order: the result's CSR.
+    int64_t* cr = crow.data_ptr<int64_t>();
+    int64_t nse = 0;
+    for (int64_t q = 0; q < nse_m; ++q) nse += g[q] >= 0;
+    col = at::empty({nse}, col_m.options());
+    values = at::empty({nse}, out.options());
+    int64_t* cc = col.data_ptr<int64_t>();
+    A* vv = values.data_ptr<A>();
+    int64_t w = 0;
+    cr[0] = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t q = crm[i]; q < crm[i + 1]; ++q) {
+        if (g[q] < 0) continue;
+        cc[w] = clm[q];
+        vv[w++] = o[q];
+      }
+      cr[i + 1] = w;
+    }
+  });
+  return {crow, col, values};
+}
+
+}  // namespace sparsefill
