@@ -1411,12 +1411,12 @@ def unfuzzed_routes():
 # known, so the bounded run in `make test` guards against everything else.
 # Each entry says whose it is; remove it with the fix.
 KNOWN = {
-    "median/nanmedian/kthvalue of an expanded (stride 0) input holding NaN: torch's CPU "
-    "kernel reads it wrongly (torch.median(t.expand(2, 3), 0) differs from the same on "
-    "t.expand(2, 3).contiguous()), and the dense program's broadcast_to is such a view; "
-    "torch's to settle":
-        lambda detail, text: "NaN positions differ" in detail and "broadcast_to" in text and
-        ("median" in text or "kthvalue" in text),
+    "median/nanmedian/kthvalue of an expanded (stride 0) input: torch's CPU kernel reads "
+    "it wrongly, NaN or not (torch.nanmedian(t.expand(2, 3, 1, 4), 0) of a (3, 1, 4) t "
+    "differs from the same on .contiguous(), which gives t), and the dense program's "
+    "broadcast_to is such a view; torch's to settle":
+        lambda detail, text: ("NaN positions differ" in detail or "values differ" in detail)
+        and "broadcast_to" in text and ("median" in text or "kthvalue" in text),
     "complex arithmetic with an infinite part: torch's scalar kernel (the fill, a 0-d "
     "tensor) and its vectorised one disagree on NaN (division by x + inf j), and so do its "
     "sums of uncoalesced duplicates (v.sum() is -inf-0.61j where v[0] + v[1] + v[2] is "

@@ -608,3 +608,28 @@ def test_duplicates_of_a_half_tensor_are_summed_in_float32(half):
     want = torch.tensor([big + 2, 0.], dtype=half)
     T.assert_dense_equal(A.to_dense(), want)
     T.assert_dense_equal(A.coalesce()._values(), want[:1])
+
+
+def test_a_zero_dim_sparse_tensor_promotes_as_a_zero_dim_tensor():
+    """A 0-d SparseFillTensor against a plain 0-d tensor of a wider dtype:
+    both 0-d, so the wider wins, as dense (float32 came out where dense is
+    float64; fuzz seed 422887)."""
+    S = sf.full((), 1.5, dtype=torch.float32)
+    other = torch.tensor(1., dtype=torch.float64)
+    for fn in (torch.subtract, torch.add, torch.mul, torch.maximum):
+        ours, dense = fn(S, other), fn(S.to_dense(), other)
+        T.assert_dense_equal(_dense(ours), dense)
+
+
+@pytest.mark.parametrize("call", ["amin(1)", "amax(0)", "amax()"])
+def test_a_max_over_no_element_raises_as_dense(call):
+    """amin/amax along a dim of size 0 (or over an empty tensor without a
+    dim) computed a result where dense raises (fuzz seed 445027)."""
+    A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0), (0, 0),
+                             fill_value=1.)
+    fn = {"amin(1)": lambda X: X.amin(1), "amax(0)": lambda X: X.amax(0),
+          "amax()": lambda X: X.amax()}[call]
+    with pytest.raises(Exception) as dense:
+        fn(A.to_dense())
+    with pytest.raises(type(dense.value), match=r"Expected reduction dim"):
+        fn(A)

@@ -22,8 +22,10 @@ def _promoted(a: SparseFillTensor, other: torch.Tensor):
     both get it; the generated ops would otherwise widen to the larger."""
     # from dtypes and dims alone (torch.result_type's rule, as torch._refs
     # apply it): no tensor op, so nothing enters a traced graph
+    # (a 0-d SparseFillTensor promotes as a 0-d tensor: its values, 1-D, would not)
+    mine = a._sf_values if a.dim() else torch.empty((), dtype=a.dtype, device="meta")
     common = _prims_common.elementwise_dtypes(
-        a._sf_values, other, type_promotion_kind=_prims_common.ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+        mine, other, type_promotion_kind=_prims_common.ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
     return (a if a._sf_values.dtype == common else a.to(common),
             other if other.dtype == common else other.to(common))
 
@@ -89,13 +91,12 @@ def _only_half(operands):
 
 def _call_dtype(func, operands) -> torch.dtype:
     """The dtype torch gives `func` on the operands: numbers as they are,
-    tensors as empty stand-ins of their dtype and of rank 0 or 1 (a plain
-    0-d tensor promotes as such; a SparseFillTensor is dimensioned)."""
+    tensors as empty stand-ins of their dtype and of rank 0 or 1 (a 0-d
+    tensor promotes as such, a 0-d SparseFillTensor too)."""
     def stand_in(o):
         if not isinstance(o, torch.Tensor):
             return o
-        return torch.empty(() if not isinstance(o, SparseFillTensor) and o.dim() == 0 else 0,
-                           dtype=o.dtype)
+        return torch.empty(() if o.dim() == 0 else 0, dtype=o.dtype)
     return func(*[stand_in(o) for o in operands]).dtype
 
 

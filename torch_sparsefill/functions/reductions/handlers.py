@@ -172,7 +172,15 @@ def _amax(input, dim=(), keepdim=False, *, is_min=False):
     if A.dtype == torch.bool:
         return _amax(A.to(torch.uint8), dim, keepdim, is_min=is_min).to(torch.bool)
     what = "amin" if is_min else "amax"
-    out = reduce(A, _args.dims(dim, A.dim(), f"{what}()"), keepdim, max_core(is_min), what)
+    dims = _args.dims(dim, A.dim(), f"{what}()")
+    # torch's errors for a max over no element (fuzz seed 445027)
+    if A.numel() == 0 and (dim is None or dim == () or dim == []):
+        raise RuntimeError(f"{what}(): Expected reduction dim to be specified for "
+                           f"input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
+    for d in dims:
+        if A.shape[d] == 0:
+            raise IndexError(f"{what}(): Expected reduction dim {d} to have non-zero size.")
+    out = reduce(A, dims, keepdim, max_core(is_min), what)
     # the slot kernels widen int32/int16/int8 to int64; a max is one of the
     # elements, so it keeps the input's dtype, as torch's does
     return out.to(A.dtype) if out.dtype != A.dtype and not A.dtype.is_floating_point else out
