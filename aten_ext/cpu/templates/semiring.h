@@ -93,7 +93,7 @@ SF_SR_INLINE sf_status SF_FN(sf_sr_extreme_rows)(const int monoid, const int op,
       return SF_ERR_INDEX_OUT_OF_RANGE;
     const ACC t0 = (ACC)SF_FN(sf_sr_term)(op, values[p], x[k0]);
     const ACC t1 = (ACC)SF_FN(sf_sr_term)(op, values[p + 1], x[k1]);
-    nan |= (t0 != t0) | (t1 != t1);
+    nan |= ISNAN(t0) | ISNAN(t1);  /* (0 for integers: no self-comparison) */
     if (monoid == SF_MONOID_MIN) {
       a0 = t0 < a0 ? t0 : a0;
       a1 = t1 < a1 ? t1 : a1;
@@ -106,12 +106,12 @@ SF_SR_INLINE sf_status SF_FN(sf_sr_extreme_rows)(const int monoid, const int op,
     const int64_t k = col[p];
     if ((uint64_t)k >= (uint64_t)ncols) return SF_ERR_INDEX_OUT_OF_RANGE;
     const ACC t = (ACC)SF_FN(sf_sr_term)(op, values[p], x[k]);
-    nan |= t != t;
+    nan |= ISNAN(t);
     a0 = monoid == SF_MONOID_MIN ? (t < a0 ? t : a0) : (t > a0 ? t : a0);
   }
   const ACC a = monoid == SF_MONOID_MIN ? (a1 < a0 ? a1 : a0) : (a1 > a0 ? a1 : a0);
   /* A NaN term, or a NaN first term already in acc (which the lanes dropped). */
-  *acc = (nan | (*acc != *acc)) ? (ACC)NANV : a;
+  *acc = (nan | ISNAN(*acc)) ? (ACC)NANV : a;
   return SF_OK;
 }
 
