@@ -419,6 +419,12 @@ def reduction_rows(quick: bool):
            "torch.sparse.sum", lambda: torch.sparse.sum(N, 1))
     yield (f"sum all, {label}, fill 0.5", lambda: A5.sum(),
            "torch.sparse.sum", lambda: torch.sparse.sum(N))
+    # The decomposition route's overhead (RFC.md#decomposition-route): F.mse_loss
+    # runs torch's decomposition step by step, against the same expression by hand.
+    T5 = A5._with(A5._values() + 1.0, torch.tensor(0.25))
+    yield (f"F.mse_loss(A, B) by decomposition, {label}",
+           lambda: torch.nn.functional.mse_loss(A5, T5), "((A - B) ** 2).mean() by hand",
+           lambda: ((A5 - T5) ** 2).mean())
     # 1% density against the dense softmax of the same (dense) matrix
     S, _ = stratified(10_000 if not quick else 2_000, 10_000 if not quick else 2_000, 100 if not
                       quick else 20, 0.5, seed=4)
