@@ -139,7 +139,12 @@ class Operand:
         return mask.reshape(mask.shape + (1,) * (len(self.size) - self.indices.shape[0])) \
             .expand(self.size)
 
-    def dense(self):
+    def dense(self, wide=False):
+        """The dense twin; `wide`: built from float64 (complex128) leaves, so
+        that the reference sums duplicates exactly, not in the half dtype."""
+        if wide and (self.values.dtype.is_floating_point or self.values.dtype.is_complex):
+            return Operand(self.indices, _widen(self.values), _widen(self.fill), self.size,
+                           self.layout, self.desc, self.blocksize).dense()
         sd = self.indices.shape[0]
         nd = len(self.size)
         f = self.fill.reshape((1,) * (nd - self.fill.dim()) + tuple(self.fill.shape))
@@ -1513,13 +1518,13 @@ def build_program(seed: int):
     return x0, steps
 
 
-def _materialise(a, sparse):
+def _materialise(a, sparse, wide=False):
     if isinstance(a, Pattern):
-        return a.operand.sparse() if sparse else (a.operand.dense(), a.operand.stored())
+        return a.operand.sparse() if sparse else (a.operand.dense(wide), a.operand.stored())
     if isinstance(a, Operand):
-        return a.sparse() if sparse else a.dense()
+        return a.sparse() if sparse else a.dense(wide)
     if isinstance(a, list):
-        return [_materialise(v, sparse) for v in a]
+        return [_materialise(v, sparse, wide) for v in a]
     return a
 
 
@@ -1541,7 +1546,7 @@ def _apply(step: Step, x, sparse: bool, widen=False):
             return x
         if isinstance(a, list):
             return [sub(v) for v in a]
-        out = _materialise(a, sparse)
+        out = _materialise(a, sparse, widen)
         return _widen(out) if widen else out
     args = [sub(a) for a in step.args]
     kwargs = {k: sub(v) for k, v in step.kwargs.items()}
@@ -1588,7 +1593,7 @@ def _finite(x) -> bool:
 def run_program(x0: Operand, steps, sparse: bool, seen=None, widen=False):
     """The program's result; `seen` (a list) collects every value on the way.
     `widen`: the dense program in float64 (the reference of half results)."""
-    x = x0.sparse() if sparse else x0.dense()
+    x = x0.sparse() if sparse else x0.dense(widen)
     x = _widen(x) if widen else x
     if seen is not None:
         seen.append(x)
