@@ -806,6 +806,12 @@ def _family_recipes():
     def reflected(g, x):  # number / x, plain / x: torch's reciprocal() * other
         return (X, _other_like(g, x, x.dtype))
 
+    def ldexp(g, x):  # x * 2 ** other, the power taken in other's dtype (seed 510512)
+        other = _other_like(g, x, g.choice([x.dtype, torch.float16, torch.float32, torch.int64]))
+        if not isinstance(other, (Operand, torch.Tensor)):
+            other = plain_operand(g, (), g.choice([torch.float16, torch.float32, torch.int64]))
+        return (X, other)
+
     def einsum(g, x):
         # The contractions _einsum maps onto products, sums and transposes.
         if not x.dtype.is_floating_point or x.dense_dim() or x.dim() not in (2, 3):
@@ -965,6 +971,7 @@ def _family_recipes():
         ([F.dropout], dropout, F.dropout),
         ([torch.tril, T.tril, torch.triu, T.triu], tri, None),
         ([T.__rtruediv__], reflected, None),
+        ([torch.ldexp, T.ldexp], ldexp, None), ([T.ldexp_], ldexp, _in_place_copy(T.ldexp_)),
         ([torch.einsum], einsum, None),
         ([torch.baddbmm, T.baddbmm], baddbmm, None),
         ([T.to_sparse_csc], two_d, T.to_sparse_csc),
@@ -1472,6 +1479,12 @@ KNOWN = {
     "rsqrt or atan2 later tells apart; torch's to settle":
         lambda detail, text: bool(re.search(r"mm\(x, tensor\(1, \d+\)", text)) and any(
             k in detail for k in ("infinities differ", "NaN positions differ", "values differ")),
+    "ldexp's gradient with an integer exponent: torch's backward raises 2 to it in "
+    "integers, so a negative exponent gives a gradient of 0 (x = tensor([1.5], "
+    "requires_grad=True); torch.ldexp(x, tensor([-2])).sum().backward() gives x.grad 0, "
+    "not 0.25); ours is 2 ** e; torch's to settle":
+        lambda detail, text: ("gradient of leaf" in detail or "Hessian-vector product" in detail)
+        and bool(re.search(r"ldexp_?\(x, [^;]*torch\.(u?int\d+)", text)),
     "new_tensor (new_zeros, new_full, ...) of a conjugate view: torch's dense call raises "
     "its internal 'DispatchKey Conjugate doesn't correspond to a device' (the same call on "
     "x.resolve_conj() computes); ours returns the documented new tensor; torch's to settle":

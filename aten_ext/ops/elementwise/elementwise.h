@@ -196,7 +196,25 @@ struct Binary<Op, Pack<A...>> {
                                                          const Tensor& vb, const Tensor& fb,
                                                          at::IntArrayRef size, A... args) {
     Aligned al = align_binary(ia, va, fa, ib, vb, fb, size);
-    return {Op::f(al.a, al.b, args...), Op::f(fa, fb, args...), al.indices};
+    auto [ca, cb] = common_fills(va, fa, vb, fb);
+    return {Op::f(al.a, al.b, args...), Op::f(ca, cb, args...), al.indices};
+  }
+
+  // The fills promoted as the values are: ATen promotes a 0-d tensor against
+  // a dimensioned one (a per-slice fill) as a scalar, so a bfloat16 (m, 1)
+  // fill with a float16 0-d fill stayed bfloat16 while the values (both 1-D)
+  // became float32 (fuzz seed 1319). A 0-d fill against a dimensioned one is
+  // viewed with as many size-1 dims, which broadcasts the same and promotes
+  // as its values do, whatever the op's own rule (masked_fill's bool mask).
+  static Pair common_fills(const Tensor& va, const Tensor& fa, const Tensor& vb,
+                           const Tensor& fb) {
+    if (va.scalar_type() == vb.scalar_type() || (fa.dim() == 0) == (fb.dim() == 0)) {
+      return {fa, fb};
+    }
+    const auto ones = [](const Tensor& f, int64_t rank) {
+      return f.dim() ? f : f.reshape(std::vector<int64_t>(rank, 1));
+    };
+    return {ones(fa, fb.dim()), ones(fb, fa.dim())};
   }
 
   static Pair same_kernel(const Tensor& va, const Tensor& fa, const Tensor& vb, const Tensor& fb,
@@ -205,7 +223,8 @@ struct Binary<Op, Pack<A...>> {
     check_unary_args(vb, fb);
     TORCH_CHECK(va.sym_sizes().equals(vb.sym_sizes()), "sparsefill: ", Op::name,
                 "_same needs values of one shape, got ", va.sym_sizes(), " and ", vb.sym_sizes());
-    return {Op::f(va, vb, args...), Op::f(fa, fb, args...)};
+    auto [ca, cb] = common_fills(va, fa, vb, fb);
+    return {Op::f(va, vb, args...), Op::f(ca, cb, args...)};
   }
 
   static Pair dense_kernel(const Tensor& values, const Tensor& fill, const Tensor& other,

@@ -69,7 +69,6 @@
 #include <ATen/ops/isneginf.h>
 #include <ATen/ops/isposinf.h>
 #include <ATen/ops/isreal.h>
-#include <ATen/ops/ldexp.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/leaky_relu.h>
 #include <ATen/ops/lerp.h>
@@ -1274,15 +1273,6 @@ struct Nextafter {
   }
 };
 
-// ldexp (binary)
-struct Ldexp {
-  static constexpr const char* name = "ldexp";
-  static constexpr bool number = false;  // has ldexp_scalar
-  static Tensor f(const Tensor& self, const Tensor& other) {
-    return at::ldexp(self, other);
-  }
-};
-
 // igamma (binary)
 struct Igamma {
   static constexpr const char* name = "igamma";
@@ -1731,7 +1721,6 @@ using BinaryOps = OpList<
     ops::Xlog1py,
     ops::Heaviside,
     ops::Nextafter,
-    ops::Ldexp,
     ops::Igamma,
     ops::Igammac,
     ops::Zeta,

@@ -34,6 +34,9 @@ EXCUSED = {
     **{f"{op}.{variant}": f"aten.{op}'s reductions, picked by its element-wise overload "
                           f"{op}.other (the OpInfo {op}.binary): routed by functions/reductions"
        for op in ("max", "min") for variant in ("reduction_with_dim", "reduction_no_dim")},
+    "ldexp": "its dtype follows each operand's own type (an integer exponent keeps the "
+             "input's, a float one is raised in its own dtype first), not the table's common "
+             "promotion: routed by functions/elementwise/handlers.py",
     "frexp": "two results (mantissa, exponent), and the table's kinds return one: refused by name",
     "lcm": "torch's kernel traps (SIGFPE: the process ends) on INT64_MIN / -1, which the "
            "table's integer test inputs hold: refused by name",

@@ -541,3 +541,66 @@ def _rtruediv(input, other):
 
 
 ROUTES[torch.Tensor.__rtruediv__] = _rtruediv
+
+
+def _int_exponent(input, other) -> bool:
+    """Whether ATen takes ldexp's integer-exponent kernel (std::ldexp: input's
+    dtype, one rounding); else it computes ``input * 2 ** other``."""
+    return input.dtype.is_floating_point and not other.dtype.is_floating_point \
+        and not other.dtype.is_complex
+
+
+def _power_of_two(input, other):
+    """ATen's ldexp factor: ``2 ** other`` in float64 for an integer
+    exponent (exact for every exponent in [-1074, 1023], clamped there: no
+    float32 or half input comes back finite, or non-zero, from beyond, so
+    the product rounds once, as std::ldexp does; a float64 input beyond it
+    is the one case that can differ); else ATen's ``_pow2``: the power in
+    other's dtype for an integer or float32 input, in input's dtype
+    promoted with other's for the others."""
+    if _int_exponent(input, other):
+        if other.dtype == torch.bool:  # ATen's kernel has no bool exponent
+            torch.ldexp(torch.ones(1, dtype=input.dtype), torch.ones(1, dtype=torch.bool))
+        return torch.pow(2.0, other.clamp(-1074, 1023).to(torch.float64))
+    if not input.dtype.is_floating_point or input.dtype == torch.float32:
+        return torch.pow(2.0, other)
+    return torch.pow(torch.full((), 2.0, dtype=input.dtype, device=input.device), other)
+
+
+def _ldexp(input, other, *, out=None):
+    """``torch.ldexp(A, e)`` as ATen computes it (torch 2.13): with an integer
+    exponent, A times 2 ** e in A's dtype, rounded once; else ``A * 2 ** e``
+    with the power in e's dtype (a float16 exponent of 20 overflows to inf
+    before the product promotes, as dense's does: fuzz seed 510512). The
+    operands' own types decide, so the table's promote-first rule cannot
+    route it.
+
+    Example::
+
+        >>> torch.ldexp(sf.full((2,), 3.), torch.tensor(2)).to_dense()
+        tensor([12., 12.])
+    """
+    if out is not None:
+        raise NotImplementedError("torch_sparsefill: ldexp with out= is not implemented for "
+                                  "SparseFillTensor; use out.copy_(torch.ldexp(input, other))")
+    factor = _power_of_two(input, other)
+    if _int_exponent(input, other):
+        return (input.to(torch.float64) * factor).to(input.dtype)
+    return torch.mul(input, factor)
+
+
+def _ldexp_(input, other):
+    """``A.ldexp_(e)``: A times ``2 ** e`` in place (the product in the
+    factor's dtype, then A's, as ATen's ldexp_out).
+
+    Example::
+
+        >>> sf.full((2,), 3.).ldexp_(torch.tensor(2.)).to_dense()
+        tensor([12., 12.])
+    """
+    return input.mul_(_power_of_two(input, other))
+
+
+ROUTES[torch.ldexp] = _ldexp
+ROUTES[torch.Tensor.ldexp] = _ldexp
+ROUTES[torch.Tensor.ldexp_] = _ldexp_
