@@ -248,3 +248,29 @@ def test_nanmedian_of_an_all_nan_fill_along_a_dense_dim():
     dv, di = torch.nanmedian(A.to_dense(), -1)
     _same(v, dv)
     _same(i, di)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.int64])
+def test_topk_picks_the_stable_sort_s_first_k(dtype):
+    """topk's values and indices are the first k of the stable sort of the
+    dense lane (ties, NaN and the fill's block in index order), for every k,
+    both directions, along rows, columns and a single lane: it reads each
+    lane's k-th best stored value instead of sorting them all, and a wrong
+    choice among ties would show here (torch's own topk leaves ties open)."""
+    g = torch.Generator().manual_seed(7)
+    pool = torch.tensor([0., 1., -1., 2., math.inf, -math.inf, math.nan, -0.0] if dtype.is_floating_point
+                        else [0, 1, -1, 2, 7], dtype=dtype)
+    for m, n in ((5, 12), (1, 30), (6, 1)):
+        for fill in pool.tolist():
+            D = pool[torch.randint(0, len(pool), (m, n), generator=g)]
+            mask = torch.rand(m, n, generator=g) < 0.6
+            A = sf.sparse_coo_tensor(mask.nonzero().T, D[mask], (m, n), fill_value=fill)
+            dense = torch.where(mask, D, torch.tensor(fill, dtype=dtype))
+            for X in (A, A.to_sparse_csr()):
+                for d in (0, 1):
+                    for largest in (True, False):
+                        sv, si = torch.sort(dense, dim=d, descending=largest, stable=True)
+                        for k in range(dense.shape[d] + 1):
+                            v, i = torch.topk(X, k, d, largest)
+                            assert torch.equal(i, si.narrow(d, 0, k))
+                            _same(v, sv.narrow(d, 0, k))

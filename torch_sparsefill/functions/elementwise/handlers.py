@@ -364,6 +364,10 @@ def _union(layout, size, values, fill, indices, refill=None) -> SparseFillTensor
                 fill = torch.where(covered, fill, fill.detach())
             elif count == 0:
                 fill = fill.detach()
+        elif fill.numel() == 0:
+            # a per-slice fill of no element covers nothing (and torch's own
+            # clamp backward fails to broadcast into a 0-d bound then: seed 710690)
+            fill = fill.detach()
         elif refill is not None and not torch.compiler.is_compiling():
             covered = _fill.unspecified_per_element(fill, size, indices).to(fill.device) > 0
             if not bool(covered.all()):
@@ -557,12 +561,14 @@ def _power_of_two(input, other):
     the product rounds once, as std::ldexp does; a float64 input beyond it
     is the one case that can differ); else ATen's ``_pow2``: the power in
     other's dtype for an integer or float32 input, in input's dtype
-    promoted with other's for the others."""
+    promoted with other's for the others (complex ones too: a float16
+    exponent makes it complex32, which torch refuses)."""
     if _int_exponent(input, other):
         if other.dtype == torch.bool:  # ATen's kernel has no bool exponent
             torch.ldexp(torch.ones(1, dtype=input.dtype), torch.ones(1, dtype=torch.bool))
         return torch.pow(2.0, other.clamp(-1074, 1023).to(torch.float64))
-    if not input.dtype.is_floating_point or input.dtype == torch.float32:
+    if not (input.dtype.is_floating_point or input.dtype.is_complex) \
+            or input.dtype == torch.float32:
         return torch.pow(2.0, other)
     return torch.pow(torch.full((), 2.0, dtype=input.dtype, device=input.device), other)
 

@@ -204,6 +204,70 @@ class Lanes:
         positions = torch.where(hit, stored_p, free)
         return values.reshape(q.shape), positions.reshape(q.shape)
 
+    def first_k(self, k: int, order: Order):
+        """(values, positions) [L, k] of the first k slots of every lane sorted
+        in `order` (torch's own orders: DESCENDING or ASCENDING), without
+        sorting all stored values: each lane's stored values are laid in a
+        row of a padded [L, widest lane] matrix in position order, whose
+        topk gives each lane's k-th best value and so its best k stored
+        ones (ties by position), and they meet the fill's first k unspecified positions in a sort of 2k
+        candidates by position, then stably by value: ties fall in index
+        order, as in a stable sort of the dense lane. None where the padding
+        would outweigh the stored elements (a lane much longer than the
+        others) or for bool: the caller then places every stored value.
+        Differentiable to values and fill."""
+        v, lane, pos, L, n, s = self.values, self.lane, self.pos, self.L, self.n, self.s
+        if v.dtype == torch.bool or order not in (ASCENDING, DESCENDING):
+            return None
+        dev = self.device
+        count = torch.bincount(lane, minlength=L) if s else torch.zeros(L, dtype=torch.int64,
+                                                                       device=dev)
+        col = torch.arange(s, device=dev) - (torch.cumsum(count, 0) - count).index_select(0, lane)
+        gap_key = lane * (n + 1) + (pos - col)  # (lane, unspecified before), sorted
+        desc = order.descending
+        if v.is_floating_point():
+            worst = -math.inf if desc else math.nan  # after every value in torch's order
+        else:
+            info = torch.iinfo(v.dtype)
+            worst = info.min if desc else info.max
+        width = int(count.max()) if s else 0
+        if L * width > 4 * s + 4096:
+            return None
+        padded = v.new_full((L, width), worst).index_put((lane, col), v)
+        where = torch.full((L, width), n, dtype=torch.int64, device=dev).index_put((lane, col),
+                                                                                    pos)
+        kk = min(k, width)
+        if kk:
+            # each lane's kk best, ties by position: all better than its kk-th
+            # best value t, then the first of those equal to t (values of
+            # topk are exact whatever tied element it picks)
+            t = torch.topk(padded.detach(), kk, dim=1, largest=desc).values[:, -1:]
+            nan_t = torch.isnan(t) if v.is_floating_point() else torch.zeros_like(t, dtype=bool)
+            isnan = torch.isnan(padded) if v.is_floating_point() else nan_t & False
+            better = (padded > t) if desc else (padded < t)
+            better = better | (isnan & ~nan_t) if desc else better | (~isnan & nan_t)
+            equal = (padded == t) | (isnan & nan_t)
+            need = kk - better.sum(1, keepdim=True)
+            chosen = better | (equal & (torch.cumsum(equal, 1) <= need))
+            rows_cols = chosen.nonzero()  # kk per lane, in position order
+            sv = padded[rows_cols[:, 0], rows_cols[:, 1]].reshape(L, kk)
+            sp = where[rows_cols[:, 0], rows_cols[:, 1]].reshape(L, kk)
+        else:
+            sv, sp = padded[:, :0], where[:, :0]
+        # the fill's block: the first k unspecified positions of each lane
+        m = torch.arange(min(k, n), device=dev).expand(L, min(k, n))
+        base = torch.arange(L, device=dev).unsqueeze(1) * (n + 1)
+        fp = m + (torch.searchsorted(gap_key, base + m, right=True) -
+                  torch.searchsorted(gap_key, base))
+        real = m < (n - count).unsqueeze(1)
+        fv = self.fill_of(torch.arange(L, device=dev)).to(v.dtype).unsqueeze(1).expand_as(m)
+        fv = torch.where(real, fv, torch.full((), worst, dtype=v.dtype, device=dev))
+        cand_v, cand_p = torch.cat([sv, fv], 1), torch.cat([sp, torch.where(real, fp, n)], 1)
+        by_pos = torch.sort(cand_p, dim=1, stable=True).indices
+        cand_v, cand_p = cand_v.gather(1, by_pos), cand_p.gather(1, by_pos)
+        best = torch.sort(cand_v, dim=1, descending=desc, stable=True).indices[:, :k]
+        return cand_v.gather(1, best), cand_p.gather(1, best)
+
     def all_lanes(self, count: int):
         """[L, count] lane numbers, every lane."""
         return torch.arange(self.L, device=self.device).unsqueeze(1).expand(self.L, count)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ...tensor import SparseFillTensor
 from ...tensor import args as _args
 from .lanes import ASCENDING, DESCENDING, Lanes, Order
 from .sort import _along_dense, _check_real, _nonnan_count, _rt, _select
@@ -116,6 +117,13 @@ def _arg_extreme(input, dim, keepdim, is_min):
     if d is not None and d >= A.sparse_dim():
         fn = torch.argmin if is_min else torch.argmax
         return _along_dense(A, d, lambda x, j: fn(x, j, keepdim))
+    if A.dtype != torch.bool and A.numel() and (d is not None or A.fill_value().numel() == 1):
+        # max/min's one O(stored) pass (ops: seg_max) answers the same first
+        # extreme, NaN first; no sort of the stored values
+        flat = A if d is not None else A.reshape(-1)
+        pos = (torch.min if is_min else torch.max)(flat, 0 if d is None else d, keepdim).indices
+        pos = pos.to_dense() if isinstance(pos, SparseFillTensor) else pos
+        return pos.reshape((1,) * A.dim()) if d is None and keepdim else pos
     lanes = Lanes(A, d, what)
     if lanes.n == 0:
         raise IndexError(f"{what}: Expected reduction dim to have non-zero size.")
@@ -129,7 +137,8 @@ def _arg_extreme(input, dim, keepdim, is_min):
 
 def argmax(input, dim=None, keepdim=False):
     """Position of the first maximum along `dim` (or of the flattened
-    tensor), NaN counting as the largest: O(stored log stored + output).
+    tensor), NaN counting as the largest: one pass over the stored elements
+    (max's, with its index), O(stored + output).
 
     Example::
 

@@ -158,8 +158,10 @@ def _select(lanes: Lanes, order: Order, slots):
 
 def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
     """The k largest (smallest) elements along `dim` and their positions,
-    dense ``[..., k]``, read in O(stored log stored + output): the fill's
-    block supplies the unspecified positions in increasing order.
+    dense ``[..., k]``, read in O(stored + output): each lane's k-th best
+    stored value picks its candidates, the fill's block supplies the
+    unspecified positions in increasing order, and ties fall in index
+    order (the first k of a stable sort of the dense lane).
 
     Example::
 
@@ -180,8 +182,11 @@ def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
     if A.dim() == 0 or d >= A.sparse_dim():
         return _rt.topk(_along_dense(A, d, lambda x, j: torch.topk(x, k, j, largest, sorted)))
     lanes = Lanes(A, d, "topk()")
-    slots = torch.arange(k, device=A.device).expand(lanes.L, k)
-    v, i = _select(lanes, DESCENDING if largest else ASCENDING, slots)
+    order = DESCENDING if largest else ASCENDING
+    picked = lanes.first_k(k, order)
+    if picked is None:
+        picked = _select(lanes, order, torch.arange(k, device=A.device).expand(lanes.L, k))
+    v, i = picked
     return _rt.topk((lanes.to_lanes_shape(v, False, k), lanes.to_lanes_shape(i, False, k)))
 
 
