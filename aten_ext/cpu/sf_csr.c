@@ -55,6 +55,28 @@ sf_status sf_csr_rows_from_crow(int64_t *rows, const int64_t *crow, int64_t nrow
   return SF_OK;
 }
 
+sf_status sf_csr_find(int64_t *slot, const int64_t *crow, const int64_t *col, int64_t nrows,
+                      int64_t ncols, const int64_t *qrow, const int64_t *qcol, int64_t k) {
+  SF_FAIL_IF(nrows < 0 || ncols < 0 || k < 0, SF_ERR_NEGATIVE_SIZE);
+  SF_FAIL_IF(crow == NULL, SF_ERR_NULL_POINTER);
+  SF_NEED(slot, k);
+  SF_NEED(qrow, k);
+  SF_NEED(qcol, k);
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t r = qrow[i], c = qcol[i];
+    SF_FAIL_IF(r < 0 || c < 0, SF_ERR_INDEX_NEGATIVE);
+    SF_FAIL_IF(r >= nrows || c >= ncols, SF_ERR_INDEX_OUT_OF_RANGE);
+    /* columns increase within a row: a binary search of the row's segment */
+    int64_t lo = crow[r], hi = crow[r + 1];
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (col[mid] < c) lo = mid + 1; else hi = mid;
+    }
+    slot[i] = (lo < crow[r + 1] && col[lo] == c) ? lo : -1;
+  }
+  return SF_OK;
+}
+
 sf_status sf_crow_from_rows_range(int64_t *crow, const int64_t *rows, int64_t nse,
                                   int64_t nrows, int64_t k_begin, int64_t k_end) {
   SF_FAIL_IF(nse < 0 || nrows < 0, SF_ERR_NEGATIVE_SIZE);

@@ -59,6 +59,12 @@ sf_status sf_csr_check(sf_site *site, const int64_t *crow, const int64_t *col, i
 /* rows[k] = row of element k, for k < crow[nrows] (the inverse of the next). */
 sf_status sf_csr_rows_from_crow(int64_t *rows, const int64_t *crow, int64_t nrows);
 
+/* slot[i] = the element of row qrow[i] whose column is qcol[i], or -1 where
+ * the row stores none, for a valid CSR pattern (sf_csr_check) and k queries:
+ * O(k log(longest row)). Errors: SF_ERR_INDEX_* for a query out of range. */
+sf_status sf_csr_find(int64_t *slot, const int64_t *crow, const int64_t *col, int64_t nrows,
+                      int64_t ncols, const int64_t *qrow, const int64_t *qcol, int64_t k);
+
 /* crow [nrows + 1] from non-decreasing rows[0..nse), each in [0, nrows).
  * Errors: SF_ERR_INDEX_* for a bad row, SF_ERR_NOT_COALESCED if decreasing. */
 sf_status sf_crow_from_rows(int64_t *crow, const int64_t *rows, int64_t nse, int64_t nrows);

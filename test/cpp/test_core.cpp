@@ -338,6 +338,38 @@ TEST(Crow, BadRows) {
   EXPECT_EQ(sf_csr_rows_from_crow(rows.data(), bad_crow.data(), 2), SF_ERR_CROW_DECREASING);
 }
 
+TEST(CsrFind, EveryPositionAgainstTheRowsScan) {
+  // rows: {1, 3}, {}, {0, 2, 3}; every (row, col) of the 3 x 4 matrix asked
+  Vec crow{0, 2, 2, 5}, col{1, 3, 0, 2, 3}, qrow, qcol;
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t c = 0; c < 4; ++c) {
+      qrow.push_back(r);
+      qcol.push_back(c);
+    }
+  }
+  Vec slot(qrow.size(), -7);
+  ASSERT_EQ(sf_csr_find(slot.data(), crow.data(), col.data(), 3, 4, qrow.data(), qcol.data(),
+                        qrow.size()), SF_OK);
+  for (size_t i = 0; i < qrow.size(); ++i) {
+    int64_t want = -1;
+    for (int64_t k = crow[qrow[i]]; k < crow[qrow[i] + 1]; ++k) {
+      if (col[k] == qcol[i]) want = k;
+    }
+    EXPECT_EQ(slot[i], want) << "row " << qrow[i] << " col " << qcol[i];
+  }
+}
+
+TEST(CsrFind, QueriesOutOfRange) {
+  Vec crow{0, 1}, col{0}, slot(1), zero{0}, neg{-1}, two{2};
+  EXPECT_EQ(sf_csr_find(slot.data(), crow.data(), col.data(), 1, 2, two.data(), zero.data(), 1),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(sf_csr_find(slot.data(), crow.data(), col.data(), 1, 2, zero.data(), two.data(), 1),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(sf_csr_find(slot.data(), crow.data(), col.data(), 1, 2, zero.data(), neg.data(), 1),
+            SF_ERR_INDEX_NEGATIVE);
+  EXPECT_EQ(sf_csr_find(nullptr, crow.data(), col.data(), 1, 2, nullptr, nullptr, 0), SF_OK);
+}
+
 // ---- union merge --------------------------------------------------------------------
 
 void check_union(const Vec& a, const Vec& b) {

@@ -53,6 +53,11 @@ def _rows_from_crow_fake(crow_indices):
     return crow_indices.new_empty((dynamic_size(),), dtype=torch.int64)
 
 
+@torch.library.register_fake("sparsefill::csr_find")
+def _csr_find_fake(crow_indices, col_indices, rows, cols, ncols):
+    return rows.new_empty((rows.shape[0],), dtype=torch.int64)
+
+
 @torch.library.register_fake("sparsefill::crow_from_rows")
 def _crow_from_rows_fake(rows, nrows):
     return rows.new_empty((nrows + 1,), dtype=torch.int64)

@@ -54,6 +54,12 @@ inline Tensor rows_from_crow(const Tensor& crow_indices) {
   return op.call(crow_indices);
 }
 
+inline Tensor csr_find(const Tensor& crow_indices, const Tensor& col_indices, const Tensor& rows,
+                       const Tensor& cols, int64_t ncols) {
+  static auto op = op_handle<decltype(csr_find)>("sparsefill::csr_find");
+  return op.call(crow_indices, col_indices, rows, cols, ncols);
+}
+
 inline Tensor crow_from_rows(const Tensor& rows, int64_t nrows) {
   static auto op = op_handle<decltype(crow_from_rows)>("sparsefill::crow_from_rows");
   return op.call(rows, nrows);

@@ -1,7 +1,7 @@
 // ops/structure/indices.cpp -- the kernels of the structural ops on one index set
 // (the ops: tools/codegen/native.yaml; their shared rules: structure.h):
 // coo_check, coo_linearize, coo_delinearize, coalesce_plan, csr_check,
-// rows_from_crow, crow_from_rows on the CPU (the C core, sparsefill_core.h) and
+// rows_from_crow, crow_from_rows on the CPU (csr_find: the CPU only) (the C core, sparsefill_core.h) and
 // on CUDA (the CUDA core, sparsefill_cuda.h; CUDA build only), and
 // index_select_plan (CPU). Each unpacks and checks the component tensors, then
 // the core does the structural work.
@@ -75,6 +75,26 @@ std::tuple<Tensor, Tensor> coalesce_plan_cpu(const Tensor& indices_in,
                                 &nse_out, linear.data_ptr<int64_t>(), nse),
                "indices");
   return {coo_delinearize_cpu(unique_linear.narrow(0, 0, nse_out), sparse_size), segment};
+}
+
+Tensor csr_find_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& rows_in,
+                    const Tensor& cols_in, int64_t ncols) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  Tensor rows = index_arg(rows_in, "rows", 1);
+  Tensor cols = index_arg(cols_in, "cols", 1);
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: crow_indices must not be empty");
+  TORCH_CHECK(rows.numel() == cols.numel(), "sparsefill: csr_find: rows has ", rows.numel(),
+              " elements and cols ", cols.numel());
+  const int64_t nrows = crow.numel() - 1;
+  TORCH_CHECK(crow[nrows].item<int64_t>() == col.numel(), "sparsefill: crow_indices[-1] (",
+              crow[nrows].item<int64_t>(), ") != the number of col_indices (", col.numel(), ")");
+  Tensor slot = at::empty({rows.numel()}, rows.options());
+  check_status(sf_csr_find(slot.data_ptr<int64_t>(), crow.data_ptr<int64_t>(),
+                           col.data_ptr<int64_t>(), nrows, ncols, rows.data_ptr<int64_t>(),
+                           cols.data_ptr<int64_t>(), rows.numel()),
+               "rows/cols");
+  return slot;
 }
 
 Tensor rows_from_crow_cpu(const Tensor& crow_in) {

@@ -50,6 +50,21 @@ def lookup(A: SparseFillTensor, coords, lin=None):
     to both). `lin`: A's stored linear indices, when already made."""
     sizes = A._sf_size[: A.sparse_dim()]
     dense_shape = A._sf_size[A.sparse_dim():]
+    if lin is None and A.layout == torch.sparse_csr and A.device.type == "cpu" \
+            and not A._batch_dim() and not torch.compiler.is_compiling():
+        # a binary search of each queried row: no COO indices of A made
+        fill = fill_rows(A, coords, dense_shape).to(A._sf_values.dtype)
+        if not A._sf_values.shape[0]:
+            return fill
+        rows, cols = coords[0], coords[1]
+        if rows.numel() >= 4096:  # in order, the searches walk the rows' memory once
+            perm = torch.sort(rows * sizes[1] + cols).indices
+            rows, cols = rows.index_select(0, perm), cols.index_select(0, perm)
+        j = _ops.csr_find(A._sf_crow, A._sf_col, rows, cols, sizes[1])
+        if rows.numel() >= 4096:
+            j = torch.empty_like(j).index_put_((perm,), j)
+        stored = A._sf_values.index_select(0, j.clamp(min=0))
+        return torch.where((j >= 0).reshape((-1,) + (1,) * len(dense_shape)), stored, fill)
     if lin is None:
         lin = linear(A._coo_indices(), sizes)
     q = linear(coords, sizes)

@@ -156,8 +156,9 @@ class Lanes:
     def place(self, order: Order):
         """Sort each lane's stored values in `order` and give each its slot in
         the sorted lane. Sets ``perm`` (stored elements in sorted order),
-        ``slot`` (their slots, increasing within a lane) and ``key``
-        (``lane * n + slot``, sorted)."""
+        ``slot`` (their slots, increasing within a lane), ``cls`` and
+        ``lane_sorted`` (each one's place against the block and lane, in
+        that order) and ``key`` (``lane * n + slot``, sorted)."""
         lane, pos = self.lane, self.pos
         k = torch.arange(self.s, device=self.device) - _starts(lane)  # stored before, per lane
         perm = order.argsort(self.values)
@@ -169,7 +170,7 @@ class Lanes:
         cls = order.classify(self.values.index_select(0, perm), self.fill_of(lane_s))
         gap = (pos - k).index_select(0, perm)  # unspecified positions before each
         slot = torch.where(cls < 0, r, torch.where(cls == 0, r + gap, r + (self.n - count)))
-        self.perm, self.slot = perm, slot
+        self.perm, self.slot, self.cls, self.lane_sorted = perm, slot, cls, lane_s
         self.key = lane_s * self.n + slot
         # (lane, unspecified before) of each stored element: sorted, for unspecified()
         self._gap_key = lane * (self.n + 1) + (pos - k)

@@ -82,18 +82,39 @@ def _sorted_values(lanes: Lanes):
 
 def _sort_indices(lanes: Lanes):
     """Sort's indices, dense (O(numel)): the stored positions at their
-    slots, and the unspecified positions, in increasing order, in the free
-    slots (the block's) of each lane."""
+    slots, and in each lane's block region (the fill's block merged with
+    the stored values tied with it) every position but the other stored
+    ones, in increasing order. That region is a count along the lane that
+    skips the other stored positions: written as increments (1 per slot,
+    more after a skipped position) and one in-place cumsum per lane, so the
+    n elements of each lane are written twice, never searched or masked."""
     n, L, dev = lanes.n, lanes.L, lanes.device
-    out = torch.empty(L * n, dtype=torch.int64, device=dev)
-    stored = torch.zeros(L * n, dtype=torch.bool, device=dev)
-    stored[lanes.lane * n + lanes.pos] = True
-    taken = torch.zeros(L * n, dtype=torch.bool, device=dev)
-    taken[lanes.key] = True
-    out[lanes.key] = lanes.pos.index_select(0, lanes.perm)
-    free = torch.nonzero(~stored).view(-1)
-    out.masked_scatter_(~taken, free.remainder_(n) if n else free)
-    return lanes.to_lanes_shape(out.reshape(L, n), False, width=n)
+    if not L * n:
+        return lanes.to_lanes_shape(torch.empty(L, n, dtype=torch.int64, device=dev), False,
+                                    width=n)
+    lane_s, cls = lanes.lane_sorted, lanes.cls
+    pos_s = lanes.pos.index_select(0, lanes.perm)
+    before = torch.bincount(lane_s[cls < 0], minlength=L)  # slots before the region, per lane
+    out = torch.ones(L, n, dtype=torch.int64, device=dev)
+    lanes_with_region = torch.nonzero(before < n).view(-1)
+    start = before.index_select(0, lanes_with_region)
+    # the region's first slot counts from 0: cancel the `before` ones above it
+    out.index_put_((lanes_with_region, start), -start)
+    # a skipped (stored, not tied) position q: the region's next kept
+    # position, number q - (skipped ones before q in the lane), counts one more
+    other = cls != 0
+    lane_q, q = lane_s[other], pos_s[other]
+    order = torch.argsort(lane_q * n + q)
+    lane_q, q = lane_q.index_select(0, order), q.index_select(0, order)
+    per_lane = torch.bincount(lane_q, minlength=L)
+    rank = torch.arange(q.shape[0], device=dev) - \
+        (torch.cumsum(per_lane, 0) - per_lane).index_select(0, lane_q)
+    at = before.index_select(0, lane_q) + q - rank
+    inside = at < n
+    out.index_put_((lane_q[inside], at[inside]), torch.ones_like(q[inside]), accumulate=True)
+    out.cumsum_(1)
+    out.index_put_((lane_s, lanes.slot), pos_s)
+    return lanes.to_lanes_shape(out, False, width=n)
 
 
 def sort(input, dim=-1, descending=False, stable=False, *, out=None):
