@@ -693,3 +693,33 @@ def test_ldexp_with_an_integer_exponent_is_exact_and_differentiable():
         sf.sparse_coo_tensor([[0, 2]], v, (4,), fill_value=f), e).to_dense(), (values, fill))
     with pytest.raises(NotImplementedError, match="Bool"):
         torch.ldexp(A, torch.tensor([True, False, True, True]))
+
+
+def test_float_power_casts_each_operand_to_float64_on_its_own():
+    """torch.float_power(A, e) raises float64 operands: a float16 exponent of
+    150.5 with a bfloat16 base was promoted into bfloat16 first (150: 2 ** 150
+    where dense gives 2 ** 150.5, and a finite value where a negative base
+    gives NaN; fuzz seed 772537)."""
+    A = sf.sparse_coo_tensor([[0, 1]], torch.tensor([-3.5, 2.], dtype=torch.bfloat16), (3,),
+                             fill_value=100.)
+    for e in (torch.tensor(150.5, dtype=torch.float16), torch.tensor([0.5, -0.3, 2.25]), 2.5, 1j):
+        ours, dense = torch.float_power(A, e), torch.float_power(A.to_dense(), e)
+        assert ours.dtype == dense.dtype
+        torch.testing.assert_close(ours.to_dense(), dense, equal_nan=True, rtol=0, atol=0)
+    ours = torch.float_power(2, sf.full((2,), 3))
+    assert torch.equal(ours.to_dense(), torch.float_power(2, torch.full((2,), 3)))
+
+
+def test_clamp_with_bounds_larger_than_the_fill_differentiates():
+    """clamp(A, lo, hi) with a bound over the dense part: the fill (0-d) is
+    clamped by a larger bound, and torch's clamp backward cannot reduce into
+    the smaller input (fuzz seed 673867): the fills are broadcast first."""
+    v = torch.tensor([[0.5, -2., 3.]], requires_grad=True)
+    f = torch.tensor(0.25, requires_grad=True)
+    lo, hi = torch.tensor([0., -1., 1.]), torch.tensor(2.)
+    A = sf.sparse_coo_tensor([[0], [1]], v, (2, 2, 3), fill_value=f)
+    torch.clamp(A, lo, hi).to_dense().sum().backward()
+    D = A.to_dense().detach().requires_grad_()
+    torch.clamp(D, lo, hi).sum().backward()
+    torch.testing.assert_close(v.grad, D.grad[0, 1].unsqueeze(0))
+    torch.testing.assert_close(f.grad, D.grad.sum() - D.grad[0, 1].sum())

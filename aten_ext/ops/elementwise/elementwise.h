@@ -27,6 +27,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/broadcast_tensors.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/result_type.h>
@@ -272,7 +273,10 @@ struct Ternary {
     auto [indices, sa, sb, sc] = align_ternary(ia, ib, ic, size);
     Tensor values = Op::f(on_union(va, fa, sa, indices), on_union(vb, fb, sb, indices),
                           on_union(vc, fc, sc, indices));
-    return {values, Op::f(fa, fb, fc), indices};
+    // the fills broadcast first: torch's clamp backward cannot reduce into a
+    // 0-d input whose bounds are larger (fuzz seed 673867)
+    auto fills = at::broadcast_tensors({fa, fb, fc});
+    return {values, Op::f(fills[0], fills[1], fills[2]), indices};
   }
 };
 

@@ -42,7 +42,6 @@
 #include <ATen/ops/exp.h>
 #include <ATen/ops/exp2.h>
 #include <ATen/ops/expm1.h>
-#include <ATen/ops/float_power.h>
 #include <ATen/ops/floor.h>
 #include <ATen/ops/floor_divide.h>
 #include <ATen/ops/fmax.h>
@@ -1081,20 +1080,6 @@ struct Pow {
   }
 };
 
-// float_power (binary)
-struct FloatPower {
-  static constexpr const char* name = "float_power";
-  static constexpr bool number = true;  // has float_power_scalar
-  static Tensor f(const Tensor& self, const Tensor& other) {
-    return at::float_power(self, other);
-  }
-  template <class S, class O>
-  static auto f_mixed(const S& self, const O& other)
-      -> decltype(at::float_power(self, other)) {
-    return at::float_power(self, other);
-  }
-};
-
 // atan2 (binary)
 struct Atan2 {
   static constexpr const char* name = "atan2";
@@ -1703,7 +1688,6 @@ using BinaryOps = OpList<
     ops::Remainder,
     ops::Fmod,
     ops::Pow,
-    ops::FloatPower,
     ops::Atan2,
     ops::Hypot,
     ops::Logaddexp,

@@ -547,6 +547,32 @@ def _rtruediv(input, other):
 ROUTES[torch.Tensor.__rtruediv__] = _rtruediv
 
 
+def _float_power(input, exponent, *, out=None):
+    """``torch.float_power(A, e)`` as ATen computes it: each operand cast to
+    float64 (complex128 if either is complex) on its own, then ``pow``; the
+    table's common promotion would first round a float16 exponent of 150.5
+    into a bfloat16 base's dtype (150: fuzz seed 772537).
+
+    Example::
+
+        >>> torch.float_power(sf.full((2,), 2., dtype=torch.bfloat16),
+        ...                   torch.tensor(0.5, dtype=torch.float16)).to_dense()
+        tensor([1.4142, 1.4142], dtype=torch.float64)
+    """
+    if out is not None:
+        raise NotImplementedError("torch_sparsefill: float_power with out= is not implemented "
+                                  "for SparseFillTensor; use out.copy_(torch.float_power(...))")
+    complex_ = any(isinstance(t, complex) or (isinstance(t, torch.Tensor) and t.is_complex())
+                   for t in (input, exponent))
+    dtype = torch.complex128 if complex_ else torch.float64
+    return torch.pow(*(t.to(dtype) if isinstance(t, torch.Tensor) else t
+                       for t in (input, exponent)))
+
+
+ROUTES[torch.float_power] = _float_power
+ROUTES[torch.Tensor.float_power] = _float_power
+
+
 def _int_exponent(input, other) -> bool:
     """Whether ATen takes ldexp's integer-exponent kernel (std::ldexp: input's
     dtype, one rounding); else it computes ``input * 2 ** other``."""
