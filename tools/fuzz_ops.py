@@ -1468,6 +1468,11 @@ KNOWN = {
             f in text for f in ("torch.tan(", "torch.sin(", "torch.cos(", "_foreach_tan",
                                 "_foreach_sin", "_foreach_cos", "Tensor.tan", "Tensor.sin",
                                 "Tensor.cos")),
+    "frac of a float32 value in the tens: a last-bit difference upstream (torch's scalar "
+    "kernel, which computes the fill as a 0-d tensor, against its vectorised one, as for "
+    "selu) is an absolute 1e-5 of the fraction, beyond the relative tolerance of a value "
+    "below 1; both are float32's rounding of the same number":
+        lambda detail, text: "frac" in text and "values differ (rtol 1e-06)" in detail,
     "var/std of values near the dtype's largest (nan_to_num of inf): dense's result is inf "
     "or finite by its kernel (torch.tensor([3.4e38, 0., 3.4e38, 0.]).std(correction=0) is "
     "inf, the same numbers along dim -2 of a (1, 4, 3) tensor give 1.7e38); torch's to settle":
@@ -1677,15 +1682,17 @@ def _plain_tensors(steps):
 
 
 def _lowest_precision(operands, dtype, steps=()):
-    """float32 if the result or any operand is float32 (float_power computes
-    in float64 from float32 operands), else the result's dtype; a half dtype
+    """float32 if the result or any operand is float32, a plain one too
+    (float_power computes in float64 from float32 operands; hspmm with a
+    float32 matrix, then ldexp by a float64 tensor: seed 794131), else the
+    result's dtype; a half dtype
     before either (a plain operand's included: dense autograd's formulas
     compute in a half operand's dtype, e.g. atan2's other ** 2)."""
     plain = {t.dtype for t in _plain_tensors(steps)}
     for half in HALVES:
         if dtype == half or half in plain or any(o.values.dtype == half for o in operands):
             return half
-    if dtype in (torch.float32, torch.complex64) or \
+    if dtype in (torch.float32, torch.complex64) or plain & {torch.float32, torch.complex64} or \
             any(o.values.dtype in (torch.float32, torch.complex64) for o in operands):
         return torch.float32
     return dtype

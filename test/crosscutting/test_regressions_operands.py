@@ -723,3 +723,32 @@ def test_clamp_with_bounds_larger_than_the_fill_differentiates():
     torch.clamp(D, lo, hi).sum().backward()
     torch.testing.assert_close(v.grad, D.grad[0, 1].unsqueeze(0))
     torch.testing.assert_close(f.grad, D.grad.sum() - D.grad[0, 1].sum())
+
+
+def test_a_per_slice_fill_slice_that_covers_nothing_leaves_the_graph_on_one_pattern():
+    """Two operands of the same pattern (the fast path) with a per-slice
+    fill: a slice of it that covers no element is cut from the graph as on a
+    union, so atan2's NaN derivative at (-inf, -1) stays out of the other
+    fill's gradient (fuzz seed 788156: NaN where dense gives a finite value)."""
+    v = torch.tensor([0.64, -1.21, -0.52, 1.10], dtype=torch.float64, requires_grad=True)
+    f = torch.tensor([[1.5, -inf]], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([-0.81], dtype=torch.float64, requires_grad=True)
+    g = torch.tensor(-1., dtype=torch.float64, requires_grad=True)
+    A = sf.sparse_coo_tensor([[0, 0, 0, 0], [1, 1, 1, 1]], v, (1, 2), fill_value=f)
+    B = sf.sparse_coo_tensor([[0], [1]], w, (1, 2), fill_value=g)
+    (gg,) = torch.autograd.grad(torch.arctan2(A, B).to_dense().sum(), (g,))
+    D = B.to_dense().detach().requires_grad_()
+    torch.arctan2(A.to_dense().detach(), D).sum().backward()
+    torch.testing.assert_close(gg, D.grad[0, 0])
+
+
+def test_concatenating_a_tensor_with_nothing_stored_and_a_dense_part_fill():
+    """dstack of a hybrid CSR with nothing stored and a per-slice fill:
+    index_select into its empty values failed (fuzz seed 799250)."""
+    A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0, 3), (1, 4, 3),
+                             fill_value=torch.tensor([-inf, 1., 2.])).to_sparse_csr()
+    A = torch.softmax(A, 0)  # per-slice fill
+    B = sf.sparse_coo_tensor([[0], [1]], torch.tensor([[1.3, 1.5, 0.4]]), (1, 4, 3),
+                             fill_value=-1.).to_sparse_csr()
+    T.assert_dense_equal(torch.dstack([A, B]).to_dense(),
+                         torch.dstack([A.to_dense(), B.to_dense()]), equal_nan=True)

@@ -36,10 +36,10 @@ EXCUSED = {
        for op in ("max", "min") for variant in ("reduction_with_dim", "reduction_no_dim")},
     "ldexp": "its dtype follows each operand's own type (an integer exponent keeps the "
              "input's, a float one is raised in its own dtype first), not the table's common "
-             "promotion: routed by functions/elementwise/handlers.py",
+             "promotion: routed by functions/elementwise/by_hand.py",
     "float_power": "each operand is cast to float64 on its own, not promoted with the other "
                    "first (a float16 exponent would round into a bfloat16 base's dtype): "
-                   "routed by functions/elementwise/handlers.py",
+                   "routed by functions/elementwise/by_hand.py",
     "frexp": "two results (mantissa, exponent), and the table's kinds return one: refused by name",
     "lcm": "torch's kernel traps (SIGFPE: the process ends) on INT64_MIN / -1, which the "
            "table's integer test inputs hold: refused by name",

@@ -21,6 +21,7 @@ from ...tensor import fill as _fill
 from ...ops import elementwise as _generated_ops
 from ...tensor.fill import full_rank
 from ...tensor import SparseFillTensor, build
+from . import by_hand as _by_hand
 from .operands import (_ask_torch, _call_dtype, _covered, _is_bool, _only_half, _past_dead_fill,
                        _promoted, _promoted_plain)
 
@@ -179,15 +180,19 @@ def _binary(op: Op, func, args, kwargs, reflected, inplace):
         if a._sf_size != b._sf_size:
             raise _size_mismatch(func, a._sf_size, b._sf_size)
         def both(fb):
+            refill = lambda mask: _fill_only(op, a, [(a._sf_values, mask(a._live_fill())),
+                                                     (b._sf_values, mask(fb))], extra)
             if same_pattern(a, b):
                 values, fill = op.same(a._sf_values, a._live_fill(), b._sf_values, fb, *extra)
+                if fill.requires_grad and _fill.is_per_slice(fill, values.dim() - 1):
+                    # slices of the fill that cover nothing leave the graph, as
+                    # on a union (seed 788156: atan2's derivative there is NaN)
+                    return _union(a.layout, a._sf_size, values, fill, a._coo_indices(), refill)
                 return a._with(values, fill)
             values, fill, indices = op.main(a._coo_indices(), a._sf_values, a._live_fill(),
                                             b._coo_indices(), b._sf_values, fb,
                                             list(a._sf_size), *extra)
-            return _union(a.layout, a._sf_size, values, fill, indices,
-                          lambda mask: _fill_only(op, a, [(a._sf_values, mask(a._live_fill())),
-                                                         (b._sf_values, mask(fb))], extra))
+            return _union(a.layout, a._sf_size, values, fill, indices, refill)
         try:
             out = both(b._live_fill())
         except RuntimeError as e:
@@ -527,112 +532,5 @@ def _table() -> dict:
 
 
 ROUTES = _table()
-
-
-def _rtruediv(input, other):
-    """``other / input`` as torch's own ``Tensor.__rtruediv__`` computes it:
-    ``input.reciprocal() * other``, so a bool or integer input gives the
-    default float dtype even against a float64 0-d tensor, and the value is
-    the product's rounding, as dense's (fuzz seed 339959). ``torch.div`` keeps
-    the division (the YAML's reflected div), as torch's does.
-
-    Example::
-
-        >>> (3 / sf.full((2,), True)).to_dense()
-        tensor([3., 3.])
-    """
-    return torch.reciprocal(input) * other
-
-
-ROUTES[torch.Tensor.__rtruediv__] = _rtruediv
-
-
-def _float_power(input, exponent, *, out=None):
-    """``torch.float_power(A, e)`` as ATen computes it: each operand cast to
-    float64 (complex128 if either is complex) on its own, then ``pow``; the
-    table's common promotion would first round a float16 exponent of 150.5
-    into a bfloat16 base's dtype (150: fuzz seed 772537).
-
-    Example::
-
-        >>> torch.float_power(sf.full((2,), 2., dtype=torch.bfloat16),
-        ...                   torch.tensor(0.5, dtype=torch.float16)).to_dense()
-        tensor([1.4142, 1.4142], dtype=torch.float64)
-    """
-    if out is not None:
-        raise NotImplementedError("torch_sparsefill: float_power with out= is not implemented "
-                                  "for SparseFillTensor; use out.copy_(torch.float_power(...))")
-    complex_ = any(isinstance(t, complex) or (isinstance(t, torch.Tensor) and t.is_complex())
-                   for t in (input, exponent))
-    dtype = torch.complex128 if complex_ else torch.float64
-    return torch.pow(*(t.to(dtype) if isinstance(t, torch.Tensor) else t
-                       for t in (input, exponent)))
-
-
-ROUTES[torch.float_power] = _float_power
-ROUTES[torch.Tensor.float_power] = _float_power
-
-
-def _int_exponent(input, other) -> bool:
-    """Whether ATen takes ldexp's integer-exponent kernel (std::ldexp: input's
-    dtype, one rounding); else it computes ``input * 2 ** other``."""
-    return input.dtype.is_floating_point and not other.dtype.is_floating_point \
-        and not other.dtype.is_complex
-
-
-def _power_of_two(input, other):
-    """ATen's ldexp factor: ``2 ** other`` in float64 for an integer
-    exponent (exact for every exponent in [-1074, 1023], clamped there: no
-    float32 or half input comes back finite, or non-zero, from beyond, so
-    the product rounds once, as std::ldexp does; a float64 input beyond it
-    is the one case that can differ); else ATen's ``_pow2``: the power in
-    other's dtype for an integer or float32 input, in input's dtype
-    promoted with other's for the others (complex ones too: a float16
-    exponent makes it complex32, which torch refuses)."""
-    if _int_exponent(input, other):
-        if other.dtype == torch.bool:  # ATen's kernel has no bool exponent
-            torch.ldexp(torch.ones(1, dtype=input.dtype), torch.ones(1, dtype=torch.bool))
-        return torch.pow(2.0, other.clamp(-1074, 1023).to(torch.float64))
-    if not (input.dtype.is_floating_point or input.dtype.is_complex) \
-            or input.dtype == torch.float32:
-        return torch.pow(2.0, other)
-    return torch.pow(torch.full((), 2.0, dtype=input.dtype, device=input.device), other)
-
-
-def _ldexp(input, other, *, out=None):
-    """``torch.ldexp(A, e)`` as ATen computes it (torch 2.13): with an integer
-    exponent, A times 2 ** e in A's dtype, rounded once; else ``A * 2 ** e``
-    with the power in e's dtype (a float16 exponent of 20 overflows to inf
-    before the product promotes, as dense's does: fuzz seed 510512). The
-    operands' own types decide, so the table's promote-first rule cannot
-    route it.
-
-    Example::
-
-        >>> torch.ldexp(sf.full((2,), 3.), torch.tensor(2)).to_dense()
-        tensor([12., 12.])
-    """
-    if out is not None:
-        raise NotImplementedError("torch_sparsefill: ldexp with out= is not implemented for "
-                                  "SparseFillTensor; use out.copy_(torch.ldexp(input, other))")
-    factor = _power_of_two(input, other)
-    if _int_exponent(input, other):
-        return (input.to(torch.float64) * factor).to(input.dtype)
-    return torch.mul(input, factor)
-
-
-def _ldexp_(input, other):
-    """``A.ldexp_(e)``: A times ``2 ** e`` in place (the product in the
-    factor's dtype, then A's, as ATen's ldexp_out).
-
-    Example::
-
-        >>> sf.full((2,), 3.).ldexp_(torch.tensor(2.)).to_dense()
-        tensor([12., 12.])
-    """
-    return input.mul_(_power_of_two(input, other))
-
-
-ROUTES[torch.ldexp] = _ldexp
-ROUTES[torch.Tensor.ldexp] = _ldexp
-ROUTES[torch.Tensor.ldexp_] = _ldexp_
+# the ops ATen computes from each operand's own dtype: by_hand.py's
+ROUTES.update(_by_hand.ROUTES)

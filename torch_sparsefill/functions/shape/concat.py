@@ -67,6 +67,9 @@ def _union_values(ps, s):
             out.append(_ops.gather_with_fill(p.values, fill, src))
         else:  # the fill at each union position
             fill_rows = _fill.at(fill, indices, p.dense_shape)
+            if not p.values.shape[0]:  # nothing stored: all fill (seed 799250)
+                out.append(fill_rows.to(p.values.dtype))
+                continue
             taken = p.values.index_select(0, src.clamp(min=0))
             mask = (src >= 0).view((-1,) + (1,) * len(p.dense_shape))
             out.append(torch.where(mask, taken, fill_rows))
