@@ -752,3 +752,21 @@ def test_concatenating_a_tensor_with_nothing_stored_and_a_dense_part_fill():
                              fill_value=-1.).to_sparse_csr()
     T.assert_dense_equal(torch.dstack([A, B]).to_dense(),
                          torch.dstack([A.to_dense(), B.to_dense()]), equal_nan=True)
+
+
+def test_fill_leaves_no_gradient_path_to_what_came_before():
+    """A.fill_(v) on a tensor whose components are views (a CSR result):
+    filled in place, the view passed the rest of its base's gradient on, so
+    the first-order gradient hung on the op after fill_ and its double
+    backward was needed (hardsigmoid has none: fuzz seed 658566). As in
+    dense, the gradient through fill_ is zero and depends on nothing."""
+    v = torch.randn(12, dtype=torch.float64, requires_grad=True)
+    f = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    idx = torch.stack(torch.meshgrid(torch.arange(3), torch.arange(1), torch.arange(4),
+                                     indexing="ij")).reshape(3, -1)
+    A = sf.sparse_coo_tensor(idx, v, (3, 1, 4), fill_value=f).to_sparse_csr() * 1.0
+    out = F.hardsigmoid(torch.fill_(A, 2.5)).to_dense()
+    assert torch.equal(out, F.hardsigmoid(torch.full((3, 1, 4), 2.5, dtype=torch.float64)))
+    gv, gf = torch.autograd.grad(out.sum(), (v, f), create_graph=True, allow_unused=True)
+    for g in (gv, gf):
+        assert g is None or (not g.requires_grad and not bool(g.any()))

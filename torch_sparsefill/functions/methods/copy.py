@@ -118,6 +118,12 @@ def fill_(self, value):
     coalesced = self._coalesced()
     if coalesced is not self:  # duplicates would each take v and sum to a multiple of it
         self._adopt(coalesced, "fill_()", bump=False)
+    if self._sf_values._base is not None or self._sf_fill._base is not None:
+        # filled in place, a view would pass the rest of its base's gradient
+        # on (CopySlices), so the gradient would hang on what came before,
+        # as dense's does not (seed 658566: hardsigmoid's double backward)
+        self._adopt(self._with(self._sf_values.clone(), self._sf_fill.clone()), "fill_()",
+                    bump=False)
     self._sf_values.fill_(value)
     self._sf_fill.fill_(value)
     self._after_inplace()
