@@ -1,9 +1,9 @@
 // ops/structure/indices.cpp -- the kernels of the structural ops on one index set
 // (the ops: tools/codegen/native.yaml; their shared rules: structure.h):
 // coo_check, coo_linearize, coo_delinearize, coalesce_plan, csr_check,
-// rows_from_crow, crow_from_rows on the CPU (csr_find: the CPU only) (the C core, sparsefill_core.h) and
+// rows_from_crow, crow_from_rows on the CPU (the C core, sparsefill_core.h) and
 // on CUDA (the CUDA core, sparsefill_cuda.h; CUDA build only), and
-// index_select_plan (CPU). Each unpacks and checks the component tensors, then
+// index_select_plan and csr_find (CPU only). Each unpacks and checks the component tensors, then
 // the core does the structural work.
 #include <torch/library.h>
 

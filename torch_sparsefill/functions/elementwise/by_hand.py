@@ -35,8 +35,6 @@ def _rtruediv(input, other):
     return torch.reciprocal(input) * other
 
 
-
-
 def _float_power(input, exponent, *, out=None):
     """``torch.float_power(A, e)`` as ATen computes it: each operand cast to
     float64 (complex128 if either is complex) on its own, then ``pow``; the
@@ -57,8 +55,6 @@ def _float_power(input, exponent, *, out=None):
     dtype = torch.complex128 if complex_ else torch.float64
     return torch.pow(*(t.to(dtype) if isinstance(t, torch.Tensor) else t
                        for t in (input, exponent)))
-
-
 
 
 def _int_exponent(input, other) -> bool:

@@ -211,8 +211,9 @@ class Lanes:
         sorting all stored values: each lane's stored values are laid in a
         row of a padded [L, widest lane] matrix in position order, whose
         topk gives each lane's k-th best value and so its best k stored
-        ones (ties by position), and they meet the fill's first k unspecified positions in a sort of 2k
-        candidates by position, then stably by value: ties fall in index
+        ones (ties by position); they meet the fill's first k unspecified
+        positions in a sort of 2k candidates by position, then stably by
+        value: ties fall in index
         order, as in a stable sort of the dense lane. None where the padding
         would outweigh the stored elements (a lane much longer than the
         others) or for bool: the caller then places every stored value.
@@ -224,7 +225,7 @@ class Lanes:
         count = torch.bincount(lane, minlength=L) if s else torch.zeros(L, dtype=torch.int64,
                                                                        device=dev)
         col = torch.arange(s, device=dev) - (torch.cumsum(count, 0) - count).index_select(0, lane)
-        gap_key = lane * (n + 1) + (pos - col)  # (lane, unspecified before), sorted
+        self._gap_key = lane * (n + 1) + (pos - col)  # as place() sets it, for unspecified()
         desc = order.descending
         if v.is_floating_point():
             worst = -math.inf if desc else math.nan  # after every value in torch's order
@@ -243,8 +244,9 @@ class Lanes:
             # best value t, then the first of those equal to t (values of
             # topk are exact whatever tied element it picks)
             t = torch.topk(padded.detach(), kk, dim=1, largest=desc).values[:, -1:]
-            nan_t = torch.isnan(t) if v.is_floating_point() else torch.zeros_like(t, dtype=bool)
-            isnan = torch.isnan(padded) if v.is_floating_point() else nan_t & False
+            floating = v.is_floating_point()
+            nan_t = torch.isnan(t) if floating else torch.zeros_like(t, dtype=torch.bool)
+            isnan = torch.isnan(padded) if floating else torch.zeros_like(padded, dtype=torch.bool)
             better = (padded > t) if desc else (padded < t)
             better = better | (isnan & ~nan_t) if desc else better | (~isnan & nan_t)
             equal = (padded == t) | (isnan & nan_t)
@@ -257,9 +259,8 @@ class Lanes:
             sv, sp = padded[:, :0], where[:, :0]
         # the fill's block: the first k unspecified positions of each lane
         m = torch.arange(min(k, n), device=dev).expand(L, min(k, n))
-        base = torch.arange(L, device=dev).unsqueeze(1) * (n + 1)
-        fp = m + (torch.searchsorted(gap_key, base + m, right=True) -
-                  torch.searchsorted(gap_key, base))
+        fp = self.unspecified(torch.arange(L, device=dev).unsqueeze(1).expand_as(m).contiguous(),
+                              m.contiguous())
         real = m < (n - count).unsqueeze(1)
         fv = self.fill_of(torch.arange(L, device=dev)).to(v.dtype).unsqueeze(1).expand_as(m)
         fv = torch.where(real, fv, torch.full((), worst, dtype=v.dtype, device=dev))
