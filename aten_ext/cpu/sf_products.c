@@ -13,6 +13,7 @@
  * checked as it is read (a row pointer outside [0, nse] or a column outside
  * [0, ncols) returns an error), so malformed input never reads out of bounds.
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

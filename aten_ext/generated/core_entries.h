@@ -257,6 +257,21 @@ sf_status sf_dense_facts_f32(float *absmax, float *sum, const float *x, int64_t 
 sf_status sf_dense_facts_f64(double *absmax, double *sum, const double *x, int64_t rows,
                              int64_t cols, int64_t ld);
 
+/* The cancellation fact of a product's correction: for a dense block x
+ * (rows x cols, row stride ld; cols = 1: a vector at stride ld) and an
+ * optional per-row scale s (NULL: 1), the products p_jt = |s_j x_jt| in
+ * double, and *spread = the smallest, over the columns t with a non-zero
+ * finite product, of sum_j p_jt / max_j p_jt (finite products only; +inf
+ * when no column has one). col_max and col_sum (cols doubles each, the
+ * caller's) receive each column's maximum and scaled sum. A row of A with
+ * r stored elements has at most r max_j p_jt of the fill's products on its
+ * stored positions, the part a product's correction subtracts again
+ * (docs/design.md#cancellation). */
+sf_status sf_dense_spread_f32(double *spread, double *col_max, double *col_sum, const float *x,
+                              int64_t rows, int64_t cols, int64_t ld, const float *row_scale);
+sf_status sf_dense_spread_f64(double *spread, double *col_max, double *col_sum, const double *x,
+                              int64_t rows, int64_t cols, int64_t ld, const double *row_scale);
+
 /* SDDMM on A's pattern: out[p] = dot(X[i, :], Y[col[p], :]) for the stored
  * element p of row i; X (nrows x n, row stride ldx), Y (ncols x n, ldy).
  * With X = dL/dC and Y = B this is the values' gradient of A @ B. */

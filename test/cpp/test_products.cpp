@@ -328,6 +328,43 @@ TEST(Products, MalformedIndicesAreRefused) {
             SF_ERR_INVALID_ARGUMENT);
 }
 
+// The cancellation fact: per column sum |s_j x_jt| / max, the smallest over
+// the columns with a non-zero finite product; non-finite products left out.
+TEST(Products, DenseSpread) {
+  // 3 x 2, row stride 3: column 0 = (1, -2, 4) -> 7/4; column 1 = (0, 0, 0) -> none
+  std::vector<double> x{1, 0, 99, -2, 0, 99, 4, 0, 99}, cmax(2), csum(2);
+  double spread = 0;
+  ASSERT_EQ(sf_dense_spread_f64(&spread, cmax.data(), csum.data(), x.data(), 3, 2, 3, nullptr), SF_OK);
+  EXPECT_DOUBLE_EQ(spread, 7.0 / 4.0);
+  EXPECT_EQ(cmax[0], 4.0);
+  EXPECT_EQ(cmax[1], 0.0);
+  // a per-row scale: |(1, -2, 4) * (8, 1, 0)| = (8, 2, 0) -> 10/8; an
+  // infinite product is not counted
+  std::vector<double> s{8, 1, 0};
+  ASSERT_EQ(sf_dense_spread_f64(&spread, cmax.data(), csum.data(), x.data(), 3, 2, 3, s.data()), SF_OK);
+  EXPECT_DOUBLE_EQ(spread, 10.0 / 8.0);
+  x[6] = INFINITY;
+  s[2] = 1;
+  ASSERT_EQ(sf_dense_spread_f64(&spread, cmax.data(), csum.data(), x.data(), 3, 2, 3, s.data()), SF_OK);
+  EXPECT_DOUBLE_EQ(spread, 10.0 / 8.0);
+  // a vector at stride 2 in float32 (products in double: no overflow)
+  std::vector<float> v{3e38f, 7.f, 3e38f, 7.f}, fs{4.f, 4.f};
+  ASSERT_EQ(sf_dense_spread_f32(&spread, cmax.data(), csum.data(), v.data(), 2, 1, 2, fs.data()), SF_OK);
+  EXPECT_DOUBLE_EQ(spread, 2.0);
+  // nothing non-zero: +inf; empty: +inf without reading anything
+  std::vector<double> z(4, 0.0);
+  ASSERT_EQ(sf_dense_spread_f64(&spread, cmax.data(), csum.data(), z.data(), 2, 2, 2, nullptr), SF_OK);
+  EXPECT_EQ(spread, INFINITY);
+  ASSERT_EQ(sf_dense_spread_f64(&spread, nullptr, nullptr, nullptr, 0, 2, 2, nullptr), SF_OK);
+  EXPECT_EQ(spread, INFINITY);
+  EXPECT_EQ(sf_dense_spread_f64(&spread, cmax.data(), csum.data(), z.data(), 2, 2, 1, nullptr),
+            SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sf_dense_spread_f64(nullptr, cmax.data(), csum.data(), z.data(), 2, 2, 2, nullptr),
+            SF_ERR_NULL_POINTER);
+  EXPECT_EQ(sf_dense_spread_f64(&spread, nullptr, csum.data(), z.data(), 2, 2, 2, nullptr),
+            SF_ERR_NULL_POINTER);
+}
+
 // The range facts of the fast path: sf_dense_facts over a vector (strided)
 // and a padded block, and the kernels' max |values| of their row range.
 TEST(Products, RangeFacts) {

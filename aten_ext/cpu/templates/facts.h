@@ -34,3 +34,41 @@ SF_CLONES sf_status SF_FN(sf_dense_facts)(T *absmax, T *sum, const T *x, int64_t
                ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])));
   return SF_OK;
 }
+
+/* The spread of a dense block's products: for each column t the finite
+ * |s_j x_jt| summed and their maximum (in double: a sum of k float32 or
+ * float64 magnitudes scaled by the maximum cannot overflow), and the
+ * smallest ratio sum / max over the columns with a non-zero maximum. */
+SF_CLONES sf_status SF_FN(sf_dense_spread)(double *spread, double *col_max, double *col_sum,
+                                           const T *x, int64_t rows, int64_t cols, int64_t ld,
+                                           const T *row_scale) {
+  SF_FAIL_IF(rows < 0 || cols < 0, SF_ERR_NEGATIVE_SIZE);
+  SF_FAIL_IF(spread == NULL, SF_ERR_NULL_POINTER);
+  SF_FAIL_IF(cols > 1 && rows > 1 && ld < cols, SF_ERR_INVALID_ARGUMENT);
+  SF_FAIL_IF(cols == 1 && rows > 1 && ld < 0, SF_ERR_INVALID_ARGUMENT);
+  *spread = INFINITY;
+  if (rows == 0 || cols == 0) return SF_OK;
+  SF_FAIL_IF(col_max == NULL || col_sum == NULL, SF_ERR_NULL_POINTER);
+  SF_NEED2(x, rows, cols);
+  for (int64_t t = 0; t < cols; ++t) col_max[t] = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double s = row_scale ? (double)row_scale[r] : 1.0;
+    const T *xr = x + r * ld;
+    for (int64_t t = 0; t < cols; ++t) {
+      const double p = fabs(s * (double)xr[t]);
+      if (p <= DBL_MAX && p > col_max[t]) col_max[t] = p; /* finite products only */
+    }
+  }
+  for (int64_t t = 0; t < cols; ++t) col_sum[t] = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double s = row_scale ? (double)row_scale[r] : 1.0;
+    const T *xr = x + r * ld;
+    for (int64_t t = 0; t < cols; ++t) {
+      const double p = fabs(s * (double)xr[t]);
+      if (p <= DBL_MAX && col_max[t] > 0) col_sum[t] += p / col_max[t];
+    }
+  }
+  for (int64_t t = 0; t < cols; ++t)
+    if (col_max[t] > 0 && col_sum[t] < *spread) *spread = col_sum[t];
+  return SF_OK;
+}

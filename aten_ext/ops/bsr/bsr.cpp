@@ -13,10 +13,12 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/repeat_interleave.h>
 #include <ATen/ops/sort.h>
 #include <ATen/ops/zeros.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "ops/bsr/bsr.h"
 #include "ops/common/dtypes.h"
@@ -27,11 +29,13 @@
 
 namespace sparsefill {
 
-// Every element of every block becomes a stored element of a CSR operand
-// (its pattern sorted by row, then column), which spmm's non-finite path
-// takes with the same fill: O(nblocks r c) index work, only on this path.
-Tensor bsr_spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& values,
-                          const Tensor& fill, const Tensor& b, int64_t ncols) {
+namespace {
+
+// Every element of every block as a stored element of a CSR operand (its
+// pattern sorted by row, then column): O(nblocks r c) index work, only for
+// the paths that need it.
+std::tuple<Tensor, Tensor, Tensor> bsr_elements(const Tensor& crow, const Tensor& col,
+                                                const Tensor& values, int64_t ncols) {
   const int64_t nblocks = values.size(0), r = values.size(1), c = values.size(2);
   const int64_t m = (crow.numel() - 1) * r;
   auto idx = crow.options().dtype(at::kLong);
@@ -43,8 +47,32 @@ Tensor bsr_spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& v
   Tensor order = std::get<1>(at::sort(rows * ncols + cols, /*stable=*/true, 0, false));
   rows = rows.index_select(0, order);
   Tensor crow_e = at::cat({at::zeros({1}, idx), at::bincount(rows, {}, m).cumsum(0)});
-  return spmm_nonfinite(crow_e, cols.index_select(0, order),
-                        values.reshape({-1}).index_select(0, order), fill.reshape({}), b, ncols);
+  return {crow_e, cols.index_select(0, order), values.reshape({-1}).index_select(0, order)};
+}
+
+// The rows of C = A @ B that cancellation_limit (ops/products/products.h)
+// names for A's element rows (a block row of q blocks: r rows of q c stored
+// elements each), summed again as dense does.
+Tensor recompute_cancelling(Tensor out, const Tensor& crow, const Tensor& col,
+                            const Tensor& values, const Tensor& fill, const Tensor& b,
+                            int64_t ncols) {
+  const int64_t r = values.size(1), c = values.size(2);
+  Tensor crow64 = crow.to(at::kLong);
+  Tensor per_row = ((crow64.slice(0, 1) - crow64.slice(0, 0, -1)) * c).repeat_interleave(r);
+  Tensor crow_rows = at::cat({at::zeros({1}, crow64.options()), per_row.cumsum(0)});
+  Tensor redo = cancelling_rows(crow_rows, fill.reshape({}), b, ncols);
+  if (redo.numel() == 0) return out;
+  auto [crow_e, col_e, values_e] = bsr_elements(crow, col, values, ncols);
+  return recompute_rows(out, redo, crow_e, col_e, values_e, fill.reshape({}), b, ncols);
+}
+
+}  // namespace
+
+// spmm's non-finite path over the BSR operand's elements, with the same fill.
+Tensor bsr_spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& values,
+                          const Tensor& fill, const Tensor& b, int64_t ncols) {
+  auto [crow_e, col_e, values_e] = bsr_elements(crow, col, values, ncols);
+  return spmm_nonfinite(crow_e, col_e, values_e, fill.reshape({}), b, ncols);
 }
 
 namespace {
@@ -86,7 +114,10 @@ Tensor bsr_spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& v
     // the path that never computes inf - inf.
     bool finite = std::isfinite(f);
     for (int64_t t = 0; t < n && finite; ++t) finite = std::isfinite(cs[t]);
-    if (!finite) return bsr_spmm_nonfinite(crow, col, values, fill_in.to(ct), b, ncols).to(out_type);
+    if (!finite) {
+      Tensor out = bsr_spmm_nonfinite(crow, col, values, fill_in.to(ct), b, ncols);
+      return recompute_cancelling(out, crow, col, values, fill_in.to(ct), b, ncols).to(out_type);
+    }
     const T* v = values.data_ptr<T>();
     const T* bp = b.data_ptr<T>();
     const int64_t* cl = col.data_ptr<int64_t>();
@@ -98,6 +129,7 @@ Tensor bsr_spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& v
       return Core<T>::bsr_spmm(cp, n, cr, cl, v, s.nbrows, s.nbcols, s.nblocks, s.r, s.c, bp, ldb,
                                n, fp, fp ? cs : nullptr, r0, r1);
     });
+    if (fp) c = recompute_cancelling(c, crow, col, values, fill_in.to(ct), b, ncols);
     return c.to(out_type);
   });
 }
@@ -107,8 +139,6 @@ Tensor bsr_spmm_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& v
 #ifdef SPARSEFILL_WITH_CUDA
 #include <ATen/ops/all.h>
 #include <ATen/ops/isfinite.h>
-
-#include <tuple>
 
 #include "ops/common/cuda.h"
 
@@ -159,7 +189,10 @@ Tensor bsr_spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& 
   check_status(st, "bsr_spmm operands");
   Tensor c = at::empty({s.nbrows * s.r, n}, values.options());
   if (c.numel() == 0) return c.to(out_type);
-  if (!finite) return bsr_spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
+  if (!finite) {
+    Tensor out = bsr_spmm_nonfinite(crow, col, values, fill, b, ncols);
+    return recompute_cancelling(out, crow, col, values, fill, b, ncols).to(out_type);
+  }
   with_compute_type(ct, [&](auto zero) {
     using T = decltype(zero);
     check_call(CudaCore<T>::bsr_spmm(c.data_ptr<T>(), crow.data_ptr<int64_t>(),
@@ -169,7 +202,7 @@ Tensor bsr_spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& 
                                      colsum.data_ptr<T>(), current_stream()),
                "bsr_spmm");
   });
-  return c.to(out_type);
+  return recompute_cancelling(c, crow, col, values, fill, b, ncols).to(out_type);
 }
 
 }  // namespace sparsefill

@@ -16,6 +16,7 @@ template <> struct Core<float> {
   static constexpr auto spmm = sf_csr_spmm_f32;
   static constexpr auto spmv = sf_csr_spmv_f32;
   static constexpr auto dense_facts = sf_dense_facts_f32;
+  static constexpr auto dense_spread = sf_dense_spread_f32;
   static constexpr auto sddmm = sf_csr_sddmm_f32;
   static constexpr auto spgemm_rows = sf_csr_spgemm_rows_f32;
   static constexpr auto sddmm_sparse = sf_csr_sddmm_sparse_f32;
@@ -49,6 +50,7 @@ template <> struct Core<double> {
   static constexpr auto spmm = sf_csr_spmm_f64;
   static constexpr auto spmv = sf_csr_spmv_f64;
   static constexpr auto dense_facts = sf_dense_facts_f64;
+  static constexpr auto dense_spread = sf_dense_spread_f64;
   static constexpr auto sddmm = sf_csr_sddmm_f64;
   static constexpr auto spgemm_rows = sf_csr_spgemm_rows_f64;
   static constexpr auto sddmm_sparse = sf_csr_sddmm_sparse_f64;

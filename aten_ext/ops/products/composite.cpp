@@ -10,15 +10,24 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
 #include <ATen/ops/any.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/bincount.h>
 #include <ATen/ops/ceil.h>
 #include <ATen/ops/clamp_min.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/exp2.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/index_copy.h>
 #include <ATen/ops/index_put.h>
+#include <ATen/ops/index_select.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/log2.h>
+#include <ATen/ops/minimum.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/mv.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/repeat_interleave.h>
@@ -103,6 +112,36 @@ Tensor shifted_values(const Tensor& values, const Tensor& r, const Tensor& c, co
   return out;
 }
 
+// Whether the rank-one form below may lose the result to cancellation
+// (docs/design.md#cancellation): it subtracts fill terms at stored positions
+// (A0 = A - Fa, B0 = B - Fb) and adds them back in its rank-one terms. From
+// maxima only (one host sync): the terms that cancel are at most
+//   mass = |fa| c_b (Vb + |fb|) + |fb| (r_a Va + k |fa|) + (Va + |fa|)(Vb + |fb|) min(r_a, c_b)
+// (r_a: the most stored elements of a row of A, c_b: of a column of B;
+// V: max |values|, |f|: max |fill|), and each element's dense scale
+// sum_j |A_ij B_jt| is at least min|fa| min|fb| (k - r_a - c_b), the fill
+// products over positions neither stores. The form is kept while mass stays
+// within kCancellationMargin times that floor (products.h);
+// otherwise B is read as strided and spmm's rows take their own rule.
+bool composite_may_cancel(const Tensor& crow_a, const Tensor& va, const Tensor& fa,
+                          const Tensor& col_b, const Tensor& vb, const Tensor& fb, int64_t k,
+                          int64_t n) {
+  auto dbl = [](const Tensor& t) { return t.to(at::kDouble); };
+  Tensor crow64 = crow_a.to(at::kLong);
+  Tensor r_a = crow64.numel() > 1 ? dbl((crow64.slice(0, 1) - crow64.slice(0, 0, -1)).amax())
+                                  : at::zeros({}, crow64.options().dtype(at::kDouble));
+  Tensor c_b = col_b.numel() ? dbl(at::bincount(col_b.to(at::kLong), {}, n).amax())
+                             : at::zeros({}, r_a.options());
+  Tensor va_max = dbl(max_abs(va)), vb_max = dbl(max_abs(vb));
+  Tensor fa_max = dbl(max_abs(fa)), fb_max = dbl(max_abs(fb));
+  Tensor fa_min = dbl(fa.abs().amin()), fb_min = dbl(fb.abs().amin());
+  Tensor ua = va_max + fa_max, ub = vb_max + fb_max;
+  Tensor mass = fa_max * c_b * ub + fb_max * (r_a * va_max + static_cast<double>(k) * fa_max) +
+                ua * ub * at::minimum(r_a, c_b);
+  Tensor floor = fa_min * fb_min * (static_cast<double>(k) - r_a - c_b);
+  return (mass > floor * kCancellationMargin).item<bool>();
+}
+
 }  // namespace
 
 // A (m x k, fill Fa) @ B (k x n, fill Fb), Fa = ra 1^T + 1 ca^T, Fb likewise,
@@ -126,26 +165,32 @@ Tensor sparse_mm_dense_composite(const Tensor& crow_a, const Tensor& col_a, cons
   // in magnitude (the 1: spmm of A with a column of ones). One host sync;
   // none where the data cannot be read (a tracer, a torch.func transform:
   // the exact path, whatever the data).
-  if (reads_no_data(va) || reads_no_data(vb) || reads_no_data(fa) || reads_no_data(fb) ||
-      !within_range((max_abs(va) + 2 * max_abs(fa)) * static_cast<double>(k) *
-                    (max_abs(vb) + 2 * max_abs(fb) + 1))) {
-    // Non-finite, or large enough to overflow: shifting values by a fill
-    // (or a correction over B0) could compute inf - inf where the dense sum
-    // is finite. A @ B with B dense (k x n, the result's order of size),
-    // through spmm, which chooses its own exact path. (B's row indices
-    // sized by col_b, so that a traced nse stays one symbol.)
+  // A @ B with B dense (k x n, the result's order of size), through spmm,
+  // which chooses its own exact path. (B's row indices sized by col_b, so
+  // that a traced nse stays one symbol.)
+  auto with_strided_b = [&]() {
     Tensor b_dense = fb.expand({k, n}).clone();
     Tensor crow_b64 = crow_b.to(at::kLong);
     Tensor rows_b = at::repeat_interleave_symint(crow_b64.slice(0, 1) - crow_b64.slice(0, 0, -1),
                                                  std::optional<c10::SymInt>(col_b.sym_size(0)));
     b_dense.index_put_({rows_b, col_b.to(at::kLong)}, vb);
     return call::spmm(crow_a, col_a, va, fa, b_dense, k);
+  };
+  // Non-finite, or large enough to overflow: shifting values by a fill (or a
+  // correction over B0) could compute inf - inf where the dense sum is finite.
+  if (reads_no_data(va) || reads_no_data(vb) || reads_no_data(fa) || reads_no_data(fb) ||
+      !within_range((max_abs(va) + 2 * max_abs(fa)) * static_cast<double>(k) *
+                    (max_abs(vb) + 2 * max_abs(fb) + 1))) {
+    return with_strided_b();
   }
   const int64_t m = crow_a.numel() - 1;
   auto [ra, ca] = fill_parts(fa, m, k);
   auto [rb, cb] = fill_parts(fb, k, n);
   const bool a_zero = is_zero_constant(ra) && is_zero_constant(ca);
   const bool b_zero = is_zero_constant(rb) && is_zero_constant(cb);
+  if (!(a_zero && b_zero) && composite_may_cancel(crow_a, va, fa, col_b, vb, fb, k, n)) {
+    return with_strided_b();
+  }
   Tensor rows_a = call::rows_from_crow(crow_a), rows_b = call::rows_from_crow(crow_b);
   Tensor va0 = a_zero ? va : shifted_values(va, ra, ca, rows_a, col_a);
   Tensor vb0 = b_zero ? vb : shifted_values(vb, rb, cb, rows_b, col_b);
@@ -301,6 +346,54 @@ Tensor spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& value
       at::where(has_pinf, at::full({}, inf, b.options()),
                 at::where(has_ninf, at::full({}, -inf, b.options()), finite_sum)));
   return stored + unspecified;
+}
+
+Tensor cancelling_rows(const Tensor& crow, const Tensor& fill, const Tensor& b, int64_t ncols) {
+  const int64_t m = crow.numel() - 1;
+  Tensor none = at::empty({0}, crow.options().dtype(at::kLong));
+  if (m <= 0 || ncols == 0 || b.numel() == 0) return none;
+  const FillKind kind = fill_kind(fill, m, ncols);
+  // sf_dense_spread's quantities in ATen: the finite |f_j B[j, t]| (or |B|)
+  // in double, each column's sum over its maximum, the smallest of those.
+  Tensor x = b.reshape({ncols, -1}).to(at::kDouble);
+  Tensor p = (kind == FillKind::Col ? fill.reshape({ncols, 1}).to(at::kDouble) * x : x).abs();
+  p = at::where(at::isfinite(p), p, at::zeros({}, p.options()));
+  Tensor top = p.amax(0);
+  Tensor ratio = (p / at::clamp_min(top, std::numeric_limits<double>::min())).sum(0);
+  Tensor spread = at::where(top > 0, ratio, std::numeric_limits<double>::infinity()).amin();
+  Tensor crow64 = crow.to(at::kLong);
+  Tensor nse_row = (crow64.slice(0, 1) - crow64.slice(0, 0, -1)).to(at::kDouble);
+  Tensor over = nse_row > spread * cancellation_limit(1.0);  // the rule is linear in spread
+  // A zero fill has no correction: nothing cancels.
+  if (kind == FillKind::Scalar) over = over & (fill.reshape({}) != 0);
+  if (kind == FillKind::Row) over = over & (fill.reshape({m}) != 0);
+  return over.nonzero().squeeze(1);
+}
+
+Tensor recompute_rows(Tensor c, const Tensor& rows, const Tensor& crow, const Tensor& col,
+                      const Tensor& values, const Tensor& fill, const Tensor& b, int64_t ncols) {
+  const int64_t m = crow.numel() - 1, r = rows.numel();
+  if (r == 0) return c;
+  Tensor base;
+  switch (fill_kind(fill, m, ncols)) {
+    case FillKind::Scalar: base = fill.reshape({1, 1}); break;
+    case FillKind::Row: base = fill.reshape({m, 1}).index_select(0, rows); break;
+    default: base = fill.reshape({1, ncols});
+  }
+  // A fresh tensor: expand + contiguous of a (1, k) fill would be the fill
+  // itself, and the stored values are written into it.
+  Tensor dense = base.to(c.scalar_type()).expand({r, ncols}).clone(at::MemoryFormat::Contiguous);
+  // Each stored element of a recomputed row to its place: the row's slot
+  // in `rows`, or -1.
+  Tensor slot = at::full({m}, -1, rows.options());
+  slot.index_put_({rows}, at::arange(r, rows.options()));
+  Tensor at_row = slot.index_select(0, call::rows_from_crow(crow));
+  Tensor keep = at_row >= 0;
+  dense.index_put_({at_row.masked_select(keep), col.to(at::kLong).masked_select(keep)},
+                   values.to(c.scalar_type()).masked_select(keep));
+  Tensor bb = b.to(c.scalar_type());
+  if (c.dim() == 1) return c.index_copy_(0, rows, at::mv(dense, bb));
+  return c.index_copy_(0, rows, at::mm(dense, bb));
 }
 
 }  // namespace sparsefill

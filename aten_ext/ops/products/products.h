@@ -235,6 +235,31 @@ bool spmm_fast_path_exact(const Tensor& values, const Tensor& fill, const Tensor
 Tensor spmm_nonfinite(const Tensor& crow, const Tensor& col, const Tensor& values,
                       const Tensor& fill, const Tensor& b, int64_t ncols);
 
+// The cancellation rule (docs/design.md#cancellation): both spmm paths
+// subtract the fill's products over a row's stored positions from their sum
+// over the whole column, so a row whose stored positions hold most of that
+// sum keeps only the rounding of the sum. With S the stored part and U the
+// unspecified part of sum_j |f_j B[j, t]|, the result's rounding stays within
+// (2 K + 1) units of the dense sum's own scale (at least U) while S <= K U.
+// S is at most nse_i max_j |f_j B[j, t]|, so row i is safe while
+// nse_i (K + 1) <= K spread, spread = min_t sum_j / max_j (sf_dense_spread).
+// K = 4: at most 9 units, and a row of a 1% matrix is never near the limit.
+constexpr double kCancellationMargin = 4.0;
+inline double cancellation_limit(double spread) {
+  return spread * kCancellationMargin / (kCancellationMargin + 1.0);
+}
+
+// Rows of C = A @ B beyond cancellation_limit whose fill is not zero, as an
+// int64 index tensor on crow's device (ATen, any device: the CUDA kernel's
+// test; the CPU kernel reads the spread in one C pass, sf_dense_spread).
+Tensor cancelling_rows(const Tensor& crow, const Tensor& fill, const Tensor& b, int64_t ncols);
+
+// C[rows] = A[rows] @ B with the rows of A materialised (fill and stored
+// values, k each): the dense sum itself, for the rows cancelling_rows names.
+// b: k x n, or k for a vector (C then 1-D). Returns C, updated in place.
+Tensor recompute_rows(Tensor c, const Tensor& rows, const Tensor& crow, const Tensor& col,
+                      const Tensor& values, const Tensor& fill, const Tensor& b, int64_t ncols);
+
 // ---- C++ API of the CPU kernels that are not ops ---------------------------
 
 // A @ b for a CSR A (crow, col, values, fill; ncols columns) and a strided b

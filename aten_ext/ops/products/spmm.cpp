@@ -10,6 +10,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/mv.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 
 #include <cstring>
@@ -62,6 +63,7 @@ Tensor spmm_or_spmv_cpu(const Tensor& crow_in, const Tensor& col_in, const Tenso
   Tensor corr = kind == FillKind::Col ? at::mv(b.t(), fill.view({-1})).contiguous() : Tensor();
   const int64_t nse = values.numel();
   bool exact = false;
+  std::vector<int64_t> redo;  // rows to sum as dense does (cancellation_limit)
   with_compute_type(ct, [&](auto zero) {
     using T = decltype(zero);
     const T* rf = kind == FillKind::Col ? nullptr : fill.data_ptr<T>();
@@ -116,10 +118,27 @@ Tensor spmm_or_spmv_cpu(const Tensor& crow_in, const Tensor& col_in, const Tenso
     }
     exact = fast_path_bound_ok<T>(b_max, ncols, v_nan ? std::numeric_limits<T>::quiet_NaN() : v_max,
                                   f_max);
+    // The rows whose correction may cancel (products.h, cancellation_limit):
+    // the spread of the fill's products in one C read of B, then the row
+    // lengths. A zero fill has no correction.
+    if (f_max != T(0)) {
+      double spread = 0;
+      std::vector<double> col_max(n), col_sum(n);
+      check_status(Core<T>::dense_spread(&spread, col_max.data(), col_sum.data(), bp, ncols, n, ldb,
+                                         cf),
+                   "spmm: the dense operand");
+      const double limit = cancellation_limit(spread);
+      for (int64_t i = 0; i < m; ++i) {
+        const bool fill_here = kind == FillKind::Col || rf[i * rf_stride] != T(0);
+        if (fill_here && static_cast<double>(cr[i + 1] - cr[i]) > limit) redo.push_back(i);
+      }
+    }
   });
-  if (!exact) {
-    if (vector) return spmm_nonfinite(crow, col, values, fill, b.unsqueeze(1), ncols).squeeze(1).to(out_type);
-    return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
+  if (!exact) c = spmm_nonfinite(crow, col, values, fill, vector ? b.unsqueeze(1) : b, ncols);
+  if (vector && c.dim() == 2) c = c.squeeze(1);
+  if (!redo.empty()) {
+    Tensor rows = at::tensor(redo, crow.options().dtype(at::kLong));
+    c = recompute_rows(c, rows, crow, col, values, fill, b, ncols);
   }
   return c.to(out_type);
 }
@@ -228,8 +247,12 @@ Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& valu
   if (m == 0 || n == 0) return c.to(out_type);
   // Non-finite operands, or large enough for the shift by the fill to
   // overflow: the path that never computes inf - inf.
+  // The rows whose correction may cancel (products.h): summed as dense does,
+  // after either path.
+  Tensor redo = cancelling_rows(crow, fill, b, ncols);
   if (!spmm_fast_path_exact(values, fill, b)) {
-    return spmm_nonfinite(crow, col, values, fill, b, ncols).to(out_type);
+    Tensor out = spmm_nonfinite(crow, col, values, fill, b, ncols);
+    return recompute_rows(out, redo, crow, col, values, fill, b, ncols).to(out_type);
   }
   // The correction vectors, as on the CPU: 1^T B for a scalar or per-row
   // fill, c^T B for a per-column fill.
@@ -254,7 +277,7 @@ Tensor spmm_cuda(const Tensor& crow_in, const Tensor& col_in, const Tensor& valu
     Tensor ws = workspace(bytes, values);
     check_library_call(run(ws.data_ptr()), cs, "spmm");
   });
-  return c.to(out_type);
+  return recompute_rows(c, redo, crow, col, values, fill, b, ncols).to(out_type);
 }
 
 namespace {
