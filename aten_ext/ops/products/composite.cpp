@@ -134,7 +134,11 @@ bool composite_may_cancel(const Tensor& crow_a, const Tensor& va, const Tensor& 
                              : at::zeros({}, r_a.options());
   Tensor va_max = dbl(max_abs(va)), vb_max = dbl(max_abs(vb));
   Tensor fa_max = dbl(max_abs(fa)), fb_max = dbl(max_abs(fb));
-  Tensor fa_min = dbl(fa.abs().amin()), fb_min = dbl(fb.abs().amin());
+  // (an empty fill, of an operand with no row or no column, covers nothing)
+  auto min_abs = [&](const Tensor& f) {
+    return f.numel() ? dbl(f.abs().amin()) : at::zeros({}, r_a.options());
+  };
+  Tensor fa_min = min_abs(fa), fb_min = min_abs(fb);
   Tensor ua = va_max + fa_max, ub = vb_max + fb_max;
   Tensor mass = fa_max * c_b * ub + fb_max * (r_a * va_max + static_cast<double>(k) * fa_max) +
                 ua * ub * at::minimum(r_a, c_b);

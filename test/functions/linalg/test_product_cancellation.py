@@ -87,3 +87,15 @@ def test_recomputing_a_row_leaves_the_operands_untouched():
     torch.testing.assert_close(A @ x, A.to_dense() @ x)
     assert f.tolist() == [[0.5, 1.0, 2.0]] and values.tolist() == [1.0, 3.0]
     torch.testing.assert_close(A._fill_value(), f)
+
+
+def test_sparse_at_sparse_with_an_empty_per_column_fill():
+    # Fuzz seed 1115839: B of shape (4, 0) has a per-column fill of shape
+    # (1, 0); the cancellation bound's min |fill| of it raised amin()'s
+    # "Expected reduction dim" where dense returns a (3, 0) result.
+    A = sf.sparse_coo_tensor([[0], [1]], torch.tensor([2.0]), (3, 4), fill_value=1.5)
+    B = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), (4, 0),
+                             fill_value=torch.zeros(1, 0))
+    got = A @ B
+    got = got.to_dense() if isinstance(got, sf.SparseFillTensor) else got
+    torch.testing.assert_close(got, A.to_dense() @ B.to_dense())
