@@ -770,3 +770,34 @@ def test_fill_leaves_no_gradient_path_to_what_came_before():
     gv, gf = torch.autograd.grad(out.sum(), (v, f), create_graph=True, allow_unused=True)
     for g in (gv, gf):
         assert g is None or (not g.requires_grad and not bool(g.any()))
+
+
+def test_dividing_by_a_number_keeps_a_structurally_zero_gradient_zero():
+    """Fuzz seed 1014734: sgn's gradient is torch's ZeroTensor, which
+    div.Tensor's backward keeps zero through sqrt's infinite derivative at
+    0; Python binds `x / -1.0` to div.Tensor, and ours called div.Scalar,
+    whose backward turned it into 0 / 0 = NaN (dense: 0)."""
+    f = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0, dtype=torch.float64),
+                             (5, 1), fill_value=f)
+    out = A.sqrt().divide(-1.0).acos().sgn()
+    dense_f = f.detach().clone().requires_grad_()
+    dense = dense_f.expand(5, 1).sqrt().divide(-1.0).acos().sgn()
+    T.assert_dense_equal(torch.autograd.grad(out.to_dense().sum(), f)[0],
+                         torch.autograd.grad(dense.sum(), dense_f)[0])
+
+
+def test_put_accumulates_complex_values_that_require_grad():
+    """Fuzz seed 1037646: put(accumulate=True) of complex values that
+    require grad raised scatter_reduce's "does not support automatic
+    differentiation for outputs with complex dtype"; dense computes."""
+    v = torch.tensor([1 + 2j, -1j, 0.5 + 0j], requires_grad=True)
+    A = sf.sparse_coo_tensor([[0, 1, 2], [0, 1, 2]], v, (3, 3), fill_value=0.5)
+    src = torch.tensor([1j, 2.0 + 0j, 1j])
+    index = torch.tensor([0, 4, 0])
+    got = torch.put(A, index, src, accumulate=True)
+    want = torch.put(A.to_dense(), index, src, accumulate=True)
+    T.assert_dense_equal(got.to_dense(), want)
+    gv = torch.autograd.grad(got.to_dense().abs().sum(), v)[0]
+    gd = torch.autograd.grad(want.abs().sum(), v)[0]
+    T.assert_dense_equal(gv, gd)

@@ -139,11 +139,23 @@ def cpp_traits(op) -> str:
     if kind == "binary":
         lines.append(f"  static constexpr bool number = {str(op['number']).lower()};  "
                      f"// has {name}_scalar")
+        wrapped = numbers_as_tensors(op["aten"])
+        lines.append(f"  static constexpr bool number_as_tensor = {str(wrapped).lower()};"
+                     + ("  // Python's binding: the Tensor overload" if wrapped else ""))
     lines.append(cpp_function("f", tensors + extra, op["aten"]))
     if kind == "binary" and op["number"]:
         lines.append(cpp_mixed_function(op["aten"], extra))
     lines.append("};")
     return "\n".join(lines)
+
+
+def numbers_as_tensors(expr: str) -> bool:
+    """Whether torch's Python binding passes a number to the formula's ATen
+    function as a wrapped number tensor (its Tensor overload: add, sub, mul,
+    div), not as a Scalar: torch's own list, read from torch."""
+    import torch  # only here: the rest of the generator needs no torch
+    called = re.findall(r"\bat::([a-z_0-9]+)\s*\(", expr)
+    return bool(called) and torch._C._should_allow_numbers_as_tensors(called[0])
 
 
 def cpp_mixed_function(expr: str, extra: list[tuple[str, str]]) -> str:

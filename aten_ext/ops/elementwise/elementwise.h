@@ -250,6 +250,17 @@ struct Binary<Op, Pack<A...>> {
   static Pair scalar_kernel(const Tensor& values, const Tensor& fill, const at::Scalar& number,
                             bool reverse, A... args) {
     check_unary_args(values, fill);
+    if constexpr (Op::number_as_tensor) {
+      if (!reverse) {
+        // add, sub, mul, div: Python passes the number as a wrapped number
+        // tensor to the Tensor overload, so their type promotion and
+        // derivatives are that overload's (div.Tensor's backward keeps a
+        // ZeroTensor gradient zero where div.Scalar's makes 0 / 0 of it:
+        // fuzz seed 1014734, sgn then sqrt at 0).
+        Tensor other = at::native::wrapped_scalar_tensor(number);
+        return {Op::f(values, other, args...), Op::f(fill, other, args...)};
+      }
+    }
     if constexpr (requires { Op::f_mixed(values, number, args...); }) {
       if (!reverse) {
         return {Op::f_mixed(values, number, args...), Op::f_mixed(fill, number, args...)};

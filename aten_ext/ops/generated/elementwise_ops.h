@@ -969,6 +969,7 @@ struct Threshold {
 struct Add {
   static constexpr const char* name = "add";
   static constexpr bool number = true;  // has add_scalar
+  static constexpr bool number_as_tensor = true;  // Python's binding: the Tensor overload
   static Tensor f(const Tensor& self, const Tensor& other, const at::Scalar& alpha) {
     return at::add(self, other, alpha);
   }
@@ -983,6 +984,7 @@ struct Add {
 struct Sub {
   static constexpr const char* name = "sub";
   static constexpr bool number = true;  // has sub_scalar
+  static constexpr bool number_as_tensor = true;  // Python's binding: the Tensor overload
   static Tensor f(const Tensor& self, const Tensor& other, const at::Scalar& alpha) {
     return at::sub(self, other, alpha);
   }
@@ -997,6 +999,7 @@ struct Sub {
 struct Mul {
   static constexpr const char* name = "mul";
   static constexpr bool number = true;  // has mul_scalar
+  static constexpr bool number_as_tensor = true;  // Python's binding: the Tensor overload
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::mul(self, other);
   }
@@ -1011,6 +1014,7 @@ struct Mul {
 struct Div {
   static constexpr const char* name = "div";
   static constexpr bool number = true;  // has div_scalar
+  static constexpr bool number_as_tensor = true;  // Python's binding: the Tensor overload
   static Tensor f(
       const Tensor& self,
       const Tensor& other,
@@ -1028,6 +1032,7 @@ struct Div {
 struct FloorDivide {
   static constexpr const char* name = "floor_divide";
   static constexpr bool number = true;  // has floor_divide_scalar
+  static constexpr bool number_as_tensor = true;  // Python's binding: the Tensor overload
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::floor_divide(self, other);
   }
@@ -1042,6 +1047,7 @@ struct FloorDivide {
 struct Remainder {
   static constexpr const char* name = "remainder";
   static constexpr bool number = true;  // has remainder_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::remainder(self, other);
   }
@@ -1056,6 +1062,7 @@ struct Remainder {
 struct Fmod {
   static constexpr const char* name = "fmod";
   static constexpr bool number = true;  // has fmod_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::fmod(self, other);
   }
@@ -1070,6 +1077,7 @@ struct Fmod {
 struct Pow {
   static constexpr const char* name = "pow";
   static constexpr bool number = true;  // has pow_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::pow(self, other);
   }
@@ -1084,6 +1092,7 @@ struct Pow {
 struct Atan2 {
   static constexpr const char* name = "atan2";
   static constexpr bool number = false;  // has atan2_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::atan2(self, other);
   }
@@ -1093,6 +1102,7 @@ struct Atan2 {
 struct Hypot {
   static constexpr const char* name = "hypot";
   static constexpr bool number = false;  // has hypot_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::hypot(self, other);
   }
@@ -1102,6 +1112,7 @@ struct Hypot {
 struct Logaddexp {
   static constexpr const char* name = "logaddexp";
   static constexpr bool number = false;  // has logaddexp_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::logaddexp(self, other);
   }
@@ -1111,6 +1122,7 @@ struct Logaddexp {
 struct Logaddexp2 {
   static constexpr const char* name = "logaddexp2";
   static constexpr bool number = false;  // has logaddexp2_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::logaddexp2(self, other);
   }
@@ -1120,6 +1132,7 @@ struct Logaddexp2 {
 struct Xlogy {
   static constexpr const char* name = "xlogy";
   static constexpr bool number = true;  // has xlogy_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::xlogy(self, other);
   }
@@ -1134,6 +1147,7 @@ struct Xlogy {
 struct Copysign {
   static constexpr const char* name = "copysign";
   static constexpr bool number = true;  // has copysign_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::copysign(self, other);
   }
@@ -1148,6 +1162,7 @@ struct Copysign {
 struct Maximum {
   static constexpr const char* name = "maximum";
   static constexpr bool number = false;  // has maximum_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::maximum(self, other);
   }
@@ -1157,6 +1172,7 @@ struct Maximum {
 struct Minimum {
   static constexpr const char* name = "minimum";
   static constexpr bool number = false;  // has minimum_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::minimum(self, other);
   }
@@ -1166,6 +1182,7 @@ struct Minimum {
 struct Fmax {
   static constexpr const char* name = "fmax";
   static constexpr bool number = false;  // has fmax_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::fmax(self, other);
   }
@@ -1175,6 +1192,7 @@ struct Fmax {
 struct Fmin {
   static constexpr const char* name = "fmin";
   static constexpr bool number = false;  // has fmin_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::fmin(self, other);
   }
@@ -1184,6 +1202,7 @@ struct Fmin {
 struct ClampMin {
   static constexpr const char* name = "clamp_min";
   static constexpr bool number = true;  // has clamp_min_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::clamp_min(self, other);
   }
@@ -1198,6 +1217,7 @@ struct ClampMin {
 struct ClampMax {
   static constexpr const char* name = "clamp_max";
   static constexpr bool number = true;  // has clamp_max_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::clamp_max(self, other);
   }
@@ -1212,6 +1232,7 @@ struct ClampMax {
 struct Lerp {
   static constexpr const char* name = "lerp";
   static constexpr bool number = false;  // has lerp_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other, const at::Scalar& weight) {
     return at::lerp(self, other, weight);
   }
@@ -1221,6 +1242,7 @@ struct Lerp {
 struct MaskedFill {
   static constexpr const char* name = "masked_fill";
   static constexpr bool number = false;  // has masked_fill_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other, const at::Scalar& value) {
     return at::masked_fill(self, other, value);
   }
@@ -1230,6 +1252,7 @@ struct MaskedFill {
 struct Xlog1py {
   static constexpr const char* name = "xlog1py";
   static constexpr bool number = true;  // has xlog1py_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::special_xlog1py(self, other);
   }
@@ -1244,6 +1267,7 @@ struct Xlog1py {
 struct Heaviside {
   static constexpr const char* name = "heaviside";
   static constexpr bool number = false;  // has heaviside_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::heaviside(self, other);
   }
@@ -1253,6 +1277,7 @@ struct Heaviside {
 struct Nextafter {
   static constexpr const char* name = "nextafter";
   static constexpr bool number = false;  // has nextafter_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::nextafter(self, other);
   }
@@ -1262,6 +1287,7 @@ struct Nextafter {
 struct Igamma {
   static constexpr const char* name = "igamma";
   static constexpr bool number = false;  // has igamma_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::igamma(self, other);
   }
@@ -1271,6 +1297,7 @@ struct Igamma {
 struct Igammac {
   static constexpr const char* name = "igammac";
   static constexpr bool number = false;  // has igammac_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::igammac(self, other);
   }
@@ -1280,6 +1307,7 @@ struct Igammac {
 struct Zeta {
   static constexpr const char* name = "zeta";
   static constexpr bool number = true;  // has zeta_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::special_zeta(self, other);
   }
@@ -1294,6 +1322,7 @@ struct Zeta {
 struct ChebyshevPolynomialT {
   static constexpr const char* name = "chebyshev_polynomial_t";
   static constexpr bool number = true;  // has chebyshev_polynomial_t_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::special_chebyshev_polynomial_t(self, other);
   }
@@ -1308,6 +1337,7 @@ struct ChebyshevPolynomialT {
 struct ChebyshevPolynomialV {
   static constexpr const char* name = "chebyshev_polynomial_v";
   static constexpr bool number = true;  // has chebyshev_polynomial_v_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::special_chebyshev_polynomial_v(self, other);
   }
@@ -1322,6 +1352,7 @@ struct ChebyshevPolynomialV {
 struct ShiftedChebyshevPolynomialV {
   static constexpr const char* name = "shifted_chebyshev_polynomial_v";
   static constexpr bool number = true;  // has shifted_chebyshev_polynomial_v_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::special_shifted_chebyshev_polynomial_v(self, other);
   }
@@ -1336,6 +1367,7 @@ struct ShiftedChebyshevPolynomialV {
 struct HermitePolynomialH {
   static constexpr const char* name = "hermite_polynomial_h";
   static constexpr bool number = true;  // has hermite_polynomial_h_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::special_hermite_polynomial_h(self, other);
   }
@@ -1350,6 +1382,7 @@ struct HermitePolynomialH {
 struct HermitePolynomialHe {
   static constexpr const char* name = "hermite_polynomial_he";
   static constexpr bool number = true;  // has hermite_polynomial_he_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::special_hermite_polynomial_he(self, other);
   }
@@ -1364,6 +1397,7 @@ struct HermitePolynomialHe {
 struct Eq {
   static constexpr const char* name = "eq";
   static constexpr bool number = true;  // has eq_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::eq(self, other);
   }
@@ -1378,6 +1412,7 @@ struct Eq {
 struct Ne {
   static constexpr const char* name = "ne";
   static constexpr bool number = true;  // has ne_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::ne(self, other);
   }
@@ -1392,6 +1427,7 @@ struct Ne {
 struct Lt {
   static constexpr const char* name = "lt";
   static constexpr bool number = true;  // has lt_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::lt(self, other);
   }
@@ -1406,6 +1442,7 @@ struct Lt {
 struct Le {
   static constexpr const char* name = "le";
   static constexpr bool number = true;  // has le_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::le(self, other);
   }
@@ -1420,6 +1457,7 @@ struct Le {
 struct Gt {
   static constexpr const char* name = "gt";
   static constexpr bool number = true;  // has gt_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::gt(self, other);
   }
@@ -1434,6 +1472,7 @@ struct Gt {
 struct Ge {
   static constexpr const char* name = "ge";
   static constexpr bool number = true;  // has ge_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::ge(self, other);
   }
@@ -1448,6 +1487,7 @@ struct Ge {
 struct LogicalAnd {
   static constexpr const char* name = "logical_and";
   static constexpr bool number = false;  // has logical_and_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::logical_and(self, other);
   }
@@ -1457,6 +1497,7 @@ struct LogicalAnd {
 struct LogicalOr {
   static constexpr const char* name = "logical_or";
   static constexpr bool number = false;  // has logical_or_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::logical_or(self, other);
   }
@@ -1466,6 +1507,7 @@ struct LogicalOr {
 struct LogicalXor {
   static constexpr const char* name = "logical_xor";
   static constexpr bool number = false;  // has logical_xor_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::logical_xor(self, other);
   }
@@ -1475,6 +1517,7 @@ struct LogicalXor {
 struct BitwiseAnd {
   static constexpr const char* name = "bitwise_and";
   static constexpr bool number = true;  // has bitwise_and_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::bitwise_and(self, other);
   }
@@ -1489,6 +1532,7 @@ struct BitwiseAnd {
 struct BitwiseOr {
   static constexpr const char* name = "bitwise_or";
   static constexpr bool number = true;  // has bitwise_or_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::bitwise_or(self, other);
   }
@@ -1503,6 +1547,7 @@ struct BitwiseOr {
 struct BitwiseXor {
   static constexpr const char* name = "bitwise_xor";
   static constexpr bool number = true;  // has bitwise_xor_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::bitwise_xor(self, other);
   }
@@ -1517,6 +1562,7 @@ struct BitwiseXor {
 struct BitwiseLeftShift {
   static constexpr const char* name = "bitwise_left_shift";
   static constexpr bool number = true;  // has bitwise_left_shift_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::bitwise_left_shift(self, other);
   }
@@ -1531,6 +1577,7 @@ struct BitwiseLeftShift {
 struct BitwiseRightShift {
   static constexpr const char* name = "bitwise_right_shift";
   static constexpr bool number = true;  // has bitwise_right_shift_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::bitwise_right_shift(self, other);
   }
@@ -1545,6 +1592,7 @@ struct BitwiseRightShift {
 struct Gcd {
   static constexpr const char* name = "gcd";
   static constexpr bool number = false;  // has gcd_scalar
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::gcd(self, other);
   }
