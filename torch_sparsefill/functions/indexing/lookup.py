@@ -104,6 +104,10 @@ def write(A: SparseFillTensor, coords, src, reduce=None, include_self=True):
         last = torch.zeros(uq.shape[0], dtype=torch.int64, device=q.device).scatter_reduce(
             0, slot, torch.arange(q.shape[0], device=q.device), "amax", include_self=False)
         new = srcw.index_select(0, last)
+    elif reduce == "sum":
+        # index_add, as torch's put(accumulate=True) and index_put_ do: it
+        # has complex derivatives, which scatter_reduce lacks (seed 1037646)
+        new = (w if include_self else torch.zeros_like(w)).index_add(0, slot, srcw)
     else:
         new = w.scatter_reduce(0, index, srcw, reduce, include_self=include_self)
     new = new.reshape((-1,) + dense_shape)
