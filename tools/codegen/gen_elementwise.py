@@ -139,7 +139,9 @@ def cpp_traits(op) -> str:
     if kind == "binary":
         lines.append(f"  static constexpr bool number = {str(op['number']).lower()};  "
                      f"// has {name}_scalar")
-        wrapped = numbers_as_tensors(op["aten"])
+        # (a derivative is why: an op without one keeps the Scalar overload,
+        # whose graph the non-differentiable route already handles)
+        wrapped = op["differentiable"] and numbers_as_tensors(op["aten"])
         lines.append(f"  static constexpr bool number_as_tensor = {str(wrapped).lower()};"
                      + ("  // Python's binding: the Tensor overload" if wrapped else ""))
     lines.append(cpp_function("f", tensors + extra, op["aten"]))

@@ -1032,7 +1032,7 @@ struct Div {
 struct FloorDivide {
   static constexpr const char* name = "floor_divide";
   static constexpr bool number = true;  // has floor_divide_scalar
-  static constexpr bool number_as_tensor = true;  // Python's binding: the Tensor overload
+  static constexpr bool number_as_tensor = false;
   static Tensor f(const Tensor& self, const Tensor& other) {
     return at::floor_divide(self, other);
   }
