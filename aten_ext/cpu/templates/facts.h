@@ -36,9 +36,16 @@ SF_CLONES sf_status SF_FN(sf_dense_facts)(T *absmax, T *sum, const T *x, int64_t
 }
 
 /* The spread of a dense block's products: for each column t the finite
- * |s_j x_jt| summed and their maximum (in double: a sum of k float32 or
- * float64 magnitudes scaled by the maximum cannot overflow), and the
- * smallest ratio sum / max over the columns with a non-zero maximum. */
+ * |s_j x_jt| (in double) summed and their maximum in one pass, and the
+ * smallest ratio sum / max over the columns with a non-zero maximum. A sum
+ * that overflows double (float64 products near its largest) is taken again
+ * scaled by its column's maximum. */
+static inline double SF_FN(sf_spread_term)(const T *x, int64_t r, int64_t t, int64_t ld,
+                                            const T *row_scale) {
+  const double p = fabs((row_scale ? (double)row_scale[r] : 1.0) * (double)x[r * ld + t]);
+  return p <= DBL_MAX ? p : 0.0; /* finite products only (NaN fails the test) */
+}
+
 SF_CLONES sf_status SF_FN(sf_dense_spread)(double *spread, double *col_max, double *col_sum,
                                            const T *x, int64_t rows, int64_t cols, int64_t ld,
                                            const T *row_scale) {
@@ -50,25 +57,59 @@ SF_CLONES sf_status SF_FN(sf_dense_spread)(double *spread, double *col_max, doub
   if (rows == 0 || cols == 0) return SF_OK;
   SF_FAIL_IF(col_max == NULL || col_sum == NULL, SF_ERR_NULL_POINTER);
   SF_NEED2(x, rows, cols);
-  for (int64_t t = 0; t < cols; ++t) col_max[t] = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const double s = row_scale ? (double)row_scale[r] : 1.0;
-    const T *xr = x + r * ld;
-    for (int64_t t = 0; t < cols; ++t) {
-      const double p = fabs(s * (double)xr[t]);
-      if (p <= DBL_MAX && p > col_max[t]) col_max[t] = p; /* finite products only */
+  if (cols == 1 && ld == 1 && row_scale == NULL) {
+    /* a contiguous vector (the common SpMV): eight lanes, so the sum does
+     * not wait on one add's latency */
+    double mx[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sm[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t r = 0;
+    for (; r + 8 <= rows; r += 8)
+      for (int u = 0; u < 8; ++u) {
+        double p = fabs((double)x[r + u]);
+        p = p <= DBL_MAX ? p : 0.0;
+        mx[u] = p > mx[u] ? p : mx[u];
+        sm[u] += p;
+      }
+    for (; r < rows; ++r) {
+      double p = fabs((double)x[r]);
+      p = p <= DBL_MAX ? p : 0.0;
+      mx[0] = p > mx[0] ? p : mx[0];
+      sm[0] += p;
+    }
+    double m = 0, sum = 0;
+    for (int u = 0; u < 8; ++u) {
+      m = mx[u] > m ? mx[u] : m;
+      sum += sm[u];
+    }
+    if (m > 0 && sum <= DBL_MAX) {
+      col_max[0] = m;
+      col_sum[0] = sum / m;
+      *spread = sum / m;
+      return SF_OK;
+    }
+    if (m == 0) {
+      col_max[0] = 0;
+      col_sum[0] = 0;
+      return SF_OK;
     }
   }
-  for (int64_t t = 0; t < cols; ++t) col_sum[t] = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const double s = row_scale ? (double)row_scale[r] : 1.0;
-    const T *xr = x + r * ld;
-    for (int64_t t = 0; t < cols; ++t) {
-      const double p = fabs(s * (double)xr[t]);
-      if (p <= DBL_MAX && col_max[t] > 0) col_sum[t] += p / col_max[t];
+  for (int64_t t = 0; t < cols; ++t) {
+    /* one column at a time, in registers: a vector (the common SpMV) reads
+     * contiguously, a row-major block at stride ld */
+    double mx = 0, sum = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double p = SF_FN(sf_spread_term)(x, r, t, ld, row_scale);
+      mx = p > mx ? p : mx;
+      sum += p;
     }
+    if (mx > 0 && !(sum <= DBL_MAX)) {
+      sum = 0;
+      for (int64_t r = 0; r < rows; ++r) sum += SF_FN(sf_spread_term)(x, r, t, ld, row_scale) / mx;
+    } else if (mx > 0) {
+      sum /= mx;
+    }
+    col_max[t] = mx;
+    col_sum[t] = sum;
+    if (mx > 0 && sum < *spread) *spread = sum;
   }
-  for (int64_t t = 0; t < cols; ++t)
-    if (col_max[t] > 0 && col_sum[t] < *spread) *spread = col_sum[t];
   return SF_OK;
 }
