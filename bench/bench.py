@@ -34,6 +34,7 @@ import torch_sparsefill as sf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its siblings, also when imported
 import bench_order  # noqa: E402
+import bench_graph  # noqa: E402
 from bench_graph import graph_rows  # noqa: E402
 
 warnings.filterwarnings("ignore", message="Sparse (CSR|CSC|BSR|BSC) tensor support is in beta")
@@ -564,16 +565,18 @@ def _memory_case(name: str, quick: bool):
         a, _ = stratified(20_000 // scale, 10_000, 100, 0.5)
         a = a.to_sparse_csr()
         return (a,), lambda: torch.softmax(a, 1)
-    case = bench_order.memory_case(name, quick)
-    if case is not None:
-        return case
+    for family in (bench_order, bench_graph):
+        case = family.memory_case(name, quick)
+        if case is not None:
+            return case
     a, _ = random_coo((4000 // scale, 4000 // scale), 0.01, 5.0, seed=4)
     a = a.to_sparse_csr()
     b = torch.randn(4000 // scale, 64)
     return (a, b), lambda: a @ b
 
 
-MEMORY_CASES = ("union add", "softmax dim 1", "A @ B CSR fill 5, n=64") + bench_order.MEMORY_CASES
+MEMORY_CASES = (("union add", "softmax dim 1", "A @ B CSR fill 5, n=64") + bench_order.MEMORY_CASES
+                + bench_graph.MEMORY_CASES)
 
 
 def _memory_main(name: str, quick: bool) -> None:

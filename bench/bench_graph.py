@@ -100,6 +100,29 @@ def graph_rows(quick: bool):
            lambda: csgraph.shortest_path(S, method="BF", indices=0))
 
 
+def memory_case(name: str, quick: bool):
+    """(inputs, op) of one memory row of the graph domain, or None: the
+    masked product must stay within 2x (inputs + output) although its
+    unmasked result would be several times larger."""
+    n, nse = (20_000, 120_000) if quick else (200_000, 1_200_000)
+    if name == "graph mxv min_plus":
+        A = _ours(*power_law(n, nse, seed=1), n)
+        x = torch.rand(n, dtype=torch.float64)
+        return (A, x), lambda: sf.mxm(A, x, "min_plus")
+    if name == "graph ewise_add(min)":
+        A, B = (_ours(*power_law(n, nse, seed=s), n) for s in (1, 2))
+        return (A, B), lambda: sf.ewise_add(A, B, "min")
+    if name == "graph masked plus_pair (triangles)":
+        sr, sc, _ = power_law(n, nse // 2, seed=3, symmetric=True)
+        keep = sc < sr
+        L = _ours(sr[keep], sc[keep], torch.ones(int(keep.sum()), dtype=torch.int64), n)
+        return (L,), lambda: sf.mxm(L, L, "plus_pair", mask=L)
+    return None
+
+
+MEMORY_CASES = ("graph mxv min_plus", "graph ewise_add(min)", "graph masked plus_pair (triangles)")
+
+
 def _union_operands(m, nse):
     g = torch.Generator().manual_seed(7)
     out = []
