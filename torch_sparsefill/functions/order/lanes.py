@@ -137,8 +137,9 @@ class Lanes:
             self.L = math.prod(self.other_sizes)
             self.pos = idx[d]
             self.others = idx[others]
+            # one lane: an expanded zero (read only), no copy of the positions' size
             self.lane = _ops.coo_linearize(self.others, list(self.other_sizes)) if others else \
-                torch.zeros_like(self.pos)
+                torch.zeros((), dtype=torch.int64, device=self.pos.device).expand(self.pos.shape)
             if d != sd - 1 and values.shape[0] > 1:
                 perm = torch.argsort(self.lane * self.n + self.pos)
                 self.lane, self.pos = self.lane[perm], self.pos[perm]
@@ -228,10 +229,15 @@ class Lanes:
         if v.dtype == torch.bool or order not in (ASCENDING, DESCENDING):
             return None
         dev = self.device
-        count = torch.bincount(lane, minlength=L) if s else torch.zeros(L, dtype=torch.int64,
-                                                                       device=dev)
-        col = torch.arange(s, device=dev) - (torch.cumsum(count, 0) - count).index_select(0, lane)
-        self._gap_key = lane * (n + 1) + (pos - col)  # as place() sets it, for unspecified()
+        # (lane, unspecified before) of each stored element, as place() sets it,
+        # for unspecified(); one lane: its position less its rank, in place
+        if L == 1:
+            count = torch.full((1,), s, dtype=torch.int64, device=dev)
+            self._gap_key = torch.arange(s, device=dev).neg_().add_(pos)
+        else:
+            count = torch.bincount(lane, minlength=L) if s else \
+                torch.zeros(L, dtype=torch.int64, device=dev)
+            self._gap_key = lane * (n + 1) + (pos - self._columns(count))
         desc = order.descending
         if v.is_floating_point():
             worst = -math.inf if desc else math.nan  # after every value in torch's order
@@ -244,7 +250,7 @@ class Lanes:
         elif L * width > 4 * s + 4096:
             return None
         else:
-            sv, sp = self._padded_best(count, col, width, k, desc, worst)
+            sv, sp = self._padded_best(count, self._columns(count), width, k, desc, worst)
         # the fill's block: the first k unspecified positions of each lane
         m = torch.arange(min(k, n), device=dev).expand(L, min(k, n))
         fp = self.unspecified(torch.arange(L, device=dev).unsqueeze(1).expand_as(m).contiguous(),
@@ -257,6 +263,11 @@ class Lanes:
         cand_v, cand_p = cand_v.gather(1, by_pos), cand_p.gather(1, by_pos)
         best = torch.sort(cand_v, dim=1, descending=desc, stable=True).indices[:, :k]
         return cand_v.gather(1, best), cand_p.gather(1, best)
+
+    def _columns(self, count):
+        """Each stored element's rank within its lane."""
+        return torch.arange(self.s, device=self.device) - \
+            (torch.cumsum(count, 0) - count).index_select(0, self.lane)
 
     def _native_best(self, count, kk: int, desc: bool, worst):
         """[L, kk] values and positions of each lane's kk best stored values
