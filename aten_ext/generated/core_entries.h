@@ -65,6 +65,24 @@ sf_status sf_csr_rows_from_crow(int64_t *rows, const int64_t *crow, int64_t nrow
 sf_status sf_csr_find(int64_t *slot, const int64_t *crow, const int64_t *col, int64_t nrows,
                       int64_t ncols, const int64_t *qrow, const int64_t *qcol, int64_t k);
 
+/* Rows [row_begin, row_end) of a CSR pattern (crow [nrows + 1], nse
+ * values): out[r * k .. r * k + k) = the element numbers of row r's k best
+ * values in torch's order (descending: NaN above every value; ascending:
+ * NaN after every value; -0.0 == 0.0), ties by element number, in
+ * ascending order, then -1 for each of k past the row's count. A heap in
+ * the row's own output (no scratch): O(row log k). Errors:
+ * SF_ERR_CROW_DECREASING, SF_ERR_INDEX_OUT_OF_RANGE (a row outside
+ * [0, nse)), SF_ERR_INVALID_ARGUMENT (a bad row range). */
+sf_status sf_lane_topk_f64(int64_t *out, const int64_t *crow, const double *values, int64_t nrows,
+                           int64_t nse, int64_t k, int descending, int64_t row_begin,
+                           int64_t row_end);
+sf_status sf_lane_topk_f32(int64_t *out, const int64_t *crow, const float *values, int64_t nrows,
+                           int64_t nse, int64_t k, int descending, int64_t row_begin,
+                           int64_t row_end);
+sf_status sf_lane_topk_i64(int64_t *out, const int64_t *crow, const int64_t *values, int64_t nrows,
+                           int64_t nse, int64_t k, int descending, int64_t row_begin,
+                           int64_t row_end);
+
 /* crow [nrows + 1] from non-decreasing rows[0..nse), each in [0, nrows).
  * Errors: SF_ERR_INDEX_* for a bad row, SF_ERR_NOT_COALESCED if decreasing. */
 sf_status sf_crow_from_rows(int64_t *crow, const int64_t *rows, int64_t nse, int64_t nrows);

@@ -40,12 +40,14 @@ def _extra_programs():
                               torch.tensor([1.0, 2.0, -1.0, 0.5], dtype=F64), (3, 3, 4),
                               fill_value=0.25)
     A3.requires_grad_()
-    # a lookup of CSR elements (csr_find)
+    # a lookup of CSR elements (csr_find), a topk along rows (lane_topk)
     C = sf.sparse_csr_tensor([0, 2, 2, 3], [1, 3, 0], torch.tensor([1.0, 2.0, -1.0], dtype=F64),
                              (3, 4), fill_value=0.25).requires_grad_()
     rows, cols = torch.tensor([0, 0, 1, 2]), torch.tensor([3, 2, 0, 0])
     return [lambda: A3.sum(1).to_dense().sum(), lambda: A3.amax((0, 2)).to_dense().sum(),
-            lambda: torch.softmax(A3, 1).to_dense().sum(), lambda: C[rows, cols].sum()]
+            lambda: torch.softmax(A3, 1).to_dense().sum(), lambda: C[rows, cols].sum(),
+            # each lane's best stored values (lane_topk)
+            lambda: torch.topk(C, 2, 1).values.sum()]
 
 
 class _Recorder(TorchDispatchMode):

@@ -58,6 +58,11 @@ def _csr_find_fake(crow_indices, col_indices, rows, cols, ncols):
     return rows.new_empty((rows.shape[0],), dtype=torch.int64)
 
 
+@torch.library.register_fake("sparsefill::lane_topk")
+def _lane_topk_fake(crow_indices, values, k, descending):
+    return crow_indices.new_empty((crow_indices.shape[0] - 1, k), dtype=torch.int64)
+
+
 @torch.library.register_fake("sparsefill::crow_from_rows")
 def _crow_from_rows_fake(rows, nrows):
     return rows.new_empty((nrows + 1,), dtype=torch.int64)

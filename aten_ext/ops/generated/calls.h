@@ -60,6 +60,12 @@ inline Tensor csr_find(const Tensor& crow_indices, const Tensor& col_indices, co
   return op.call(crow_indices, col_indices, rows, cols, ncols);
 }
 
+inline Tensor lane_topk(const Tensor& crow_indices, const Tensor& values, int64_t k,
+                        bool descending) {
+  static auto op = op_handle<decltype(lane_topk)>("sparsefill::lane_topk");
+  return op.call(crow_indices, values, k, descending);
+}
+
 inline Tensor crow_from_rows(const Tensor& rows, int64_t nrows) {
   static auto op = op_handle<decltype(crow_from_rows)>("sparsefill::crow_from_rows");
   return op.call(rows, nrows);

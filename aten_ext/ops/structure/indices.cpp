@@ -3,7 +3,7 @@
 // coo_check, coo_linearize, coo_delinearize, coalesce_plan, csr_check,
 // rows_from_crow, crow_from_rows on the CPU (the C core, sparsefill_core.h) and
 // on CUDA (the CUDA core, sparsefill_cuda.h; CUDA build only), and
-// index_select_plan and csr_find (CPU only). Each unpacks and checks the component tensors, then
+// index_select_plan, csr_find and lane_topk (CPU only). Each unpacks and checks the component tensors, then
 // the core does the structural work.
 #include <torch/library.h>
 
@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/common/dtypes.h"
 #include "ops/common/row_ranges.h"
 #include "ops/generated/kernels.h"
 #include "ops/structure/structure.h"
@@ -95,6 +96,40 @@ Tensor csr_find_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& r
                            cols.data_ptr<int64_t>(), rows.numel()),
                "rows/cols");
   return slot;
+}
+
+// Each row's k best stored values (their element numbers), torch's order,
+// ties by position: the per-lane selection behind topk (functions/order/).
+Tensor lane_topk_cpu(const Tensor& crow_in, const Tensor& values_in, int64_t k, bool descending) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: lane_topk: crow_indices must not be empty");
+  TORCH_CHECK(k >= 0, "sparsefill: lane_topk: k must be non-negative, got ", k);
+  TORCH_CHECK(values_in.dim() == 1, "sparsefill: lane_topk: values must be 1-d, got ",
+              values_in.dim(), " dims");
+  TORCH_CHECK(values_in.device().is_cpu(), "sparsefill: lane_topk: values must be on the CPU");
+  const auto t = values_in.scalar_type();
+  TORCH_CHECK(t != at::kBool && t != at::kUInt64 && !at::isComplexType(t) &&
+                  (at::isFloatingType(t) || at::isIntegralType(t, /*includeBool=*/false)),
+              "sparsefill: lane_topk: values: dtype ", t, " is not supported");
+  const int64_t nrows = crow.numel() - 1;
+  const int64_t nse = values_in.numel();
+  TORCH_CHECK(crow[0].item<int64_t>() == 0 && crow[nrows].item<int64_t>() == nse,
+              "sparsefill: lane_topk: crow_indices must run from 0 to the number of values (",
+              nse, ")");
+  // float16/bfloat16 widen to float32 and integers to int64 exactly: the order is kept
+  const auto ct = compute_type(t, "lane_topk", true);
+  Tensor values = values_in.to(ct).contiguous();
+  Tensor out = at::empty({nrows, k}, crow.options());
+  with_compute_type<true>(ct, [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t* cp = crow.const_data_ptr<int64_t>();
+    const T* vp = values.const_data_ptr<T>();
+    int64_t* op = out.data_ptr<int64_t>();
+    for_row_ranges(cp, nrows, 2, "lane_topk crow_indices", [&](int64_t r0, int64_t r1) {
+      return Core<T>::lane_topk(op, cp, vp, nrows, nse, k, descending ? 1 : 0, r0, r1);
+    });
+  });
+  return out;
 }
 
 Tensor rows_from_crow_cpu(const Tensor& crow_in) {

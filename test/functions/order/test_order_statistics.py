@@ -250,7 +250,8 @@ def test_nanmedian_of_an_all_nan_fill_along_a_dense_dim():
     _same(i, di)
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.int64])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16,
+                                   torch.int64, torch.int32, torch.int8, torch.uint8])
 def test_topk_picks_the_stable_sort_s_first_k(dtype):
     """topk's values and indices are the first k of the stable sort of the
     dense lane (ties, NaN and the fill's block in index order), for every k,
@@ -259,7 +260,8 @@ def test_topk_picks_the_stable_sort_s_first_k(dtype):
     choice among ties would show here (torch's own topk leaves ties open)."""
     g = torch.Generator().manual_seed(7)
     pool = torch.tensor([0., 1., -1., 2., math.inf, -math.inf, math.nan, -0.0] if dtype.is_floating_point
-                        else [0, 1, -1, 2, 7], dtype=dtype)
+                        else [0, 1, 3, 2, 7] if dtype == torch.uint8 else [0, 1, -1, 2, 7],
+                        dtype=dtype)
     for m, n in ((5, 12), (1, 30), (6, 1)):
         for fill in pool.tolist():
             D = pool[torch.randint(0, len(pool), (m, n), generator=g)]
@@ -274,3 +276,48 @@ def test_topk_picks_the_stable_sort_s_first_k(dtype):
                             v, i = torch.topk(X, k, d, largest)
                             assert torch.equal(i, si.narrow(d, 0, k))
                             _same(v, sv.narrow(d, 0, k))
+
+
+def test_topk_native_lanes_long_and_short_with_gradient():
+    """The native per-lane selection (CPU): one long lane among short ones
+    (where a padded matrix would be mostly padding), ties everywhere, and
+    the gradient reaching the stored values and the fill as the dense
+    topk's does."""
+    g = torch.Generator().manual_seed(11)
+    m, n = 40, 300
+    D = torch.randint(-3, 4, (m, n), generator=g).to(torch.float64)
+    mask = torch.rand(m, n, generator=g) < 0.02
+    mask[5] = torch.rand(n, generator=g) < 0.9  # the long lane
+    for fill in (0.0, 2.0, -5.0):
+        for largest in (True, False):
+            for k in (1, 3, 17):
+                vals = D[mask].clone().requires_grad_()
+                f = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
+                A = sf.sparse_coo_tensor(mask.nonzero().T, vals, (m, n), fill_value=f)
+                for X in (A, A.to_sparse_csr()):
+                    v, i = torch.topk(X, k, 1, largest)
+                    dense = torch.where(mask, D, torch.tensor(fill, dtype=torch.float64))
+                    sv, si = torch.sort(dense, dim=1, descending=largest, stable=True)
+                    assert torch.equal(i, si[:, :k])
+                    _same(v, sv[:, :k])
+                w = torch.randn(m, k, generator=g, dtype=torch.float64)
+                gv, gf = torch.autograd.grad((torch.topk(A, k, 1, largest).values * w).sum(),
+                                             (vals, f))
+                dv = torch.zeros(m, n, dtype=torch.float64).index_put_(
+                    (torch.arange(m).repeat_interleave(k), si[:, :k].reshape(-1)),
+                    w.reshape(-1), accumulate=True)
+                assert torch.equal(gv, dv[mask])
+                assert torch.allclose(gf, dv[~mask].sum(), rtol=1e-12, atol=1e-12)  # a sum
+
+
+def test_lane_topk_refuses_bad_input_by_name():
+    """The native selection's bad input: an exception naming the argument."""
+    crow = torch.tensor([0, 2])
+    with pytest.raises(RuntimeError, match="k must be non-negative"):
+        torch.ops.sparsefill.lane_topk(crow, torch.zeros(2), -1, True)
+    with pytest.raises(RuntimeError, match="crow_indices"):
+        torch.ops.sparsefill.lane_topk(torch.tensor([0, 3]), torch.zeros(2), 1, True)
+    with pytest.raises(RuntimeError, match="crow_indices"):
+        torch.ops.sparsefill.lane_topk(torch.tensor([0, 2, 1, 2]), torch.zeros(2), 1, True)
+    with pytest.raises(RuntimeError, match="values"):
+        torch.ops.sparsefill.lane_topk(crow, torch.zeros(2, dtype=torch.bool), 1, True)

@@ -73,6 +73,11 @@ class Order:
         return perm
 
 
+# the dtypes the native per-lane selection orders exactly (widened to
+# float32 / int64 in it)
+_NATIVE_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64,
+                  torch.int32, torch.int16, torch.int8, torch.uint8)
+
 ASCENDING = Order(False, False)
 DESCENDING = Order(True, True)
 
@@ -132,8 +137,9 @@ class Lanes:
             self.L = math.prod(self.other_sizes)
             self.pos = idx[d]
             self.others = idx[others]
+            # one lane: an expanded zero (read only), no copy of the positions' size
             self.lane = _ops.coo_linearize(self.others, list(self.other_sizes)) if others else \
-                torch.zeros_like(self.pos)
+                torch.zeros((), dtype=torch.int64, device=self.pos.device).expand(self.pos.shape)
             if d != sd - 1 and values.shape[0] > 1:
                 perm = torch.argsort(self.lane * self.n + self.pos)
                 self.lane, self.pos = self.lane[perm], self.pos[perm]
@@ -208,10 +214,11 @@ class Lanes:
     def first_k(self, k: int, order: Order):
         """(values, positions) [L, k] of the first k slots of every lane sorted
         in `order` (torch's own orders: DESCENDING or ASCENDING), without
-        sorting all stored values: each lane's stored values are laid in a
-        row of a padded [L, widest lane] matrix in position order, whose
-        topk gives each lane's k-th best value and so its best k stored
-        ones (ties by position); they meet the fill's first k unspecified
+        sorting all stored values: on the CPU a native heap per lane picks
+        each lane's best k stored ones (ties by position, O(stored log k));
+        elsewhere each lane's stored values are laid in a row of a padded
+        [L, widest lane] matrix in position order, whose topk gives each
+        lane's k-th best value and so its best k stored ones; they meet the fill's first k unspecified
         positions in a sort of 2k candidates by position, then stably by
         value: ties fall in index
         order, as in a stable sort of the dense lane. None where the padding
@@ -222,10 +229,15 @@ class Lanes:
         if v.dtype == torch.bool or order not in (ASCENDING, DESCENDING):
             return None
         dev = self.device
-        count = torch.bincount(lane, minlength=L) if s else torch.zeros(L, dtype=torch.int64,
-                                                                       device=dev)
-        col = torch.arange(s, device=dev) - (torch.cumsum(count, 0) - count).index_select(0, lane)
-        self._gap_key = lane * (n + 1) + (pos - col)  # as place() sets it, for unspecified()
+        # (lane, unspecified before) of each stored element, as place() sets it,
+        # for unspecified(); one lane: its position less its rank, in place
+        if L == 1:
+            count = torch.full((1,), s, dtype=torch.int64, device=dev)
+            self._gap_key = torch.arange(s, device=dev).neg_().add_(pos)
+        else:
+            count = torch.bincount(lane, minlength=L) if s else \
+                torch.zeros(L, dtype=torch.int64, device=dev)
+            self._gap_key = lane * (n + 1) + (pos - self._columns(count))
         desc = order.descending
         if v.is_floating_point():
             worst = -math.inf if desc else math.nan  # after every value in torch's order
@@ -233,8 +245,48 @@ class Lanes:
             info = torch.iinfo(v.dtype)
             worst = info.min if desc else info.max
         width = int(count.max()) if s else 0
-        if L * width > 4 * s + 4096:
+        if dev.type == "cpu" and v.dtype in _NATIVE_DTYPES:
+            sv, sp = self._native_best(count, min(k, width), desc, worst)
+        elif L * width > 4 * s + 4096:
             return None
+        else:
+            sv, sp = self._padded_best(count, self._columns(count), width, k, desc, worst)
+        # the fill's block: the first k unspecified positions of each lane
+        m = torch.arange(min(k, n), device=dev).expand(L, min(k, n))
+        fp = self.unspecified(torch.arange(L, device=dev).unsqueeze(1).expand_as(m).contiguous(),
+                              m.contiguous())
+        real = m < (n - count).unsqueeze(1)
+        fv = self.fill_of(torch.arange(L, device=dev)).to(v.dtype).unsqueeze(1).expand_as(m)
+        fv = torch.where(real, fv, torch.full((), worst, dtype=v.dtype, device=dev))
+        cand_v, cand_p = torch.cat([sv, fv], 1), torch.cat([sp, torch.where(real, fp, n)], 1)
+        by_pos = torch.sort(cand_p, dim=1, stable=True).indices
+        cand_v, cand_p = cand_v.gather(1, by_pos), cand_p.gather(1, by_pos)
+        best = torch.sort(cand_v, dim=1, descending=desc, stable=True).indices[:, :k]
+        return cand_v.gather(1, best), cand_p.gather(1, best)
+
+    def _columns(self, count):
+        """Each stored element's rank within its lane."""
+        return torch.arange(self.s, device=self.device) - \
+            (torch.cumsum(count, 0) - count).index_select(0, self.lane)
+
+    def _native_best(self, count, kk: int, desc: bool, worst):
+        """[L, kk] values and positions of each lane's kk best stored values
+        (ties by position, in position order; `worst` and n past a lane's
+        count) by the native per-lane heap (O(stored log kk)): the values
+        gathered from the stored ones, so differentiable to them."""
+        v, L = self.values, self.L
+        crow = torch.cat([count.new_zeros(1), torch.cumsum(count, 0)])
+        sel = _ops.lane_topk(crow, v.detach(), kk, desc)
+        ok = sel >= 0
+        src = sel.clamp(min=0).reshape(-1)
+        sv = v.index_select(0, src).reshape(L, kk) if self.s else v.new_empty((L, kk))
+        sp = self.pos.index_select(0, src).reshape(L, kk) if self.s else sel
+        return (torch.where(ok, sv, torch.full((), worst, dtype=v.dtype, device=self.device)),
+                torch.where(ok, sp, self.n))
+
+    def _padded_best(self, count, col, width: int, k: int, desc: bool, worst):
+        """The same by a padded [L, widest lane] matrix and its topk."""
+        v, lane, pos, L, n, dev = self.values, self.lane, self.pos, self.L, self.n, self.device
         padded = v.new_full((L, width), worst).index_put((lane, col), v)
         where = torch.full((L, width), n, dtype=torch.int64, device=dev).index_put((lane, col),
                                                                                     pos)
@@ -257,18 +309,7 @@ class Lanes:
             sp = where[rows_cols[:, 0], rows_cols[:, 1]].reshape(L, kk)
         else:
             sv, sp = padded[:, :0], where[:, :0]
-        # the fill's block: the first k unspecified positions of each lane
-        m = torch.arange(min(k, n), device=dev).expand(L, min(k, n))
-        fp = self.unspecified(torch.arange(L, device=dev).unsqueeze(1).expand_as(m).contiguous(),
-                              m.contiguous())
-        real = m < (n - count).unsqueeze(1)
-        fv = self.fill_of(torch.arange(L, device=dev)).to(v.dtype).unsqueeze(1).expand_as(m)
-        fv = torch.where(real, fv, torch.full((), worst, dtype=v.dtype, device=dev))
-        cand_v, cand_p = torch.cat([sv, fv], 1), torch.cat([sp, torch.where(real, fp, n)], 1)
-        by_pos = torch.sort(cand_p, dim=1, stable=True).indices
-        cand_v, cand_p = cand_v.gather(1, by_pos), cand_p.gather(1, by_pos)
-        best = torch.sort(cand_v, dim=1, descending=desc, stable=True).indices[:, :k]
-        return cand_v.gather(1, best), cand_p.gather(1, best)
+        return sv, sp
 
     def all_lanes(self, count: int):
         """[L, count] lane numbers, every lane."""
