@@ -93,6 +93,20 @@ TEST(SemiringMv, MinMaxPropagateNaN) {
   }
 }
 
+// A row long enough for the two-lane min/max loop (every x present): the
+// fixture's rows have at most two terms, which never reach the lanes.
+TEST(SemiringMv, LongRowTwoLanes) {
+  Vec crow{0, 5}, col{0, 1, 2, 3, 4}, arg(1, -7);
+  std::vector<double> val{5, 1, 4, 2, 3}, x(5, 0), out(1, -7);
+  for (int monoid : {SF_MONOID_MIN, SF_MONOID_MAX}) {
+    ASSERT_EQ(sf_csr_semiring_mv_f64(out.data(), arg.data(), crow.data(), col.data(), val.data(),
+                                     1, 5, 5, x.data(), nullptr, monoid, SF_OP_PLUS, 0, 1),
+              SF_OK);
+    EXPECT_EQ(out[0], monoid == SF_MONOID_MIN ? 1 : 5);
+    EXPECT_EQ(arg[0], 0);
+  }
+}
+
 TEST(SemiringMv, RowRangeWritesOnlyItsRows) {
   Fixture a;
   std::vector<double> x{1, 10, 4}, out(3, -7);
