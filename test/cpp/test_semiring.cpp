@@ -1,0 +1,364 @@
+// GoogleTest of the C core's semiring products and pattern union
+// (sf_semiring.c, templates/semiring.h) against tiny hand computations:
+// present and absent outputs (arg == -1), the monoids' NaN rule, and the
+// status codes of bad arguments (NULL pointers, unknown codes, columns out
+// of range or unsorted, a decreasing crow, a crow_out that disagrees).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "sparsefill_core.h"
+
+namespace {
+
+using Vec = std::vector<int64_t>;
+
+// A (3 x 3):  row 0: A[0,0] = 2, A[0,2] = 3;  row 1: empty;  row 2: A[2,1] = 5.
+struct Fixture {
+  Vec crow{0, 2, 2, 3};
+  Vec col{0, 2, 1};
+  std::vector<double> val{2, 3, 5};
+};
+
+// out and arg of A (op) x for x = {1, 10, 4}, x_present (NULL: all).
+struct Mv {
+  std::vector<double> out = std::vector<double>(3, -7);
+  Vec arg = Vec(3, -7);
+  sf_status st;
+};
+
+Mv mv(int monoid, int op, const uint8_t* present, const std::vector<double>& x = {1, 10, 4}) {
+  Fixture a;
+  Mv r;
+  r.st = sf_csr_semiring_mv_f64(r.out.data(), r.arg.data(), a.crow.data(), a.col.data(),
+                                a.val.data(), 3, 3, 3, x.data(), present, monoid, op, 0, 3);
+  return r;
+}
+
+TEST(SemiringMv, MinPlusEveryXPresent) {
+  Mv r = mv(SF_MONOID_MIN, SF_OP_PLUS, nullptr);
+  ASSERT_EQ(r.st, SF_OK);
+  EXPECT_EQ(r.out[0], 3);  // min(2 + 1, 3 + 4)
+  EXPECT_EQ(r.arg[0], 0);  // the first present term's position in A
+  EXPECT_EQ(r.arg[1], -1); // an empty row: absent, out 0
+  EXPECT_EQ(r.out[1], 0);
+  EXPECT_EQ(r.out[2], 15); // 5 + 10
+  EXPECT_EQ(r.arg[2], 2);
+}
+
+TEST(SemiringMv, AbsentXMakesNoTerm) {
+  const uint8_t present[3] = {1, 0, 1};  // x[1] absent
+  Mv r = mv(SF_MONOID_MIN, SF_OP_PLUS, present);
+  ASSERT_EQ(r.st, SF_OK);
+  EXPECT_EQ(r.out[0], 3);
+  EXPECT_EQ(r.arg[0], 0);
+  EXPECT_EQ(r.arg[2], -1);  // its only term meets x[1]
+  EXPECT_EQ(r.out[2], 0);
+  const uint8_t first_absent[3] = {0, 1, 1};
+  r = mv(SF_MONOID_PLUS, SF_OP_TIMES, first_absent);
+  ASSERT_EQ(r.st, SF_OK);
+  EXPECT_EQ(r.out[0], 12);  // 3 * 4 only
+  EXPECT_EQ(r.arg[0], 1);   // the first present term is A's position 1
+}
+
+TEST(SemiringMv, OtherMonoids) {
+  Mv r = mv(SF_MONOID_PLUS, SF_OP_TIMES, nullptr);
+  ASSERT_EQ(r.st, SF_OK);
+  EXPECT_EQ(r.out[0], 14);  // 2 * 1 + 3 * 4
+  EXPECT_EQ(r.out[2], 50);
+  r = mv(SF_MONOID_MAX, SF_OP_PLUS, nullptr);
+  EXPECT_EQ(r.out[0], 7);
+  r = mv(SF_MONOID_ANY, SF_OP_PLUS, nullptr);
+  EXPECT_EQ(r.out[0], 3);   // any keeps the first term
+  r = mv(SF_MONOID_TIMES, SF_OP_SECOND, nullptr);
+  EXPECT_EQ(r.out[0], 4);   // x[0] * x[2]
+  r = mv(SF_MONOID_LOR, SF_OP_MINUS, nullptr, {2, 10, 3});
+  EXPECT_EQ(r.out[0], 0);   // 2 - 2 == 0 or 3 - 3 == 0
+  EXPECT_EQ(r.arg[0], 0);   // present although its value is 0
+  r = mv(SF_MONOID_LAND, SF_OP_PAIR, nullptr);
+  EXPECT_EQ(r.out[0], 1);
+}
+
+TEST(SemiringMv, MinMaxPropagateNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int monoid : {SF_MONOID_MIN, SF_MONOID_MAX}) {
+    Mv r = mv(monoid, SF_OP_PLUS, nullptr, {nan, 10, 4});  // first term NaN
+    ASSERT_EQ(r.st, SF_OK);
+    EXPECT_TRUE(std::isnan(r.out[0]));
+    r = mv(monoid, SF_OP_PLUS, nullptr, {1, 10, nan});     // a later term NaN
+    EXPECT_TRUE(std::isnan(r.out[0]));
+  }
+}
+
+// A row long enough for the two-lane min/max loop (every x present): the
+// fixture's rows have at most two terms, which never reach the lanes.
+TEST(SemiringMv, LongRowTwoLanes) {
+  Vec crow{0, 5}, col{0, 1, 2, 3, 4}, arg(1, -7);
+  std::vector<double> val{5, 1, 4, 2, 3}, x(5, 0), out(1, -7);
+  for (int monoid : {SF_MONOID_MIN, SF_MONOID_MAX}) {
+    ASSERT_EQ(sf_csr_semiring_mv_f64(out.data(), arg.data(), crow.data(), col.data(), val.data(),
+                                     1, 5, 5, x.data(), nullptr, monoid, SF_OP_PLUS, 0, 1),
+              SF_OK);
+    EXPECT_EQ(out[0], monoid == SF_MONOID_MIN ? 1 : 5);
+    EXPECT_EQ(arg[0], 0);
+  }
+}
+
+TEST(SemiringMv, RowRangeWritesOnlyItsRows) {
+  Fixture a;
+  std::vector<double> x{1, 10, 4}, out(3, -7);
+  Vec arg(3, -7);
+  ASSERT_EQ(sf_csr_semiring_mv_f64(out.data(), arg.data(), a.crow.data(), a.col.data(),
+                                   a.val.data(), 3, 3, 3, x.data(), nullptr, SF_MONOID_MIN,
+                                   SF_OP_PLUS, 2, 3),
+            SF_OK);
+  EXPECT_EQ(out[0], -7);
+  EXPECT_EQ(arg[0], -7);
+  EXPECT_EQ(out[2], 15);
+}
+
+TEST(SemiringMv, I64WrapsAndRefusesDivision) {
+  Vec crow{0, 2}, col{0, 1}, val{INT64_MAX, 1}, x{1, 1}, out(1), arg(1);
+  ASSERT_EQ(sf_csr_semiring_mv_i64(out.data(), arg.data(), crow.data(), col.data(), val.data(), 1,
+                                   2, 2, x.data(), nullptr, SF_MONOID_PLUS, SF_OP_TIMES, 0, 1),
+            SF_OK);
+  EXPECT_EQ(out[0], INT64_MIN);  // INT64_MAX + 1 wraps, as torch's does
+  EXPECT_EQ(sf_csr_semiring_mv_i64(out.data(), arg.data(), crow.data(), col.data(), val.data(),
+                                   1, 2, 2, x.data(), nullptr, SF_MONOID_PLUS, SF_OP_DIV, 0, 1),
+            SF_ERR_INVALID_ARGUMENT);
+}
+
+TEST(SemiringMv, BadArguments) {
+  Fixture a;
+  std::vector<double> x{1, 10, 4}, out(3);
+  Vec arg(3);
+  auto call = [&](double* o, const int64_t* crow, const int64_t* col, int monoid, int op,
+                  int64_t b, int64_t e) {
+    return sf_csr_semiring_mv_f64(o, arg.data(), crow, col, a.val.data(), 3, 3, 3, x.data(),
+                                  nullptr, monoid, op, b, e);
+  };
+  EXPECT_EQ(call(nullptr, a.crow.data(), a.col.data(), 2, 0, 0, 3), SF_ERR_NULL_POINTER);
+  EXPECT_EQ(call(out.data(), nullptr, a.col.data(), 2, 0, 0, 3), SF_ERR_NULL_POINTER);
+  EXPECT_EQ(call(out.data(), a.crow.data(), nullptr, 2, 0, 0, 3), SF_ERR_NULL_POINTER);
+  EXPECT_EQ(call(out.data(), a.crow.data(), a.col.data(), 99, 0, 0, 3), SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(call(out.data(), a.crow.data(), a.col.data(), 2, 99, 0, 3), SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(call(out.data(), a.crow.data(), a.col.data(), 2, 0, 2, 1), SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(call(out.data(), a.crow.data(), a.col.data(), 2, 0, 0, 4), SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(call(nullptr, a.crow.data(), a.col.data(), 2, 0, 1, 1), SF_OK);  // no rows
+  Vec far{0, 3, 1};  // a column >= ncols, in every loop form
+  for (int monoid : {SF_MONOID_PLUS, SF_MONOID_MIN, SF_MONOID_ANY})
+    EXPECT_EQ(call(out.data(), a.crow.data(), far.data(), monoid, 0, 0, 3),
+              SF_ERR_INDEX_OUT_OF_RANGE);
+  Vec negative{0, -1, 1};
+  EXPECT_EQ(call(out.data(), a.crow.data(), negative.data(), 0, 0, 0, 3),
+            SF_ERR_INDEX_OUT_OF_RANGE);
+  Vec decreasing{0, 2, 1, 3};
+  EXPECT_EQ(call(out.data(), decreasing.data(), a.col.data(), 0, 0, 0, 3),
+            SF_ERR_CROW_DECREASING);
+  Vec past{0, 2, 2, 4};  // beyond nse
+  EXPECT_EQ(call(out.data(), past.data(), a.col.data(), 0, 0, 0, 3), SF_ERR_CROW_DECREASING);
+}
+
+// u (op) A, u = {0: 1, 2: 2}.
+TEST(SemiringVm, PlusTimesAndAbsentOutputs) {
+  Fixture a;
+  Vec keys{0, 2}, arg(3, -7);
+  std::vector<double> u{1, 2}, out(3, -7);
+  ASSERT_EQ(sf_csr_semiring_vm_f64(out.data(), arg.data(), a.crow.data(), a.col.data(),
+                                   a.val.data(), 3, 3, 3, keys.data(), u.data(), 2,
+                                   SF_MONOID_PLUS, SF_OP_TIMES),
+            SF_OK);
+  EXPECT_EQ(out, (std::vector<double>{2, 10, 3}));
+  EXPECT_EQ(arg, (Vec{0, 2, 1}));
+  Vec only_empty_row{1};
+  ASSERT_EQ(sf_csr_semiring_vm_f64(out.data(), arg.data(), a.crow.data(), a.col.data(),
+                                   a.val.data(), 3, 3, 3, only_empty_row.data(), u.data(), 1,
+                                   SF_MONOID_MIN, SF_OP_PLUS),
+            SF_OK);
+  EXPECT_EQ(arg, (Vec{-1, -1, -1}));
+  EXPECT_EQ(out, (std::vector<double>{0, 0, 0}));
+}
+
+TEST(SemiringVm, FoldsSeveralRowsIntoOneOutput) {
+  // B (2 x 1): B[0,0] = 4, B[1,0] = 6;  u = {0: 1, 1: 3}.
+  Vec crow{0, 1, 2}, col{0, 0}, keys{0, 1}, arg(1);
+  std::vector<double> val{4, 6}, u{1, 3}, out(1);
+  ASSERT_EQ(sf_csr_semiring_vm_f64(out.data(), arg.data(), crow.data(), col.data(), val.data(), 2,
+                                   1, 2, keys.data(), u.data(), 2, SF_MONOID_MIN, SF_OP_PLUS),
+            SF_OK);
+  EXPECT_EQ(out[0], 5);  // min(1 + 4, 3 + 6)
+  EXPECT_EQ(arg[0], 0);
+  ASSERT_EQ(sf_csr_semiring_vm_f64(out.data(), arg.data(), crow.data(), col.data(), val.data(), 2,
+                                   1, 2, keys.data(), u.data(), 2, SF_MONOID_MAX, SF_OP_RMINUS),
+            SF_OK);
+  EXPECT_EQ(out[0], 3);  // max(4 - 1, 6 - 3)
+}
+
+TEST(SemiringVm, BadArguments) {
+  Fixture a;
+  std::vector<double> u{1, 2}, out(3);
+  Vec arg(3);
+  auto call = [&](const int64_t* crow, const int64_t* col, const Vec& keys, int monoid) {
+    return sf_csr_semiring_vm_f64(out.data(), arg.data(), crow, col, a.val.data(), 3, 3, 3,
+                                  keys.data(), u.data(), (int64_t)keys.size(), monoid,
+                                  SF_OP_PLUS);
+  };
+  EXPECT_EQ(call(nullptr, a.col.data(), {0}, 0), SF_ERR_NULL_POINTER);
+  EXPECT_EQ(call(a.crow.data(), nullptr, {0}, 0), SF_ERR_NULL_POINTER);
+  EXPECT_EQ(call(a.crow.data(), a.col.data(), {2, 0}, 0), SF_ERR_NOT_COALESCED);
+  EXPECT_EQ(call(a.crow.data(), a.col.data(), {0, 0}, 0), SF_ERR_NOT_COALESCED);
+  EXPECT_EQ(call(a.crow.data(), a.col.data(), {3}, 0), SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(call(a.crow.data(), a.col.data(), {0}, 42), SF_ERR_INVALID_ARGUMENT);
+  Vec far{0, 3, 1};
+  EXPECT_EQ(call(a.crow.data(), far.data(), {0}, 0), SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(sf_csr_semiring_vm_f64(nullptr, arg.data(), a.crow.data(), a.col.data(), a.val.data(),
+                                   3, 3, 3, nullptr, nullptr, 0, 0, 0),
+            SF_ERR_NULL_POINTER);
+}
+
+// The masked product A (op) A under M = {(0,1), (0,2), (2,0)}: by dots (B^T)
+// and by rows (B). A @ A: C[0,0] = 2*2, C[0,1] = 3*5, C[0,2] = 2*3; row 2 of
+// A meets only the empty row 1, so (2,0) is absent.
+struct Masked {
+  Vec crow_m{0, 2, 2, 3}, col_m{1, 2, 0};
+  Vec crow_bt{0, 1, 2, 3}, col_bt{0, 2, 0};  // A^T
+  std::vector<double> val_bt{2, 5, 3};
+};
+
+TEST(SemiringMasked, DotsAndRowsAgreeWithHand) {
+  Fixture a;
+  Masked k;
+  for (int monoid : {SF_MONOID_PLUS, SF_MONOID_MIN}) {
+    const int op = monoid == SF_MONOID_PLUS ? SF_OP_TIMES : SF_OP_PLUS;
+    const std::vector<double> want =
+      monoid == SF_MONOID_PLUS ? std::vector<double>{15, 6} : std::vector<double>{8, 5};
+    std::vector<double> out(3, -7);
+    Vec arg(3, -7);
+    ASSERT_EQ(sf_csr_semiring_masked_f64(out.data(), arg.data(), k.crow_m.data(), k.col_m.data(),
+                                         3, a.crow.data(), a.col.data(), a.val.data(), 3,
+                                         k.crow_bt.data(), k.col_bt.data(), k.val_bt.data(), 3, 3,
+                                         3, monoid, op, 0, 3),
+              SF_OK);
+    EXPECT_EQ(out[0], want[0]);
+    EXPECT_EQ(out[1], want[1]);
+    EXPECT_EQ(arg, (Vec{1, 0, -1}));  // A's position of the first common k; (2,0) absent
+    std::vector<double> out_r(3, -7);
+    Vec arg_r(3, -7), mark(3, -1);
+    ASSERT_EQ(sf_csr_semiring_masked_rows_f64(out_r.data(), arg_r.data(), mark.data(),
+                                              k.crow_m.data(), k.col_m.data(), 3, a.crow.data(),
+                                              a.col.data(), a.val.data(), 3, a.crow.data(),
+                                              a.col.data(), a.val.data(), 3, 3, 3, 3, monoid, op,
+                                              0, 3),
+              SF_OK);
+    EXPECT_EQ(out_r[0], want[0]);
+    EXPECT_EQ(out_r[1], want[1]);
+    EXPECT_EQ(arg_r, (Vec{1, 0, -1}));
+    EXPECT_EQ(mark, (Vec{-1, -1, -1}));  // scratch restored
+  }
+}
+
+TEST(SemiringMasked, BadArguments) {
+  Fixture a;
+  Masked k;
+  std::vector<double> out(3);
+  Vec arg(3), mark(3, -1);
+  auto dots = [&](double* o, const Vec& col_m, int monoid) {
+    return sf_csr_semiring_masked_f64(o, arg.data(), k.crow_m.data(), col_m.data(), 3,
+                                      a.crow.data(), a.col.data(), a.val.data(), 3,
+                                      k.crow_bt.data(), k.col_bt.data(), k.val_bt.data(), 3, 3, 3,
+                                      monoid, SF_OP_PLUS, 0, 3);
+  };
+  auto rows = [&](double* o, const Vec& col_m, const Vec& col_a, int monoid) {
+    return sf_csr_semiring_masked_rows_f64(o, arg.data(), mark.data(), k.crow_m.data(),
+                                           col_m.data(), 3, a.crow.data(), col_a.data(),
+                                           a.val.data(), 3, a.crow.data(), a.col.data(),
+                                           a.val.data(), 3, 3, 3, 3, monoid, SF_OP_PLUS, 0, 3);
+  };
+  EXPECT_EQ(dots(nullptr, k.col_m, 0), SF_ERR_NULL_POINTER);
+  EXPECT_EQ(rows(nullptr, k.col_m, a.col, 0), SF_ERR_NULL_POINTER);
+  EXPECT_EQ(dots(out.data(), {1, 3, 0}, 0), SF_ERR_INDEX_OUT_OF_RANGE);  // a mask column >= n
+  EXPECT_EQ(rows(out.data(), {1, 3, 0}, a.col, 0), SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(rows(out.data(), k.col_m, {0, 3, 1}, 0), SF_ERR_INDEX_OUT_OF_RANGE);  // A's >= k
+  EXPECT_EQ(dots(out.data(), k.col_m, 77), SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(rows(out.data(), k.col_m, a.col, 77), SF_ERR_INVALID_ARGUMENT);
+}
+
+// Patterns for the union: A as above; B: row 0 {2: 10}, row 1 {0: 20},
+// row 2 {0: 30, 1: 40}.
+struct Union {
+  Vec crow_b{0, 1, 2, 4}, col_b{2, 0, 0, 1};
+  std::vector<double> val_b{10, 20, 30, 40};
+};
+
+TEST(SemiringUnion, RowNseAndMerge) {
+  Fixture a;
+  Union b;
+  Vec nse(3, -7);
+  ASSERT_EQ(sf_csr_union_row_nse(nse.data(), a.crow.data(), a.col.data(), 3, b.crow_b.data(),
+                                 b.col_b.data(), 4, 3, 3, 0, 3),
+            SF_OK);
+  EXPECT_EQ(nse, (Vec{2, 1, 2}));
+  Vec crow_out{0, 2, 3, 5}, col_out(5, -7);
+  std::vector<double> val_out(5, -7);
+  ASSERT_EQ(sf_csr_ewise_union_f64(col_out.data(), val_out.data(), crow_out.data(), 5,
+                                   a.crow.data(), a.col.data(), a.val.data(), 3, b.crow_b.data(),
+                                   b.col_b.data(), b.val_b.data(), 4, 3, SF_OP_PLUS, nullptr,
+                                   nullptr, 0, 3),
+            SF_OK);
+  EXPECT_EQ(col_out, (Vec{0, 2, 0, 0, 1}));
+  EXPECT_EQ(val_out, (std::vector<double>{2, 13, 20, 30, 45}));  // ewise_add: one side as is
+  const double a_default = 100, b_default = 1000;
+  ASSERT_EQ(sf_csr_ewise_union_f64(col_out.data(), val_out.data(), crow_out.data(), 5,
+                                   a.crow.data(), a.col.data(), a.val.data(), 3, b.crow_b.data(),
+                                   b.col_b.data(), b.val_b.data(), 4, 3, SF_OP_MINUS, &a_default,
+                                   &b_default, 0, 3),
+            SF_OK);
+  // ewise_union: the absent side takes its default; op is a - b.
+  EXPECT_EQ(val_out, (std::vector<double>{2 - 1000, 3 - 10, 100 - 20, 100 - 30, 5 - 40}));
+}
+
+TEST(SemiringUnion, BadArguments) {
+  Fixture a;
+  Union b;
+  Vec nse(3);
+  auto count = [&](int64_t* out, const Vec& col_a, const Vec& col_b, int64_t ncols) {
+    return sf_csr_union_row_nse(out, a.crow.data(), col_a.data(), 3, b.crow_b.data(),
+                                col_b.data(), 4, 3, ncols, 0, 3);
+  };
+  EXPECT_EQ(count(nullptr, a.col, b.col_b, 3), SF_ERR_NULL_POINTER);
+  EXPECT_EQ(count(nse.data(), {2, 0, 1}, b.col_b, 3), SF_ERR_COL_UNSORTED);
+  EXPECT_EQ(count(nse.data(), {0, 0, 1}, b.col_b, 3), SF_ERR_COL_UNSORTED);  // duplicate
+  EXPECT_EQ(count(nse.data(), a.col, {2, 0, 1, 0}, 3), SF_ERR_COL_UNSORTED);
+  EXPECT_EQ(count(nse.data(), {0, 2, 3}, b.col_b, 3), SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(count(nse.data(), a.col, {2, -1, 0, 1}, 3), SF_ERR_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(count(nse.data(), a.col, b.col_b, -1), SF_ERR_NEGATIVE_SIZE);
+  Vec decreasing{0, 2, 1, 3};
+  EXPECT_EQ(sf_csr_union_row_nse(nse.data(), decreasing.data(), a.col.data(), 3, b.crow_b.data(),
+                                 b.col_b.data(), 4, 3, 3, 0, 3),
+            SF_ERR_CROW_DECREASING);
+  EXPECT_EQ(sf_csr_union_row_nse(nse.data(), a.crow.data(), a.col.data(), 3, b.crow_b.data(),
+                                 b.col_b.data(), 4, 3, 3, 2, 1),
+            SF_ERR_INVALID_ARGUMENT);
+
+  Vec col_out(5);
+  std::vector<double> val_out(5);
+  const double d = 0;
+  auto merge = [&](const Vec& crow_out, const double* ad, const double* bd) {
+    return sf_csr_ewise_union_f64(col_out.data(), val_out.data(), crow_out.data(), 5,
+                                  a.crow.data(), a.col.data(), a.val.data(), 3, b.crow_b.data(),
+                                  b.col_b.data(), b.val_b.data(), 4, 3, SF_OP_PLUS, ad, bd, 0, 3);
+  };
+  EXPECT_EQ(merge({0, 1, 3, 5}, nullptr, nullptr), SF_ERR_INVALID_ARGUMENT);  // row 0 too short
+  EXPECT_EQ(merge({0, 2, 3, 5}, &d, nullptr), SF_ERR_INVALID_ARGUMENT);  // one default only
+  EXPECT_EQ(merge({0, 2, 3, 5}, nullptr, &d), SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sf_csr_ewise_union_f64(col_out.data(), val_out.data(), Vec{0, 2, 3, 5}.data(), 5,
+                                   a.crow.data(), a.col.data(), a.val.data(), 3, b.crow_b.data(),
+                                   b.col_b.data(), b.val_b.data(), 4, 3, 99, nullptr, nullptr, 0,
+                                   3),
+            SF_ERR_INVALID_ARGUMENT);
+}
+
+}  // namespace
