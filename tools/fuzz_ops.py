@@ -1184,6 +1184,59 @@ def _shape_move_recipes():
             return None
         return recipe
 
+    def small_other(g, x, shape):
+        """A second SparseFillTensor of x's dtype and sparse dims (capped at
+        its rank), for the ops that combine two."""
+        return make_operand(g, x.dtype, tuple(shape), min(_sd(x), len(shape)))
+
+    def more(kind):
+        """The shape ops of NOT_FUZZED's old list: each built of the moves
+        above, drawn here so that their own index arithmetic is checked."""
+        def recipe(g, x):
+            nd = x.dim()
+            d = _dim(g, x) % nd if nd else 0
+            n = x.shape[d] if nd else 1
+            if kind in ("ravel", "atleast_1d", "atleast_2d"):
+                return Step(kind, None, (X,))
+            if kind == "fliplr":
+                return Step(kind, None, (X,)) if nd >= 2 else None
+            if kind == "flipud":
+                return Step(kind, None, (X,)) if nd >= 1 else None
+            if kind == "unflatten" and nd:
+                sizes = g.choice([(n,), (1, n), (n, 1)] + ([(2, n // 2), (-1, 2)] if n % 2 == 0
+                                                          else []))
+                return Step(kind, None, (X, d, sizes))
+            if kind in ("hsplit", "vsplit", "dsplit"):
+                at = {"hsplit": 1 if nd >= 2 else 0, "vsplit": 0, "dsplit": 2}[kind]
+                need = {"hsplit": 1, "vsplit": 2, "dsplit": 3}[kind]
+                if nd < need:
+                    return None
+                cut = g.randint(0, x.shape[at])
+                return Step(kind, None, (X, [cut]), pick=g.randint(0, 1))
+            if kind == "split_with_sizes" and nd:
+                a = g.randint(0, n)
+                return Step(kind, None, (X, [a, n - a], d), pick=g.randint(0, 1))
+            if kind == "trace":
+                return Step(kind, None, (X,), sums=True) if nd == 2 and not x.dense_dim() \
+                    else None
+            if kind == "diag" and nd in (1, 2) and not x.dense_dim():
+                return Step(kind, None, (X, g.randint(-1, 1)))
+            if kind == "diagflat" and not x.dense_dim():
+                return Step(kind, None, (X, g.randint(-1, 1)))
+            if kind == "diag_embed" and nd:
+                return Step(kind, None, (X, g.randint(-1, 1)))
+            if kind == "kron" and nd:
+                other = small_other(g, x, [g.randint(1, 2) for _ in range(nd)])
+                return Step(kind, None, (X, other))
+            if kind == "block_diag" and nd <= 2 and not x.dense_dim():
+                other = small_other(g, x, [g.randint(0, 3) for _ in range(g.randint(1, 2))])
+                return Step(kind, None, (X, other))
+            if kind == "column_stack" and 1 <= nd <= 2 and not x.dense_dim():
+                other = small_other(g, x, (x.shape[0],) + ((g.randint(1, 2),) if nd == 2 else ()))
+                return Step(kind, None, ([X, other],))
+            return None
+        return recipe
+
     out = []
     for fns, kind in [
         ([torch.flip, T.flip], "flip"), ([torch.roll, T.roll], "roll"),
@@ -1194,9 +1247,19 @@ def _shape_move_recipes():
         ([torch.repeat_interleave, T.repeat_interleave], "repeat_interleave"),
         ([torch.broadcast_to, T.broadcast_to], "broadcast_to"), ([F.pad], "pad"),
         ([torch.atleast_3d], "atleast_3d"),
+        ([torch.fliplr, T.fliplr], "+fliplr"), ([torch.flipud, T.flipud], "+flipud"),
+        ([torch.ravel, T.ravel], "+ravel"), ([torch.unflatten, T.unflatten], "+unflatten"),
+        ([torch.atleast_1d], "+atleast_1d"), ([torch.atleast_2d], "+atleast_2d"),
+        ([torch.hsplit, T.hsplit], "+hsplit"), ([torch.vsplit, T.vsplit], "+vsplit"),
+        ([torch.dsplit, T.dsplit], "+dsplit"),
+        ([torch.split_with_sizes, T.split_with_sizes], "+split_with_sizes"),
+        ([torch.column_stack], "+column_stack"), ([torch.trace, T.trace], "+trace"),
+        ([torch.diag, T.diag], "+diag"), ([torch.diagflat, T.diagflat], "+diagflat"),
+        ([torch.diag_embed, T.diag_embed], "+diag_embed"), ([torch.kron, T.kron], "+kron"),
+        ([torch.block_diag], "+block_diag"),
     ]:
         for fn in fns:
-            recipe = make(kind)
+            recipe = more(kind[1:]) if kind.startswith("+") else make(kind)
             if fn in (torch.tile, T.tile):
                 recipe = (lambda r: lambda g, x: r(g, x) if x.dim() else None)(recipe)
             out.append((fn, _rebind(fn, recipe)))
@@ -1393,14 +1456,6 @@ NOT_FUZZED = {
         [T.index_put_, torch.index_put_, T.__setitem__, T.index_add_, T.index_copy_,
          T.index_fill_, T.scatter_, T.scatter_add_, T.scatter_reduce_, T.put_,
          T.masked_scatter_],
-    "shape ops built of the fuzzed ones (flip, narrow, reshape, cat, diagonal, repeat) or "
-    "with operands the fuzzer does not make (several tensors, sections); "
-    "test_shape_moves runs each on every fill, pattern and layout":
-        [torch.fliplr, T.fliplr, torch.flipud, T.flipud, torch.ravel, T.ravel, torch.unflatten,
-         T.unflatten, torch.atleast_1d, torch.atleast_2d, torch.hsplit, T.hsplit, torch.vsplit,
-         T.vsplit, torch.dsplit, T.dsplit, torch.split_with_sizes, T.split_with_sizes,
-         torch.column_stack, torch.trace, T.trace, torch.diag, T.diag, torch.diag_embed,
-         T.diag_embed, torch.diagflat, T.diagflat, torch.kron, T.kron, torch.block_diag],
     "resizing: the elements it adds hold the fill, and sparse_resize_and_clear_ leaves only "
     "the fill, which the dense program does not know (test_inplace)":
         [T.resize_as_, T.sparse_resize_, T.sparse_resize_and_clear_],

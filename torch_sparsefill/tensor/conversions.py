@@ -18,6 +18,7 @@ import torch
 
 from . import batched as _batched
 from . import compressed as _compressed
+from . import fill as _fill
 from .compressed import BLOCK, EXTRA
 
 if TYPE_CHECKING:
@@ -49,6 +50,25 @@ class LayoutConversions:
         indices, values = _ops.coo_coalesce(self._sf_indices, self._sf_values,
                                             list(self._sf_size[: self.sparse_dim()]))
         return self._build(torch.sparse_coo, self._sf_size, values, self._sf_fill, indices=indices)
+
+    def _all_sparse(self) -> "SparseFillTensor":
+        """This tensor (coalesced) with its dense dims made sparse: one stored
+        element per element of each stored dense part (O(stored elements)),
+        the fill a per-slice fill over the former dense dims; COO. Without
+        dense dims: itself. The common form of two operands whose sparse
+        dims differ, and of the ops that index every dim."""
+        dd = self.dense_dim()
+        if not dd:
+            return self
+        A = self._coalesced()
+        size = tuple(A._sf_size)
+        dense = size[len(size) - dd:]
+        w = _fill.prod(dense)
+        idx = A._coo_indices()
+        inner = _ops.coo_delinearize(torch.arange(w, device=idx.device), list(dense))
+        indices = torch.cat([idx.repeat_interleave(w, dim=1), inner.repeat(1, idx.shape[1])])
+        F = _fill.full_rank(A._sf_fill, len(size))
+        return self._build(torch.sparse_coo, size, A._sf_values.reshape(-1), F, indices=indices)
 
     def to_dense(self, dtype=None, *, masked_grad=None, fill=None) -> torch.Tensor:
         """The strided tensor this one represents: the fill everywhere, the

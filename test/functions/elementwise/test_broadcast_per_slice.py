@@ -99,3 +99,33 @@ def test_gradients_reach_the_vector_and_the_tensor(fill):
     torch.testing.assert_close(v.grad, D.grad[idx[0], idx[1]])
     torch.testing.assert_close(f.grad, D.grad[~stored].sum())
     torch.testing.assert_close(x.grad, x2.grad)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("fill", [0.0, 1.5, math.nan])
+@pytest.mark.parametrize("op", OPS, ids=lambda f: f.__name__)
+def test_operands_of_one_shape_with_different_sparse_dims(op, fill, layout):
+    """A hybrid operand (one sparse dim, a dense one) and a plain one of the
+    same shape: their patterns meet with every dim sparse (fuzz seed 2203, a
+    kron of a hybrid and a plain tensor, raised from the merge)."""
+    g = rng(5)
+    A = sparse((4, 3), fill, 3, layout)
+    idx = torch.tensor([[0, 2]])
+    f = torch.tensor([1., -2., 0.5], dtype=torch.float64)
+    v = torch.randn(2, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    H = sf.sparse_coo_tensor(idx, v, (4, 3), fill_value=f, is_coalesced=True)
+    assert H.dense_dim() == 1 and A.dense_dim() == 0
+    for x, y in ((A, H), (H, A)):
+        assert_dense_equal(op(x, y).to_dense(), op(x.to_dense(), y.to_dense()))
+    op(A, H).to_dense().nansum().backward()
+    v2 = v.detach().clone().requires_grad_()
+    op(A.to_dense(), f.expand(4, 3).index_put((idx[0],), v2)).nansum().backward()
+    assert_dense_equal(v.grad, v2.grad)
+
+
+def test_trace_of_bool_is_refused_as_torch_refuses_it():
+    A = sf.sparse_coo_tensor([[0], [0]], [True], (2, 2), fill_value=False)
+    with pytest.raises(NotImplementedError, match="Bool"):
+        torch.trace(torch.zeros(2, 2, dtype=torch.bool))
+    with pytest.raises(NotImplementedError, match="Bool"):
+        torch.trace(A)

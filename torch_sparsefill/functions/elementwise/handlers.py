@@ -179,6 +179,11 @@ def _binary(op: Op, func, args, kwargs, reflected, inplace):
             return _binary(op, func, tuple(dense_args), kwargs, reflected, inplace)
         if a._sf_size != b._sf_size:
             raise _size_mismatch(func, a._sf_size, b._sf_size)
+        if a.dense_dim() != b.dense_dim():
+            # sparse dims differ (a hybrid and a plain operand of one shape):
+            # the merge needs one pattern form, so both index every dim
+            a, b = a._all_sparse(), b._all_sparse()
+
         def both(fb):
             refill = lambda mask: _fill_only(op, a, [(a._sf_values, mask(a._live_fill())),
                                                      (b._sf_values, mask(fb))], extra)

@@ -88,21 +88,8 @@ def _starts(sorted_keys):
 
 
 def all_sparse(A: SparseFillTensor) -> SparseFillTensor:
-    """A hybrid tensor with its dense dims made sparse: one stored element
-    per element of each stored dense part (O(stored elements)), the fill
-    a per-slice fill over the former dense dims. Others as they are."""
-    dd = A.dense_dim()
-    if not dd:
-        return A
-    size = tuple(A._sf_size)
-    dense = size[len(size) - dd:]
-    w = math.prod(dense)
-    idx = A._coo_indices()
-    s = idx.shape[1]
-    inner = _ops.coo_delinearize(torch.arange(w, device=idx.device), list(dense))
-    indices = torch.cat([idx.repeat_interleave(w, dim=1), inner.repeat(1, s)])
-    F = _fill.full_rank(A._sf_fill, len(size))
-    return build(torch.sparse_coo, size, A._sf_values.reshape(-1), F, indices=indices)
+    """A coalesced, its dense dims made sparse (SparseFillTensor._all_sparse)."""
+    return A._coalesced()._all_sparse()
 
 
 class Lanes:

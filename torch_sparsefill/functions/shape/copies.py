@@ -71,6 +71,8 @@ def trace(input):
     a = _args.sparse(input, "trace()")
     if a.dim() != 2:
         raise RuntimeError("trace: expected a matrix")
+    if a.dtype == torch.bool:  # as torch's kernel: no trace of bool
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
     return diagonal(a).sum()
 
 
