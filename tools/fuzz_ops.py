@@ -1176,6 +1176,12 @@ def _shape_move_recipes():
                 return Step("repeat_interleave", None, (X, g.randint(1, 2), d))
             if kind == "broadcast_to":
                 return Step("broadcast_to", None, (X, (2,) + tuple(x.shape)))
+            if kind == "pad" and nd in (2, 3) and g.random() < 0.4:
+                n = x.shape[-1]  # reflect's pads stay below the size, circular's within it
+                mode = g.choice(["reflect", "replicate", "circular"])
+                top = max(n - 1, 0) if mode == "reflect" else n if mode == "circular" else 2
+                return Step("pad", None, (X, (g.randint(0, top), g.randint(0, top))),
+                            {"mode": mode})
             if kind == "pad" and x.dtype.is_floating_point:
                 return Step("pad", None, (X, (g.randint(0, 2), g.randint(0, 1))),
                             {"value": g.choice([0.0, 1.5])})

@@ -3,6 +3,8 @@ functions/shape/copies.py) against dense torch on A.to_dense(): every fill,
 pattern and layout; gradients to values and fill."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -83,14 +85,49 @@ def test_gradients(layout):
         torch.autograd.gradcheck(run, (v, f))
 
 
-def test_modes_other_than_constant_refuse():
-    A = sf.sparse_coo_tensor([[0]], [1.0], (3,), fill_value=2.0)
-    with pytest.raises(NotImplementedError, match="pad"):
-        F.pad(A.reshape(1, 3), (1, 1), mode="reflect")
-
-
 def test_diagonal_of_a_per_slice_fill_with_an_empty_dim():
     """A per-slice fill with a dim of size 0 (a fuzzer find)."""
     A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0), (2, 0),
                              fill_value=torch.zeros(1, 0))
     _check(torch.diagonal(A, 1), torch.diagonal(A.to_dense(), 1))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("fill", [0.0, 2.5, math.inf, math.nan])
+def test_pad_modes_copy_elements_and_gradients(mode, fill):
+    """F.pad's reflect / replicate / circular: an index_select per padded dim;
+    values, NaN positions and gradients (values and fill) equal dense."""
+    g = torch.Generator().manual_seed(3)
+    keep = torch.rand(2, 3, 4, generator=g) < 0.4
+    idx = keep.nonzero().t()
+    v = torch.randn(idx.shape[1], generator=g, dtype=torch.float64, requires_grad=True)
+    f = torch.tensor(fill, dtype=torch.float64, requires_grad=True)
+    A = sf.sparse_coo_tensor(idx, v, (2, 3, 4), fill_value=f)
+    pads = (2, 1, 1, 2)
+    out = F.pad(A, pads, mode=mode)
+    v2, f2 = v.detach().clone().requires_grad_(), f.detach().clone().requires_grad_()
+    D = f2.expand(2, 3, 4).index_put(tuple(idx), v2)
+    ref = F.pad(D, pads, mode=mode)
+    T.assert_dense_equal(out.to_dense(), ref)
+    if math.isfinite(fill):
+        w = torch.randn(ref.shape, generator=g, dtype=torch.float64)
+        (out.to_dense() * w).sum().backward()
+        (ref * w).sum().backward()
+        T.assert_dense_equal(v.grad, v2.grad)
+        T.assert_dense_equal(f.grad, f2.grad)
+
+
+def test_pad_modes_refuse_as_torch_does():
+    A = sf.sparse_coo_tensor([[0, 1], [1, 0]], [1., 2.], (2, 3), fill_value=1.)
+    for args, kw in [(((3, 0),), {"mode": "reflect"}), (((1, 1),), {"mode": "reflect",
+                                                                    "value": 2.}),
+                     (((1, 1, 1, 1, 1, 1),), {"mode": "replicate"})]:
+        with pytest.raises(Exception) as dense_error:
+            F.pad(A.to_dense(), *args, **kw)
+        with pytest.raises(type(dense_error.value)):
+            F.pad(A, *args, **kw)
+    B = sf.sparse_coo_tensor([[0], [1]], [True], (2, 3), fill_value=False)
+    with pytest.raises(NotImplementedError, match="Bool"):
+        F.pad(B, (1, 1), mode="reflect")
+    with pytest.raises(NotImplementedError, match="mode"):
+        F.pad(A, (1, 1), mode="bogus")

@@ -321,22 +321,56 @@ def block_diag(*tensors):
                              fill_value=torch.zeros((), dtype=dtype)).coalesce()
 
 
+def _padded_positions(a, pad, mode):
+    """Per padded dim (last first), the input position each output position
+    reads under `mode` (reflect, replicate, circular: each dim's map is its
+    own), found by torch's F.pad on an arange along that dim alone; torch's
+    own checks of the shape, pad and dtype run first on tensors of one
+    element per dim or on the meta device, so every refusal is torch's."""
+    import torch.nn.functional as F
+    nd = a.dim()
+    F.pad(torch.empty(tuple(a.shape), device="meta", dtype=a.dtype), pad, mode=mode)
+    F.pad(torch.zeros((1,) * nd, dtype=a.dtype), [0] * len(pad), mode=mode)
+    maps = []
+    for i in range(len(pad) // 2):
+        d = nd - 1 - i
+        shape = [1] * nd
+        shape[d] = a.shape[d]
+        one = [0] * len(pad)
+        one[2 * i], one[2 * i + 1] = pad[2 * i], pad[2 * i + 1]
+        at = torch.arange(a.shape[d], dtype=torch.float64).reshape(shape)  # exact below 2**53
+        maps.append((d, F.pad(at, one, mode=mode).reshape(-1).to(torch.int64)))
+    return maps
+
+
 def pad(input, pad, mode="constant", value=None):
-    """F.pad, constant mode: the padding is joined as blocks of nothing
+    """F.pad. Constant mode: the padding is joined as blocks of nothing
     stored whose fill is `value` (a `value` equal to the fill: an index
-    shift; another: a per-slice fill); negative pads crop. Other modes are
-    refused.
+    shift; another: a per-slice fill); negative pads crop. reflect,
+    replicate and circular: every output element is a copy of an input one,
+    so each padded dim is an index_select of its positions (the stored
+    elements copied where they are read twice, the fill kept).
 
     Example::
 
         >>> A = sf.sparse_coo_tensor([[0]], [1.], (2,), fill_value=4.)
         >>> F.pad(A, (1, 1), value=4.).to_dense()
         tensor([4., 1., 4., 4.])
+        >>> F.pad(A.reshape(1, 2), (1, 1), mode="reflect").to_dense()
+        tensor([[4., 1., 4., 1.]])
     """
     a = _args.sparse(input, "pad()")
-    if mode != "constant":
+    if mode not in ("constant", "reflect", "replicate", "circular"):
         raise NotImplementedError(f"torch_sparsefill: pad() with mode={mode!r} is not "
                                   f"supported on SparseFillTensor; call it on A.to_dense()")
+    if mode != "constant":
+        if value:  # torch's own message and class
+            raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument")
+        out = a
+        for d, positions in _padded_positions(a, pad, mode):
+            if not torch.equal(positions, torch.arange(a.shape[d])):
+                out = out.index_select(d, positions.to(a.device))
+        return out
     if len(pad) % 2 or len(pad) // 2 > a.dim():
         raise RuntimeError("Padding length must be divisible by 2 and at most twice the rank")
     value = 0 if value is None else value
