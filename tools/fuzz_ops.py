@@ -648,6 +648,12 @@ def _in_place_copy(fn):
     return call
 
 
+def _kron_of_contiguous(x, other):
+    """torch.kron of a contiguous x: torch's own kron views a transposed
+    strided input and raises (seed 42977); a SparseFillTensor has no strides."""
+    return torch.kron(x.contiguous(), other)
+
+
 def _set_data(x, other):
     y = x.detach().clone()
     y.data = other
@@ -1059,6 +1065,15 @@ def _order_recipes():
             return Step(_name(fn), fn, (X,))
         return recipe
 
+    def slices_or_all(recipe):
+        """unique's two forms: over every element, or of the slices along a dim"""
+        def wrapped(g, x):
+            step = recipe(g, x)
+            if step is not None and x.dim() and g.random() < 0.4:
+                step.kwargs = {"dim": _dim(g, x)}
+            return step
+        return wrapped
+
     def pick_one(recipe):
         def wrapped(g, x):
             step = recipe(g, x)
@@ -1135,7 +1150,7 @@ def _order_recipes():
         ([torch.aminmax, T.aminmax], pick_one(over_all(None))),
         ([torch.quantile, T.quantile, torch.nanquantile, T.nanquantile], quantile(None)),
         ([torch.unique, T.unique, torch.unique_consecutive, T.unique_consecutive],
-         over_all(None)),
+         slices_or_all(over_all(None))),
         ([torch.bucketize], bucketize(None)),
         ([torch.cumsum, T.cumsum, torch.cumprod, T.cumprod, torch.logcumsumexp,
           T.logcumsumexp], scan(None)),
@@ -1233,7 +1248,7 @@ def _shape_move_recipes():
                 return Step(kind, None, (X, g.randint(-1, 1)))
             if kind == "kron" and nd:
                 other = small_other(g, x, [g.randint(1, 2) for _ in range(nd)])
-                return Step(kind, None, (X, other))
+                return Step(kind, _kron_of_contiguous, (X, other))
             if kind == "block_diag" and nd <= 2 and not x.dense_dim():
                 other = small_other(g, x, [g.randint(0, 3) for _ in range(g.randint(1, 2))])
                 return Step(kind, None, (X, other))
@@ -1412,8 +1427,8 @@ def _rebind(fn, make):
 
     def recipe(g, x):
         step = make(g, x)
-        if step is not None:
-            step.func, step.name = fn, _name(fn)
+        if step is not None:  # (a step may call fn through a wrapper of its own)
+            step.func, step.name = step.func or fn, _name(fn)
         return step
     return recipe
 

@@ -60,7 +60,9 @@ class LayoutConversions:
         dd = self.dense_dim()
         if not dd:
             return self
-        A = self._coalesced()
+        # through COO: a CSC/BSR/BSC pattern's derived COO indices are
+        # row-major, its values are not
+        A = (self if self._sf_layout == torch.sparse_coo else self.to_sparse_coo())._coalesced()
         size = tuple(A._sf_size)
         dense = size[len(size) - dd:]
         w = _fill.prod(dense)

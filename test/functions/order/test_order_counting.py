@@ -117,8 +117,7 @@ def test_mode_gradient_goes_to_the_chosen_element():
 
 def test_refusals_name_what_to_do():
     A = sf.sparse_coo_tensor([[0]], [1.0], (3,), fill_value=2.0)
-    for fn in (lambda: torch.unique(A, dim=0), lambda: torch.unique_consecutive(A, dim=0),
-               lambda: torch.searchsorted(A, torch.tensor([1.0]), sorter=torch.tensor([0]))):
+    for fn in (lambda: torch.searchsorted(A, torch.tensor([1.0]), sorter=torch.tensor([0])),):
         with pytest.raises(NotImplementedError, match="torch_sparsefill"):
             fn()
 
@@ -129,3 +128,37 @@ def test_uncoalesced_duplicates_sum_before_bucketize():
     b = torch.tensor([0.0, 2.0, 2.5])
     _eq(torch.bucketize(A, b, right=True), torch.bucketize(A.to_dense(), b, right=True))
     _eq(torch.searchsorted(b, A), torch.searchsorted(b, A.to_dense()))
+
+
+@pytest.mark.parametrize("layout", T.LAYOUTS)
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_unique_and_runs_of_slices(case, layout):
+    """unique / unique_consecutive with dim=: the distinct slices (sparse),
+    the inverse and counts equal torch's on the dense tensor, NaN fills too
+    (each slice holding a NaN is its own)."""
+    A = _rounded(case, layout)
+    D = A.to_dense()
+    if A._fill_value().unique().numel() > 1:  # a dense-part fill: refused, as without dim=
+        with pytest.raises(NotImplementedError, match="fill is not one value"):
+            torch.unique(A, dim=0)
+        return
+    for d in range(-D.dim(), D.dim()):
+        for fn, kw in ((torch.unique, {"sorted": True}), (torch.unique, {"sorted": False}),
+                       (torch.unique_consecutive, {})):
+            got = fn(A, dim=d, return_inverse=True, return_counts=True, **kw)
+            want = fn(D, dim=d, return_inverse=True, return_counts=True, **kw)
+            assert isinstance(got[0], sf.SparseFillTensor)
+            for g, w in zip(got, want):
+                _eq(g, w)
+        _eq(torch.unique(A, dim=d), torch.unique(D, dim=d))
+
+
+def test_unique_slices_compare_on_stored_positions_only():
+    """Slices equal off their stored positions: two rows that store at
+    different columns but agree densely are one slice."""
+    A = sf.sparse_coo_tensor([[0, 1, 2], [0, 3, 3]], [5., 5., 7.], (3, 4), fill_value=5.)
+    u, inv, counts = torch.unique(A, dim=0, return_inverse=True, return_counts=True)
+    assert torch.equal(u.to_dense(), torch.tensor([[5., 5., 5., 5.], [5., 5., 5., 7.]]))
+    assert inv.tolist() == [0, 0, 1] and counts.tolist() == [2, 1]
+    with pytest.raises(IndexError):
+        torch.unique(A, dim=2)

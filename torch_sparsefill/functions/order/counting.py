@@ -6,10 +6,12 @@ by element (the inverse of unique: O(numel) by nature).
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ...tensor import args as _args
-from ...tensor import SparseFillTensor
+from ...tensor import SparseFillTensor, build
 from .lanes import ASCENDING, Lanes, all_sparse, refuse
 from .sort import _along_dense, _check_real, _rt
 
@@ -109,7 +111,8 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     """The distinct values (sorted), with the fill once where an element is
     unspecified; counts count the block ``n - s`` times. The inverse is
     dense (O(numel)); a NaN fill gives ``n - s`` NaNs (torch counts each
-    NaN apart). ``dim=`` is refused (it compares whole slices).
+    NaN apart). ``dim=``: the distinct slices, compared on the positions
+    some slice stores (see _unique_slices).
 
     Example::
 
@@ -119,7 +122,9 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     """
     A = _args.sparse(input, "unique()")
     if dim is not None:
-        refuse("unique()", "with dim= (it compares whole slices)")
+        return _unique_slices(A, dim, "unique()", return_inverse, return_counts,
+                              lambda C: torch.unique(C, sorted=sorted, return_inverse=True,
+                                                     return_counts=True, dim=0))
     values, fill, blank = _one_fill(A, "unique()")
     nan_fill = bool(torch.isnan(fill).any()) if fill.is_floating_point() else False
     if nan_fill and blank:  # n - s distinct NaNs: the output is O(numel) anyway
@@ -153,10 +158,64 @@ def _inverse(A, inv, nstored, blank):
     return out.reshape(A.shape)
 
 
+def _unique_slices(A, dim, what, return_inverse, return_counts, distinct):
+    """unique / unique_consecutive with ``dim=``: the slices along `dim`
+    differ only at the positions some slice stores (every other position
+    holds the fill in all of them), so torch's own ``distinct(C)`` runs on
+    C, the slices restricted to those positions plus one column of the fill
+    (which keeps what a NaN fill does to torch's comparisons): the same
+    order and groups as on the dense slices. C is [slices, stored positions
+    + 1], at most the dense size; the distinct slices come back sparse, with
+    every element of C stored."""
+    _one_fill(A, what)
+    nd = A.dim()
+    if nd == 0:
+        raise IndexError(f"{what}: dim= needs a tensor with at least one dim")
+    if not -nd <= dim < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
+                         f"{nd - 1}], but got {dim})")
+    d = dim % nd
+    moved = all_sparse(A._coalesced()).movedim(d, 0)
+    rest = tuple(moved.shape[1:])
+    n, m = moved.shape[0], math.prod(rest)
+    B = all_sparse(moved.reshape(n, m).to_sparse_coo()._coalesced()) if n * m else None
+    fill = A._fill_value().reshape(-1)[0].detach()
+    if B is None:  # no element: torch's answer on an empty tensor of this shape
+        out = distinct(torch.empty((n, m), dtype=A.dtype, device=A.device))
+        u, inv, counts = out
+        U = _slices_back(A, u, torch.zeros(0, dtype=torch.int64), fill, rest, d, m)
+    else:
+        idx = B._coo_indices()
+        values = B._sf_values.detach()
+        positions = torch.unique(idx[1])
+        extra = int(positions.numel() < m)
+        C = fill.to(A.dtype).expand(n, positions.numel() + extra).clone()
+        C[idx[0], torch.searchsorted(positions, idx[1])] = values
+        u, inv, counts = distinct(C)
+        U = _slices_back(A, u[:, :positions.numel()], positions, fill, rest, d, m)
+    out = [U]
+    if return_inverse:
+        out.append(inv)
+    if return_counts:
+        out.append(counts)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _slices_back(A, u, positions, fill, rest, d, m):
+    """The k slices of `u` ([k, len(positions)]) at `positions` of [k, m],
+    the fill elsewhere, reshaped to [k, *rest] and moved back to dim d."""
+    k = u.shape[0]
+    rows = torch.arange(k, device=u.device).repeat_interleave(positions.numel())
+    cols = positions.to(u.device).repeat(k)
+    S = build(torch.sparse_coo, (k, m), u.reshape(-1), fill.to(A.dtype),
+              indices=torch.stack([rows, cols]))
+    return S.reshape((k,) + rest).movedim(0, d)
+
+
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
     """Runs of equal elements in row-major order: the fill's runs between
     stored elements are one run each (O(stored) runs); the inverse is dense
-    (O(numel)). ``dim=`` is refused.
+    (O(numel)). ``dim=``: runs of equal slices (see _unique_slices).
 
     Example::
 
@@ -166,7 +225,9 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     """
     A = _args.sparse(input, "unique_consecutive()")
     if dim is not None:
-        refuse("unique_consecutive()", "with dim= (it compares whole slices)")
+        return _unique_slices(A, dim, "unique_consecutive()", return_inverse, return_counts,
+                              lambda C: torch.unique_consecutive(C, return_inverse=True,
+                                                                 return_counts=True, dim=0))
     _one_fill(A, "unique_consecutive()")
     lanes = Lanes(A, None, "unique_consecutive()")
     n, dev = lanes.n, lanes.device

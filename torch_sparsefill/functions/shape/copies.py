@@ -327,7 +327,6 @@ def _padded_positions(a, pad, mode):
     own), found by torch's F.pad on an arange along that dim alone; torch's
     own checks of the shape, pad and dtype run first on tensors of one
     element per dim or on the meta device, so every refusal is torch's."""
-    import torch.nn.functional as F
     nd = a.dim()
     F.pad(torch.empty(tuple(a.shape), device="meta", dtype=a.dtype), pad, mode=mode)
     F.pad(torch.zeros((1,) * nd, dtype=a.dtype), [0] * len(pad), mode=mode)
