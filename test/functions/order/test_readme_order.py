@@ -26,3 +26,6 @@ def test_readme_example():
     assert M[torch.tensor([0, 1]), torch.tensor([2, 2])].tolist() == [3.0, 5.0]
     assert M[M > 3.5].tolist() == [5.0, 5.0, 4.0, 5.0, 5.0]
     assert torch.flip(M, [1]).to_dense().tolist() == [[3.0, 5.0, 5.0], [5.0, 5.0, 4.0]]
+    P = torch.nn.functional.pad(M, (1, 1), mode="reflect")
+    assert P.to_dense().tolist() == [[5.0, 5.0, 5.0, 3.0, 5.0], [5.0, 4.0, 5.0, 5.0, 5.0]]
+    assert torch.unique(M, dim=1, return_counts=True)[1].tolist() == [1, 1, 1]
