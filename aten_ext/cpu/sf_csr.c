@@ -55,6 +55,24 @@ sf_status sf_csr_rows_from_crow(int64_t *rows, const int64_t *crow, int64_t nrow
   return SF_OK;
 }
 
+sf_status sf_csr_rows_from_crow_range(int64_t *rows, const int64_t *crow, int64_t nrows,
+                                     int64_t nse, int64_t row_begin, int64_t row_end) {
+  SF_CHECK_RANGE(nrows, row_begin, row_end);
+  SF_FAIL_IF(nse < 0, SF_ERR_NEGATIVE_SIZE);
+  if (row_end == row_begin) return SF_OK;
+  SF_FAIL_IF(crow == NULL, SF_ERR_NULL_POINTER);
+  SF_NEED(rows, nse);
+  /* Every row's span checked before any write: a bad crow writes nothing. */
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    SF_FAIL_IF(crow[i] < 0 || crow[i + 1] > nse, SF_ERR_INVALID_ARGUMENT);
+    SF_FAIL_IF(crow[i + 1] < crow[i], SF_ERR_CROW_DECREASING);
+  }
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    for (int64_t k = crow[i]; k < crow[i + 1]; ++k) rows[k] = i;
+  }
+  return SF_OK;
+}
+
 sf_status sf_csr_find(int64_t *slot, const int64_t *crow, const int64_t *col, int64_t nrows,
                       int64_t ncols, const int64_t *qrow, const int64_t *qcol, int64_t k) {
   SF_FAIL_IF(nrows < 0 || ncols < 0 || k < 0, SF_ERR_NEGATIVE_SIZE);

@@ -59,6 +59,14 @@ sf_status sf_csr_check(sf_site *site, const int64_t *crow, const int64_t *col, i
 /* rows[k] = row of element k, for k < crow[nrows] (the inverse of the next). */
 sf_status sf_csr_rows_from_crow(int64_t *rows, const int64_t *crow, int64_t nrows);
 
+/* The part of sf_csr_rows_from_crow that rows [row_begin, row_end) own
+ * (rows[k] = i for k in [crow[i], crow[i + 1])), rows [nse], so that the
+ * caller's threads can write disjoint row ranges. Each row's span is
+ * checked (in [0, nse], SF_ERR_INVALID_ARGUMENT; SF_ERR_CROW_DECREASING)
+ * before anything is written. */
+sf_status sf_csr_rows_from_crow_range(int64_t *rows, const int64_t *crow, int64_t nrows,
+                                      int64_t nse, int64_t row_begin, int64_t row_end);
+
 /* slot[i] = the element of row qrow[i] whose column is qcol[i], or -1 where
  * the row stores none, for a valid CSR pattern (sf_csr_check) and k queries:
  * O(k log(longest row)). Errors: SF_ERR_INDEX_* for a query out of range. */

@@ -4,7 +4,8 @@
 // index columns: every number of chunks gives the same output, the cuts never
 // split a key, errors in any chunk are found, and the gathered rows carry
 // each operand's values or its fill. CSR row pointers from row indices in
-// element ranges (sf_crow_from_rows_range) against the one-range call.
+// element ranges (sf_crow_from_rows_range) against the one-range call, and row
+// indices from row pointers in row ranges (sf_csr_rows_from_crow_range).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -275,6 +276,56 @@ TEST(CrowRanges, errors_in_any_range) {
   EXPECT_EQ(sf_crow_from_rows_range(crow.data(), rows.data(), 2, 2, 2, 1),
             SF_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(sf_crow_from_rows_range(nullptr, rows.data(), 2, 2, 0, 2), SF_ERR_NULL_POINTER);
+}
+
+// ---- row indices in row ranges --------------------------------------------------
+
+TEST(RowsFromCrowRanges, any_split_gives_the_whole_answer) {
+  std::mt19937_64 rng(12);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t nrows = rng() % 12;
+    Vec rows(nrows == 0 ? 0 : rng() % 40);
+    for (auto& r : rows) r = (int64_t)(rng() % nrows);
+    std::sort(rows.begin(), rows.end());
+    const int64_t nse = rows.size();
+    Vec crow(nrows + 1);
+    ASSERT_EQ(sf_crow_from_rows(crow.data(), rows.data(), nse, nrows), SF_OK);
+    for (int64_t parts : {1, 2, 3, 7}) {
+      Vec back(nse, -9);
+      for (int64_t c = parts - 1; c >= 0; --c) {  // reverse order: ranges stand alone
+        ASSERT_EQ(sf_csr_rows_from_crow_range(back.data(), crow.data(), nrows, nse,
+                                              nrows * c / parts, nrows * (c + 1) / parts),
+                  SF_OK);
+      }
+      EXPECT_EQ(back, rows);
+    }
+  }
+}
+
+TEST(RowsFromCrowRanges, errors_write_nothing) {
+  Vec rows(4, -9);
+  Vec decreasing{0, 3, 2, 4};
+  EXPECT_EQ(sf_csr_rows_from_crow_range(rows.data(), decreasing.data(), 3, 4, 0, 3),
+            SF_ERR_CROW_DECREASING);
+  Vec past{0, 2, 5};  // row 1 ends past nse
+  EXPECT_EQ(sf_csr_rows_from_crow_range(rows.data(), past.data(), 2, 4, 0, 2),
+            SF_ERR_INVALID_ARGUMENT);
+  Vec negative{-1, 2, 4};
+  EXPECT_EQ(sf_csr_rows_from_crow_range(rows.data(), negative.data(), 2, 4, 0, 1),
+            SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(rows, Vec(4, -9));
+  Vec ok{0, 2, 4};
+  EXPECT_EQ(sf_csr_rows_from_crow_range(rows.data(), ok.data(), 2, 4, 1, 3),
+            SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sf_csr_rows_from_crow_range(rows.data(), ok.data(), 2, 4, 2, 1),
+            SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sf_csr_rows_from_crow_range(rows.data(), ok.data(), -1, 4, 0, 0),
+            SF_ERR_NEGATIVE_SIZE);
+  EXPECT_EQ(sf_csr_rows_from_crow_range(rows.data(), nullptr, 2, 4, 0, 2), SF_ERR_NULL_POINTER);
+  EXPECT_EQ(sf_csr_rows_from_crow_range(nullptr, ok.data(), 2, 4, 0, 2), SF_ERR_NULL_POINTER);
+  EXPECT_EQ(sf_csr_rows_from_crow_range(nullptr, nullptr, 2, 4, 1, 1), SF_OK);  // empty range
+  ASSERT_EQ(sf_csr_rows_from_crow_range(rows.data(), ok.data(), 2, 4, 1, 2), SF_OK);
+  EXPECT_EQ(rows, (Vec{-9, -9, 1, 1}));
 }
 
 }  // namespace

@@ -92,6 +92,9 @@ def _composite_samples():
         # (every recorded program traces): no gradients here either.
         "union_values": (idx, v.detach(), f.detach(), torch.tensor([[0, 2, 2], [1, 0, 2]]),
                          torch.tensor([1.0, 2.0, 3.0]), torch.tensor(-0.5), [3, 4]),
+        "union_binop": (idx, v.detach(), f.detach(), torch.tensor([[0, 2, 2], [1, 0, 2]]),
+                        torch.tensor([1.0, 2.0, 3.0], dtype=F64), torch.tensor(-0.5, dtype=F64),
+                        [3, 4], 0),
         "eliminate_fill": (idx, v, f),
         "dense_spmm": (x, crow, col, v, f, 4),
         "sparse_mm_dense": (crow, col, v, f, torch.tensor([0, 1, 2, 2, 3]),

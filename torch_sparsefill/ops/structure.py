@@ -27,6 +27,12 @@ def _union_values_fake(indices_a, values_a, fill_a, indices_b, values_b, fill_b,
             values_b.new_empty((nse,) + tuple(values_b.shape[1:])))
 
 
+@torch.library.register_fake("sparsefill::union_binop")
+def _union_binop_fake(indices_a, values_a, fill_a, indices_b, values_b, fill_b, size, binop):
+    nse = dynamic_size()
+    return indices_a.new_empty((2, nse)), values_a.new_empty((nse,))
+
+
 @torch.library.register_fake("sparsefill::index_select_plan")
 def _index_select_plan_fake(indices, index, dim, size):
     nse = dynamic_size()

@@ -262,19 +262,33 @@ SF_SR_INLINE sf_status SF_FN(sf_sr_union_rows)(
     if (st != SF_OK) return st;
     /* The count pass checked the columns; a crow_out that disagrees with it
      * stops here rather than writing outside the row. */
-    while (pa < ea && pb < eb) {
-      if (q >= eq) return SF_ERR_INVALID_ARGUMENT;
-      const int64_t ja = col_a[pa], jb = col_b[pb];
-      if (ja == jb) {
-        val_out[q] = SF_FN(sf_sr_term)(op, val_a[pa++], val_b[pb++]);
-      } else if (ja < jb) {
-        val_out[q] = with_defaults ? SF_FN(sf_sr_term)(op, val_a[pa], db) : val_a[pa];
-        ++pa;
-      } else {
-        val_out[q] = with_defaults ? SF_FN(sf_sr_term)(op, da, val_b[pb]) : val_b[pb];
-        ++pb;
+    /* Selects, not branches: which side comes next in a union of random
+     * patterns is a coin toss that a branch would mispredict. ewise_union
+     * is op(a or a_default, b or b_default); ewise_add passes a one-sided
+     * element through (the op's term, computed anyway, is dropped). */
+    if (with_defaults) {
+      while (pa < ea && pb < eb) {
+        if (q >= eq) return SF_ERR_INVALID_ARGUMENT;
+        const int64_t ja = col_a[pa], jb = col_b[pb];
+        const int take_a = ja <= jb, take_b = jb <= ja;
+        const T l = take_a ? val_a[pa] : da, r = take_b ? val_b[pb] : db;
+        val_out[q] = SF_FN(sf_sr_term)(op, l, r);
+        col_out[q++] = take_a ? ja : jb;
+        pa += take_a;
+        pb += take_b;
       }
-      col_out[q++] = ja < jb ? ja : jb;
+    } else {
+      while (pa < ea && pb < eb) {
+        if (q >= eq) return SF_ERR_INVALID_ARGUMENT;
+        const int64_t ja = col_a[pa], jb = col_b[pb];
+        const int take_a = ja <= jb, take_b = jb <= ja;
+        const T a = val_a[pa], b = val_b[pb];
+        const T both = SF_FN(sf_sr_term)(op, a, b);
+        val_out[q] = take_a & take_b ? both : (take_a ? a : b);
+        col_out[q++] = take_a ? ja : jb;
+        pa += take_a;
+        pb += take_b;
+      }
     }
     if (eq - q != (ea - pa) + (eb - pb)) return SF_ERR_INVALID_ARGUMENT;
     for (; pa < ea; ++pa, ++q) {

@@ -87,6 +87,14 @@ inline std::tuple<Tensor, Tensor, Tensor> union_values(const Tensor& indices_a,
   return op.call(indices_a, values_a, fill_a, indices_b, values_b, fill_b, size);
 }
 
+inline std::tuple<Tensor, Tensor> union_binop(const Tensor& indices_a, const Tensor& values_a,
+                                              const Tensor& fill_a, const Tensor& indices_b,
+                                              const Tensor& values_b, const Tensor& fill_b,
+                                              at::IntArrayRef size, int64_t binop) {
+  static auto op = op_handle<decltype(union_binop)>("sparsefill::union_binop");
+  return op.call(indices_a, values_a, fill_a, indices_b, values_b, fill_b, size, binop);
+}
+
 inline std::tuple<Tensor, Tensor> index_select_plan(const Tensor& indices, const Tensor& index,
                                                     int64_t dim, at::IntArrayRef size) {
   static auto op = op_handle<decltype(index_select_plan)>("sparsefill::index_select_plan");

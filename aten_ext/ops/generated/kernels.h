@@ -42,6 +42,10 @@ std::tuple<Tensor, Tensor, Tensor> union_values_cpu(const Tensor& indices_a, con
                                                     const Tensor& fill_a, const Tensor& indices_b,
                                                     const Tensor& values_b, const Tensor& fill_b,
                                                     at::IntArrayRef size);
+std::tuple<Tensor, Tensor> union_binop_cpu(const Tensor& indices_a, const Tensor& values_a,
+                                           const Tensor& fill_a, const Tensor& indices_b,
+                                           const Tensor& values_b, const Tensor& fill_b,
+                                           at::IntArrayRef size, int64_t binop);
 std::tuple<Tensor, Tensor> index_select_plan_cpu(const Tensor& indices, const Tensor& index,
                                                  int64_t dim, at::IntArrayRef size);
 Tensor gather_with_fill_composite(const Tensor& values, const Tensor& fill, const Tensor& src);

@@ -17,6 +17,7 @@ TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("crow_from_rows", &sparsefill::crow_from_rows_cpu);
   m.impl("union_plan", &sparsefill::union_plan_cpu);
   m.impl("union_values", &sparsefill::union_values_cpu);
+  m.impl("union_binop", &sparsefill::union_binop_cpu);
   m.impl("index_select_plan", &sparsefill::index_select_plan_cpu);
   m.impl("spmm", &sparsefill::spmm_cpu);
   m.impl("sddmm", &sparsefill::sddmm_cpu);

@@ -20,6 +20,7 @@ inline constexpr const char* kNativeSchemas[] = {
     "crow_from_rows(Tensor rows, int nrows) -> Tensor",
     "union_plan(Tensor indices_a, Tensor indices_b, int[] size) -> (Tensor indices, Tensor src_a, Tensor src_b)",
     "union_values(Tensor indices_a, Tensor values_a, Tensor fill_a, Tensor indices_b, Tensor values_b, Tensor fill_b, int[] size) -> (Tensor indices, Tensor a, Tensor b)",
+    "union_binop(Tensor indices_a, Tensor values_a, Tensor fill_a, Tensor indices_b, Tensor values_b, Tensor fill_b, int[] size, int binop) -> (Tensor indices, Tensor values)",
     "index_select_plan(Tensor indices, Tensor index, int dim, int[] size) -> (Tensor indices, Tensor src)",
     "gather_with_fill(Tensor values, Tensor fill, Tensor src) -> Tensor",
     "to_dense(Tensor indices, Tensor values, Tensor fill, int[] size) -> Tensor",

@@ -2,16 +2,19 @@
 // (the ops: tools/codegen/native.yaml; their shared rules: structure.h):
 // union_plan on the CPU (the C core's chunked merge, sf_union_*, on torch's
 // threads) and on CUDA (sf_cuda_union_plan; CUDA build only), and union_values
-// (CPU), the union and both operands' values in one pass.
+// (CPU), the union and both operands' values in one pass, and union_binop
+// (CPU), the union and a binary op's values of two 2-D operands, by rows.
 #include <torch/library.h>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 
 #include <algorithm>
+#include <array>
 #include <utility>
 #include <vector>
 
+#include "ops/common/dtypes.h"
 #include "ops/common/row_ranges.h"
 #include "ops/common/tracking.h"
 #include "ops/generated/kernels.h"
@@ -148,6 +151,99 @@ std::tuple<Tensor, Tensor, Tensor> union_values_cpu(const Tensor& indices_a, con
   outputs(u.b, vb, fb, out_b);
   write_union(u, indices);
   return {indices, out_a, out_b};
+}
+
+std::tuple<Tensor, Tensor> union_binop_cpu(const Tensor& indices_a_in, const Tensor& values_a_in,
+                                           const Tensor& fill_a, const Tensor& indices_b_in,
+                                           const Tensor& values_b_in, const Tensor& fill_b,
+                                           at::IntArrayRef size_in, int64_t binop) {
+  TORCH_CHECK(!tracks_gradient({values_a_in, fill_a, values_b_in, fill_b}),
+              "sparsefill: union_binop has no derivative; with gradients, align the operands "
+              "with union_plan and gather_with_fill (the element-wise ops do)");
+  auto size = sizes_arg(size_in, "size");
+  TORCH_CHECK(size.size() == 2, "sparsefill: union_binop: size must be 2-D, got ", size_in);
+  Tensor indices_a = index_arg(indices_a_in, "indices_a", 2);
+  Tensor indices_b = index_arg(indices_b_in, "indices_b", 2);
+  TORCH_CHECK(indices_a.size(0) == 2 && indices_b.size(0) == 2,
+              "sparsefill: union_binop: indices_a and indices_b must have 2 rows, got shapes ",
+              indices_a.sizes(), " and ", indices_b.sizes());
+  const auto dtype = values_a_in.scalar_type();
+  TORCH_CHECK(dtype == at::kFloat || dtype == at::kDouble || dtype == at::kLong,
+              "sparsefill: union_binop: values_a must be float32, float64 or int64, got ", dtype);
+  const std::array<std::pair<const Tensor*, const char*>, 3> same{
+      {{&values_b_in, "values_b"}, {&fill_a, "fill_a"}, {&fill_b, "fill_b"}}};
+  for (const auto& [t, name] : same) {
+    TORCH_CHECK(t->scalar_type() == dtype && t->device().is_cpu(), "sparsefill: union_binop: ",
+                name, " must be a CPU tensor of values_a's dtype ", dtype, ", got ",
+                t->scalar_type(), " on ", t->device());
+  }
+  TORCH_CHECK(values_a_in.device().is_cpu(), "sparsefill: union_binop: values_a must be on the "
+              "CPU, got ", values_a_in.device());
+  TORCH_CHECK(values_a_in.dim() == 1 && values_a_in.size(0) == indices_a.size(1) &&
+                  values_b_in.dim() == 1 && values_b_in.size(0) == indices_b.size(1),
+              "sparsefill: union_binop: values_a and values_b must be 1-D, one per stored "
+              "element, got shapes ", values_a_in.sizes(), " and ", values_b_in.sizes(),
+              " for ", indices_a.size(1), " and ", indices_b.size(1), " elements");
+  TORCH_CHECK(fill_a.numel() == 1 && fill_b.numel() == 1, "sparsefill: union_binop: fill_a "
+              "and fill_b must be one element each, got shapes ", fill_a.sizes(), " and ",
+              fill_b.sizes());
+  TORCH_CHECK(binop >= SF_OP_PLUS && binop <= SF_OP_GE, "sparsefill: union_binop: binop must "
+              "be a code of sf_binop (0 to 19), got ", binop);
+  TORCH_CHECK(dtype != at::kLong || (binop != SF_OP_DIV && binop != SF_OP_RDIV),
+              "sparsefill: union_binop: an int64 division gives floats (torch's true "
+              "division); binop ", binop, " is refused for int64");
+  const int64_t m = size[0], ncols = size[1];
+  const int64_t nse_a = indices_a.size(1), nse_b = indices_b.size(1);
+  Tensor values_a = values_a_in.contiguous(), values_b = values_b_in.contiguous();
+  Tensor fa = fill_a.reshape({}).contiguous(), fb = fill_b.reshape({}).contiguous();
+  const int64_t* rows_a = indices_a.const_data_ptr<int64_t>();
+  const int64_t* rows_b = indices_b.const_data_ptr<int64_t>();
+  // Each operand's rows as pointers (sorted rows checked), so that the merge
+  // runs by rows: rows compare once per row, columns once per element.
+  auto crow_of = [m](const int64_t* rows, int64_t nse, const char* what) {
+    Tensor crow = at::empty({m + 1}, at::TensorOptions().dtype(at::kLong));
+    const int64_t chunks = merge_chunks(nse);
+    auto status = for_chunks(chunks, [&](int64_t c) {
+      return sf_crow_from_rows_range(crow.data_ptr<int64_t>(), rows, nse, m,
+                                     chunk_begin(nse, chunks, c), chunk_begin(nse, chunks, c + 1));
+    });
+    check_chunks(status, what);
+    return crow;
+  };
+  Tensor crow_a = crow_of(rows_a, nse_a, "union_binop: indices_a (rows sorted, in range)");
+  Tensor crow_b = crow_of(rows_b, nse_b, "union_binop: indices_b (rows sorted, in range)");
+  const int64_t* cra = crow_a.const_data_ptr<int64_t>();
+  const int64_t* crb = crow_b.const_data_ptr<int64_t>();
+  const int64_t* col_a = rows_a + nse_a;
+  const int64_t* col_b = rows_b + nse_b;
+  // Pass 1: each row's size, and the columns checked (strictly increasing in
+  // a row: coalesced); rows split by A + B's work.
+  Tensor crow = at::empty({m + 1}, crow_a.options());
+  int64_t* cr = crow.data_ptr<int64_t>();
+  cr[0] = 0;
+  auto both = [cra, crb](int64_t r) { return cra[r] + crb[r]; };
+  for_ranges_by(both, m, 1, "union_binop operands (they must be coalesced)",
+                [&](int64_t r0, int64_t r1) {
+                  return sf_csr_union_row_nse(cr + 1, cra, col_a, nse_a, crb, col_b, nse_b, m,
+                                              ncols, r0, r1);
+                });
+  for (int64_t i = 0; i < m; ++i) cr[i + 1] += cr[i];
+  const int64_t nse = cr[m];
+  Tensor indices = at::empty({2, nse}, indices_a.options());
+  Tensor values = at::empty({nse}, values_a.options());
+  int64_t* rows_out = indices.data_ptr<int64_t>();
+  // Pass 2: columns and values, then the rows' indices, split by the result's work.
+  with_compute_type<true>(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    for_row_ranges(cr, m, 1, "union_binop operands", [&](int64_t r0, int64_t r1) {
+      sf_status st = Core<T>::ewise_union(rows_out + nse, values.data_ptr<T>(), cr, nse, cra,
+                                          col_a, values_a.const_data_ptr<T>(), nse_a, crb, col_b,
+                                          values_b.const_data_ptr<T>(), nse_b, m, (int)binop,
+                                          fa.const_data_ptr<T>(), fb.const_data_ptr<T>(), r0, r1);
+      return st != SF_OK ? st : sf_csr_rows_from_crow_range(rows_out, cr, m, nse, r0, r1);
+    });
+  });
+  return {indices, values};
 }
 
 }  // namespace sparsefill

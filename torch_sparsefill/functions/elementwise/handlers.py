@@ -22,6 +22,7 @@ from ...ops import elementwise as _generated_ops
 from ...tensor.fill import full_rank
 from ...tensor import SparseFillTensor, build
 from . import by_hand as _by_hand
+from .merged import merged as _merged
 from .operands import (_ask_torch, _call_dtype, _covered, _is_bool, _only_half, _past_dead_fill,
                        _promoted, _promoted_plain)
 
@@ -194,6 +195,9 @@ def _binary(op: Op, func, args, kwargs, reflected, inplace):
                     # on a union (seed 788156: atan2's derivative there is NaN)
                     return _union(a.layout, a._sf_size, values, fill, a._coo_indices(), refill)
                 return a._with(values, fill)
+            out = _merged(op, a, b, fb, extra)  # the native merge, where it serves
+            if out is not None:
+                return out
             values, fill, indices = op.main(a._coo_indices(), a._sf_values, a._live_fill(),
                                             b._coo_indices(), b._sf_values, fb,
                                             list(a._sf_size), *extra)
