@@ -17,7 +17,7 @@ from ...tensor import args as _args
 from ...tensor import fill as _fill
 from ...tensor import SparseFillTensor, build
 from ..shape.parts import own, sort as _coalesce
-from .lanes import ASCENDING, DESCENDING, Lanes, Order, refuse
+from .lanes import ASCENDING, DESCENDING, Lanes, Order, csr_rows_first_k, refuse
 
 T = torch.Tensor
 _rt = torch.return_types
@@ -202,8 +202,11 @@ def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
                            f"size {n}")
     if A.dim() == 0 or d >= A.sparse_dim():
         return _rt.topk(_along_dense(A, d, lambda x, j: torch.topk(x, k, j, largest, sorted)))
-    lanes = Lanes(A, d, "topk()")
     order = DESCENDING if largest else ASCENDING
+    picked = csr_rows_first_k(A, d, k, order)  # a CSR matrix's rows: no lanes to build
+    if picked is not None:
+        return _rt.topk(picked)
+    lanes = Lanes(A, d, "topk()")
     picked = lanes.first_k(k, order)
     if picked is None:
         picked = _select(lanes, order, torch.arange(k, device=A.device).expand(lanes.L, k))
