@@ -179,10 +179,11 @@ def _select(lanes: Lanes, order: Order, slots):
 
 def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
     """The k largest (smallest) elements along `dim` and their positions,
-    dense ``[..., k]``, read in O(stored + output): each lane's k-th best
-    stored value picks its candidates, the fill's block supplies the
-    unspecified positions in increasing order, and ties fall in index
-    order (the first k of a stable sort of the dense lane).
+    dense ``[..., k]``, read in O(stored log k + output): each lane's k
+    best stored values merge with the fill's block (its unspecified
+    positions in increasing order), ties in index order: the first k of a
+    stable sort of the dense lane. On the CPU one native pass does both
+    (a CSR matrix along its rows is read as it is).
 
     Example::
 
