@@ -1,5 +1,6 @@
 /* sf_order.c -- per-lane selection of the k best stored values of CSR rows
- * in torch's order, ties by position (contracts in sparsefill_core.h). */
+ * in torch's order, ties by position, and its merge with each row's fill
+ * block (contracts in sparsefill_core.h). */
 #include <math.h>
 
 #include "sf_internal.h"

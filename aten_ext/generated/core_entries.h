@@ -91,6 +91,31 @@ sf_status sf_lane_topk_i64(int64_t *out, const int64_t *crow, const int64_t *val
                            int64_t nse, int64_t k, int descending, int64_t row_begin,
                            int64_t row_end);
 
+/* Rows [row_begin, row_end) of a CSR pattern (crow [nrows + 1], col and
+ * values [nse]) of rows of length n whose unspecified elements equal
+ * fill[r * fill_stride] (fill_stride 0: one fill; 1: one per row):
+ * src[r * k .. r * k + k) = the first k slots of the stable sort of the
+ * dense row in torch's order (sf_lane_topk's; stored values equal to the
+ * fill interleave with its n - stored copies by position), each the
+ * element number of a stored value or -1 for a copy of the fill, and
+ * pos[...] its column (the copies take the unspecified columns in
+ * increasing order). O(row log k + k), no scratch. Errors:
+ * SF_ERR_CROW_DECREASING, SF_ERR_INDEX_OUT_OF_RANGE (a row outside
+ * [0, nse), a column >= n), SF_ERR_INDEX_NEGATIVE, SF_ERR_COL_UNSORTED,
+ * SF_ERR_INVALID_ARGUMENT (k > n, a bad fill_stride or row range). */
+sf_status sf_lane_topk_fill_f64(int64_t *src, int64_t *pos, const int64_t *crow, const int64_t *col,
+                                const double *values, const double *fill, int64_t fill_stride,
+                                int64_t nrows, int64_t n, int64_t nse, int64_t k, int descending,
+                                int64_t row_begin, int64_t row_end);
+sf_status sf_lane_topk_fill_f32(int64_t *src, int64_t *pos, const int64_t *crow, const int64_t *col,
+                                const float *values, const float *fill, int64_t fill_stride,
+                                int64_t nrows, int64_t n, int64_t nse, int64_t k, int descending,
+                                int64_t row_begin, int64_t row_end);
+sf_status sf_lane_topk_fill_i64(int64_t *src, int64_t *pos, const int64_t *crow, const int64_t *col,
+                                const int64_t *values, const int64_t *fill, int64_t fill_stride,
+                                int64_t nrows, int64_t n, int64_t nse, int64_t k, int descending,
+                                int64_t row_begin, int64_t row_end);
+
 /* crow [nrows + 1] from non-decreasing rows[0..nse), each in [0, nrows).
  * Errors: SF_ERR_INDEX_* for a bad row, SF_ERR_NOT_COALESCED if decreasing. */
 sf_status sf_crow_from_rows(int64_t *crow, const int64_t *rows, int64_t nse, int64_t nrows);

@@ -69,6 +69,13 @@ def _lane_topk_fake(crow_indices, values, k, descending):
     return crow_indices.new_empty((crow_indices.shape[0] - 1, k), dtype=torch.int64)
 
 
+@torch.library.register_fake("sparsefill::lane_topk_fill")
+def _lane_topk_fill_fake(crow_indices, col_indices, values, fill, n, k, descending):
+    shape = (crow_indices.shape[0] - 1, k)
+    return (crow_indices.new_empty(shape, dtype=torch.int64),
+            crow_indices.new_empty(shape, dtype=torch.int64))
+
+
 @torch.library.register_fake("sparsefill::crow_from_rows")
 def _crow_from_rows_fake(rows, nrows):
     return rows.new_empty((nrows + 1,), dtype=torch.int64)

@@ -66,6 +66,14 @@ inline Tensor lane_topk(const Tensor& crow_indices, const Tensor& values, int64_
   return op.call(crow_indices, values, k, descending);
 }
 
+inline std::tuple<Tensor, Tensor> lane_topk_fill(const Tensor& crow_indices,
+                                                 const Tensor& col_indices, const Tensor& values,
+                                                 const Tensor& fill, int64_t n, int64_t k,
+                                                 bool descending) {
+  static auto op = op_handle<decltype(lane_topk_fill)>("sparsefill::lane_topk_fill");
+  return op.call(crow_indices, col_indices, values, fill, n, k, descending);
+}
+
 inline Tensor crow_from_rows(const Tensor& rows, int64_t nrows) {
   static auto op = op_handle<decltype(crow_from_rows)>("sparsefill::crow_from_rows");
   return op.call(rows, nrows);

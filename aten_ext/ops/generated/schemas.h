@@ -17,6 +17,7 @@ inline constexpr const char* kNativeSchemas[] = {
     "rows_from_crow(Tensor crow_indices) -> Tensor",
     "csr_find(Tensor crow_indices, Tensor col_indices, Tensor rows, Tensor cols, int ncols) -> Tensor",
     "lane_topk(Tensor crow_indices, Tensor values, int k, bool descending) -> Tensor",
+    "lane_topk_fill(Tensor crow_indices, Tensor col_indices, Tensor values, Tensor fill, int n, int k, bool descending) -> (Tensor, Tensor)",
     "crow_from_rows(Tensor rows, int nrows) -> Tensor",
     "union_plan(Tensor indices_a, Tensor indices_b, int[] size) -> (Tensor indices, Tensor src_a, Tensor src_b)",
     "union_values(Tensor indices_a, Tensor values_a, Tensor fill_a, Tensor indices_b, Tensor values_b, Tensor fill_b, int[] size) -> (Tensor indices, Tensor a, Tensor b)",

@@ -3,7 +3,7 @@
 // coo_check, coo_linearize, coo_delinearize, coalesce_plan, csr_check,
 // rows_from_crow, crow_from_rows on the CPU (the C core, sparsefill_core.h) and
 // on CUDA (the CUDA core, sparsefill_cuda.h; CUDA build only), and
-// index_select_plan, csr_find and lane_topk (CPU only). Each unpacks and checks the component tensors, then
+// index_select_plan, csr_find, lane_topk and lane_topk_fill (CPU only). Each unpacks and checks the component tensors, then
 // the core does the structural work.
 #include <torch/library.h>
 
@@ -130,6 +130,63 @@ Tensor lane_topk_cpu(const Tensor& crow_in, const Tensor& values_in, int64_t k, 
     });
   });
   return out;
+}
+
+// The first k slots of each dense row's stable sort (stored picks merged with
+// the fill's block in the core): topk of a CSR matrix along its rows with no
+// COO indices and no sort in Python (functions/order/).
+std::tuple<Tensor, Tensor> lane_topk_fill_cpu(const Tensor& crow_in, const Tensor& col_in,
+                                              const Tensor& values_in, const Tensor& fill_in,
+                                              int64_t n, int64_t k, bool descending) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: lane_topk_fill: crow_indices must not be empty");
+  TORCH_CHECK(n >= 0, "sparsefill: lane_topk_fill: n must be non-negative, got ", n);
+  TORCH_CHECK(k >= 0 && k <= n, "sparsefill: lane_topk_fill: k must be in [0, n] (n = ", n,
+              "), got ", k);
+  TORCH_CHECK(values_in.dim() == 1, "sparsefill: lane_topk_fill: values must be 1-d, got ",
+              values_in.dim(), " dims");
+  TORCH_CHECK(values_in.device().is_cpu() && fill_in.device().is_cpu(),
+              "sparsefill: lane_topk_fill: values and fill must be on the CPU");
+  const auto t = values_in.scalar_type();
+  TORCH_CHECK(t != at::kBool && t != at::kUInt64 && !at::isComplexType(t) &&
+                  (at::isFloatingType(t) || at::isIntegralType(t, /*includeBool=*/false)),
+              "sparsefill: lane_topk_fill: values: dtype ", t, " is not supported");
+  TORCH_CHECK(fill_in.scalar_type() == t, "sparsefill: lane_topk_fill: fill has dtype ",
+              fill_in.scalar_type(), " but values ", t);
+  const int64_t nrows = crow.numel() - 1;
+  const int64_t nse = values_in.numel();
+  TORCH_CHECK(col.numel() == nse, "sparsefill: lane_topk_fill: col_indices has ", col.numel(),
+              " elements and values ", nse);
+  TORCH_CHECK(fill_in.numel() == 1 || (fill_in.dim() == 1 && fill_in.numel() == nrows),
+              "sparsefill: lane_topk_fill: fill must hold one value or one per row (", nrows,
+              "), got shape ", fill_in.sizes());
+  TORCH_CHECK(crow[0].item<int64_t>() == 0 && crow[nrows].item<int64_t>() == nse,
+              "sparsefill: lane_topk_fill: crow_indices must run from 0 to the number of "
+              "values (", nse, ")");
+  // float16/bfloat16 widen to float32 and integers to int64 exactly: the order is kept
+  const auto ct = compute_type(t, "lane_topk_fill", true);
+  Tensor values = values_in.to(ct).contiguous();
+  Tensor fill = fill_in.reshape(-1).to(ct).contiguous();
+  const int64_t fill_stride = fill.numel() == 1 ? 0 : 1;
+  Tensor src = at::empty({nrows, k}, crow.options());
+  Tensor pos = at::empty({nrows, k}, crow.options());
+  with_compute_type<true>(ct, [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t* cp = crow.const_data_ptr<int64_t>();
+    const int64_t* colp = col.const_data_ptr<int64_t>();
+    const T* vp = values.const_data_ptr<T>();
+    const T* fp = fill.const_data_ptr<T>();
+    int64_t* sp = src.data_ptr<int64_t>();
+    int64_t* pp = pos.data_ptr<int64_t>();
+    for_row_ranges(cp, nrows, 2, "lane_topk_fill crow_indices/col_indices",
+                   [&](int64_t r0, int64_t r1) {
+                     return Core<T>::lane_topk_fill(sp, pp, cp, colp, vp, fp, fill_stride,
+                                                    nrows, n, nse, k, descending ? 1 : 0, r0,
+                                                    r1);
+                   });
+  });
+  return {src, pos};
 }
 
 Tensor rows_from_crow_cpu(const Tensor& crow_in) {

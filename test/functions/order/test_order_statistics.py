@@ -321,3 +321,107 @@ def test_lane_topk_refuses_bad_input_by_name():
         torch.ops.sparsefill.lane_topk(torch.tensor([0, 2, 1, 2]), torch.zeros(2), 1, True)
     with pytest.raises(RuntimeError, match="values"):
         torch.ops.sparsefill.lane_topk(crow, torch.zeros(2, dtype=torch.bool), 1, True)
+
+
+def _rows_case(dtype, m, n, seed):
+    """A CSR matrix with a per-row fill drawn from a pool full of ties
+    (NaN, +-inf and -0.0 for floats), empty and full rows, and its dense twin."""
+    g = torch.Generator().manual_seed(seed)
+    floating = dtype.is_floating_point
+    pool = torch.tensor([0., 1., -1., 5., math.inf, -math.inf, math.nan, -0.0] if floating
+                        else [0, 1, 3, 5, 7], dtype=dtype)
+    D = pool[torch.randint(0, len(pool), (m, n), generator=g)]
+    mask = torch.rand(m, n, generator=g) < 0.5
+    mask[0], mask[-1] = False, True  # an empty row, a full one
+    fill = pool[torch.randint(0, len(pool), (m, 1), generator=g)]
+    A = sf.sparse_coo_tensor(mask.nonzero().T, D[mask], (m, n), fill_value=fill).to_sparse_csr()
+    return A, torch.where(mask, D, fill), mask
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16,
+                                   torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_topk_csr_rows_read_crow_and_col(dtype, monkeypatch):
+    """topk of a CSR matrix along its rows (dim 1 and -1) with a per-row
+    fill and with one fill: the first k of the stable sort of each dense row,
+    every k from 0 to n, both directions, by the native merge alone (no
+    lanes are built: sort.Lanes is made to fail)."""
+    from torch_sparsefill.functions.order import sort as sort_mod
+
+    def no_lanes(*a, **k):
+        raise AssertionError("the CSR rows path built lanes")
+    for m, n in ((7, 9), (3, 1), (1, 13), (3, 45)):  # k > 32: the heap, not the sorted array
+        A, dense, mask = _rows_case(dtype, m, n, m * n)
+        one = A._with(A._sf_values, A._sf_fill.reshape(-1)[0].clone())
+        for X, Xd in ((A, dense), (one, torch.where(mask, dense, one._sf_fill))):
+            with monkeypatch.context() as mp:
+                mp.setattr(sort_mod, "Lanes", no_lanes)
+                for largest in (True, False):
+                    sv, si = torch.sort(Xd, dim=1, descending=largest, stable=True)
+                    for k in range(n + 1) if n < 20 else (0, 1, 32, 33, 40, n):
+                        for d in (1, -1):
+                            v, i = torch.topk(X, k, d, largest)
+                            assert torch.equal(i, si[:, :k]), (k, largest)
+                            _same(v, sv[:, :k])
+
+
+@pytest.mark.parametrize("fill", [0.7, -2.0, math.inf, -math.inf, math.nan], ids=str)
+@pytest.mark.parametrize("per_row", [False, True], ids=["one-fill", "per-row-fill"])
+def test_topk_csr_rows_gradients(fill, per_row):
+    """The CSR rows path's gradient reaches the stored values and the fill
+    as dense autograd's (the stable sort's elements); a fill that no slot
+    takes (largest=False, each row storing k small values) gets 0, never
+    NaN, even when it is +-inf or NaN; gradcheck and gradgradcheck where the
+    fill is finite."""
+    m, n, k = 5, 8, 3
+    g = torch.Generator().manual_seed(4)
+    mask = torch.rand(m, n, generator=g) < 0.5
+    mask[:, :k] = True
+    mask[2] = False
+    mask[2, :k] = True
+    vals = torch.linspace(-3.1, 3.3, int(mask.sum()), dtype=torch.float64)
+    f0 = torch.full((m, 1) if per_row else (), fill, dtype=torch.float64)
+
+    def run(v, f, largest):
+        A = sf.sparse_coo_tensor(mask.nonzero().T, v, (m, n), fill_value=f).to_sparse_csr()
+        return torch.topk(A, k, 1, largest).values
+
+    if math.isfinite(fill):
+        v, f = vals.clone().requires_grad_(), f0.clone().requires_grad_()
+        for largest in (True, False):
+            torch.autograd.gradcheck(lambda v, f: run(v, f, largest), (v, f))
+            torch.autograd.gradgradcheck(lambda v, f: run(v, f, largest), (v, f))
+    for largest in (True, False):
+        v, f = vals.clone().requires_grad_(), f0.clone().requires_grad_()
+        w = torch.randn(m, k, generator=g, dtype=torch.float64)
+        gv, gf = torch.autograd.grad((run(v, f, largest) * w).sum(), (v, f))
+        dense = torch.where(mask, torch.zeros(m, n, dtype=torch.float64).index_put(
+            tuple(mask.nonzero().T), vals), f0)
+        si = torch.sort(dense, dim=1, descending=largest, stable=True).indices[:, :k]
+        want = torch.zeros(m, n, dtype=torch.float64).index_put_(
+            (torch.arange(m).repeat_interleave(k), si.reshape(-1)), w.reshape(-1))
+        assert torch.equal(gv, want[mask])
+        want_f = torch.where(mask, 0.0, want).sum(1, keepdim=True)
+        torch.testing.assert_close(gf, want_f if per_row else want_f.sum(), rtol=0, atol=1e-12)
+        if not largest and fill == fill:  # inf, -inf: the ascending slots are all stored
+            assert not torch.isnan(gf).any()
+        if not largest and fill > 3.3:
+            assert torch.equal(gf, torch.zeros_like(gf))
+
+
+def test_lane_topk_fill_refuses_bad_input_by_name():
+    """The native merge's bad input: an exception naming the argument."""
+    op = torch.ops.sparsefill.lane_topk_fill
+    crow, col, v, f = torch.tensor([0, 2]), torch.tensor([0, 3]), torch.zeros(2), torch.tensor(1.)
+    assert op(crow, col, v, f, 4, 4, True)[0].shape == (1, 4)
+    for args, match in [((crow, col, v, f, 4, 5, True), "k must be in"),
+                        ((crow, col, v, f, -1, 0, True), "n must be non-negative"),
+                        ((crow, torch.tensor([3, 0]), v, f, 4, 1, True), "col_indices"),
+                        ((crow, torch.tensor([0, 4]), v, f, 4, 1, True), "col_indices"),
+                        ((crow, torch.tensor([-1, 2]), v, f, 4, 1, True), "col_indices"),
+                        ((crow, col[:1], v, f, 4, 1, True), "col_indices"),
+                        ((torch.tensor([0, 3]), col, v, f, 4, 1, True), "crow_indices"),
+                        ((crow, col, v, torch.zeros(3), 4, 1, True), "fill"),
+                        ((crow, col, v, f.double(), 4, 1, True), "fill"),
+                        ((crow, col, v.bool(), f.bool(), 4, 1, True), "values")]:
+        with pytest.raises(RuntimeError, match=match):
+            op(*args)

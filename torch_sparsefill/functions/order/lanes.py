@@ -87,6 +87,49 @@ def _starts(sorted_keys):
     return torch.searchsorted(sorted_keys, sorted_keys)
 
 
+def merged_values(src, values, fill):
+    """The values of merged slots (lane_topk_fill's `src` [L, k]): the stored
+    value where src >= 0, else the lane's fill (`fill` [L, 1] or one value).
+    Differentiable to both; a fill that no slot takes gets gradient 0, never
+    NaN, even when it is inf or NaN (where's backward masks, never multiplies)."""
+    if values.shape[0]:
+        stored = values.index_select(0, src.reshape(-1).clamp(min=0)).reshape(src.shape)
+    else:
+        stored = values.new_zeros(src.shape)
+    return torch.where(src >= 0, stored, fill.to(values.dtype))
+
+
+def csr_rows_first_k(A: SparseFillTensor, d: int, k: int, order: "Order"):
+    """topk's (values, positions) [m, k] of a 2-D CSR matrix (no dense or
+    batch dims, on the CPU) along its rows (`d` 1), read from its crow and
+    col as they are: the native selection merges each row's best stored
+    values with its fill's block (sparsefill::lane_topk_fill), no COO
+    indices, no sort here. None where this path does not apply (the caller
+    takes the general one). Differentiable to values and fill.
+
+    Example::
+
+        >>> A = sf.sparse_csr_tensor([0, 1, 1], [2], [9.], (2, 3), fill_value=1.)
+        >>> csr_rows_first_k(A, 1, 2, DESCENDING)
+        (tensor([[9., 1.],
+                [1., 1.]]), tensor([[2, 0],
+                [0, 1]]))
+    """
+    v = A._sf_values
+    if (A._sf_layout is not torch.sparse_csr or d != 1 or len(A._sf_size) != 2 or
+            A._sf_crow.dim() != 1 or v.dim() != 1 or v.device.type != "cpu" or
+            v.dtype not in _NATIVE_DTYPES or order not in (ASCENDING, DESCENDING)):
+        return None
+    A._check_edits()
+    F = _fill.full_rank(A._sf_fill, 2)
+    if F.shape[1] != 1:  # varies along the rows: no single block (the general path refuses)
+        return None
+    fill = F.reshape(-1) if F.shape[0] != 1 else F.reshape(())
+    src, pos = _ops.lane_topk_fill(A._sf_crow, A._sf_col, v.detach(), fill.detach().to(v.dtype),
+                                   A._sf_size[1], k, order.descending)
+    return merged_values(src, v, fill.unsqueeze(-1) if fill.dim() else fill), pos
+
+
 def all_sparse(A: SparseFillTensor) -> SparseFillTensor:
     """A coalesced, its dense dims made sparse (SparseFillTensor._all_sparse)."""
     return A._coalesced()._all_sparse()
@@ -201,21 +244,32 @@ class Lanes:
     def first_k(self, k: int, order: Order):
         """(values, positions) [L, k] of the first k slots of every lane sorted
         in `order` (torch's own orders: DESCENDING or ASCENDING), without
-        sorting all stored values: on the CPU a native heap per lane picks
-        each lane's best k stored ones (ties by position, O(stored log k));
-        elsewhere each lane's stored values are laid in a row of a padded
-        [L, widest lane] matrix in position order, whose topk gives each
-        lane's k-th best value and so its best k stored ones; they meet the fill's first k unspecified
+        sorting all stored values. On the CPU the native selection does it
+        all (sparsefill::lane_topk_fill: a heap of k per lane, O(stored log
+        k), merged with the fill's block there). Elsewhere each lane's
+        stored values are laid in a row of a padded [L, widest lane] matrix
+        in position order, whose topk gives each lane's k-th best value and
+        so its best k stored ones; they meet the fill's first k unspecified
         positions in a sort of 2k candidates by position, then stably by
-        value: ties fall in index
-        order, as in a stable sort of the dense lane. None where the padding
-        would outweigh the stored elements (a lane much longer than the
-        others) or for bool: the caller then places every stored value.
-        Differentiable to values and fill."""
+        value. Either way ties fall in index order, as in a stable sort of
+        the dense lane. None where the padding would outweigh the stored
+        elements (a lane much longer than the others) or for bool: the
+        caller then places every stored value. Differentiable to values and
+        fill."""
         v, lane, pos, L, n, s = self.values, self.lane, self.pos, self.L, self.n, self.s
         if v.dtype == torch.bool or order not in (ASCENDING, DESCENDING):
             return None
         dev = self.device
+        if dev.type == "cpu" and v.dtype in _NATIVE_DTYPES:
+            # the lanes as CSR rows (stored elements in (lane, position) order):
+            # the native selection merges them with the block
+            crow = torch.tensor([0, s], device=dev) if L == 1 else _ops.crow_from_rows(lane, L)
+            f = self._fill if self._fill.numel() == 1 else \
+                self.fill_of(torch.arange(L, device=dev))
+            f = f.reshape(()) if f.numel() == 1 else f
+            src, where = _ops.lane_topk_fill(crow, pos, v.detach(), f.detach().to(v.dtype), n, k,
+                                             order.descending)
+            return merged_values(src, v, f.unsqueeze(-1) if f.dim() else f), where
         # (lane, unspecified before) of each stored element, as place() sets it,
         # for unspecified(); one lane: its position less its rank, in place
         if L == 1:
@@ -232,12 +286,9 @@ class Lanes:
             info = torch.iinfo(v.dtype)
             worst = info.min if desc else info.max
         width = int(count.max()) if s else 0
-        if dev.type == "cpu" and v.dtype in _NATIVE_DTYPES:
-            sv, sp = self._native_best(count, min(k, width), desc, worst)
-        elif L * width > 4 * s + 4096:
+        if L * width > 4 * s + 4096:
             return None
-        else:
-            sv, sp = self._padded_best(count, self._columns(count), width, k, desc, worst)
+        sv, sp = self._padded_best(count, self._columns(count), width, k, desc, worst)
         # the fill's block: the first k unspecified positions of each lane
         m = torch.arange(min(k, n), device=dev).expand(L, min(k, n))
         fp = self.unspecified(torch.arange(L, device=dev).unsqueeze(1).expand_as(m).contiguous(),
@@ -255,21 +306,6 @@ class Lanes:
         """Each stored element's rank within its lane."""
         return torch.arange(self.s, device=self.device) - \
             (torch.cumsum(count, 0) - count).index_select(0, self.lane)
-
-    def _native_best(self, count, kk: int, desc: bool, worst):
-        """[L, kk] values and positions of each lane's kk best stored values
-        (ties by position, in position order; `worst` and n past a lane's
-        count) by the native per-lane heap (O(stored log kk)): the values
-        gathered from the stored ones, so differentiable to them."""
-        v, L = self.values, self.L
-        crow = torch.cat([count.new_zeros(1), torch.cumsum(count, 0)])
-        sel = _ops.lane_topk(crow, v.detach(), kk, desc)
-        ok = sel >= 0
-        src = sel.clamp(min=0).reshape(-1)
-        sv = v.index_select(0, src).reshape(L, kk) if self.s else v.new_empty((L, kk))
-        sp = self.pos.index_select(0, src).reshape(L, kk) if self.s else sel
-        return (torch.where(ok, sv, torch.full((), worst, dtype=v.dtype, device=self.device)),
-                torch.where(ok, sp, self.n))
 
     def _padded_best(self, count, col, width: int, k: int, desc: bool, worst):
         """The same by a padded [L, widest lane] matrix and its topk."""
