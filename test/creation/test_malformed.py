@@ -54,7 +54,7 @@ MALFORMED = {
     "csr_index_dtypes_differ": ("csr(torch.tensor([0, 1]), torch.tensor([0], dtype=torch.int32), [1.], (1, 1))", "TypeError", "same dtype"),
     "csr_values_count": ("csr([0, 1, 2], [0, 1], [1.], (2, 2))", "ValueError", "values has 1 rows but col_indices has 2"),
     "add_size_mismatch": ("sf.full((3,), 1.) + sf.full((4,), 1.)", "RuntimeError", "same size"),
-    "add_dense_part_mismatch": ("coo([[0]], [[1., 2.]], (2, 2)) + coo([[0], [1]], [1.], (2, 2))", "RuntimeError", "same number of sparse dimensions"),
+    "op_union_sparse_dim_mismatch": ("ops.union_plan(torch.tensor([[0]]), torch.tensor([[0], [1]]), [2, 2])", "RuntimeError", "one row per sparse dimension"),
     "op_gather_src_out_of_range": ("ops.gather_with_fill(torch.ones(2), torch.tensor(0.), torch.tensor([0, 7]))", "RuntimeError", "src"),
     "op_union_uncoalesced": ("ops.union_plan(torch.tensor([[2, 1]]), torch.tensor([[0]]), [3])", "RuntimeError", "coalesced"),
     "op_to_dense_out_of_range": ("ops.to_dense(torch.tensor([[0, 5]]), torch.ones(2), torch.tensor(0.), [3])", "RuntimeError", "indices"),
@@ -90,6 +90,10 @@ ref = torch.tensor([2., 5., 4.])
     "zero_size": """
 A = coo(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), (0, 3), fill_value=1.)
 ref = torch.zeros(0, 3)
+""",
+    "add_hybrid_and_plain": """
+A = coo([[0]], [[1., 2.]], (2, 2)) + coo([[0], [1]], [1.], (2, 2))
+ref = torch.tensor([[1., 3.], [0., 0.]])
 """,
     "int32_csr": """
 A = csr(torch.tensor([0, 1], dtype=torch.int32), torch.tensor([1], dtype=torch.int32), [3.], (1, 2), fill_value=2.)

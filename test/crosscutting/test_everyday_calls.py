@@ -83,10 +83,13 @@ def test_inference_fast_path_with_a_sparse_mask(module):
     M = _mask()
     with torch.no_grad():  # torch's fused inference kernels
         got, want = run(M), run(M.to_dense())
-    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    # float32's tolerance here and below, not bit equality: on an Intel
+    # AVX-512/AMX host torch's kernels round the two calls differently in
+    # the last place (6e-8, stop 41); on AMD they were bit-identical
+    torch.testing.assert_close(got, want)
     # The composite path, with autograd (torch's two paths differ on this
     # mask: each is compared with itself on the dense mask).
-    torch.testing.assert_close(run(M), run(M.to_dense()), rtol=0, atol=0)
+    torch.testing.assert_close(run(M), run(M.to_dense()))
 
 
 def test_expand_repeats_the_pattern_along_a_sparse_dim_of_size_one():

@@ -179,14 +179,14 @@ def _unique_slices(A, dim, what, return_inverse, return_counts, distinct):
     rest = tuple(moved.shape[1:])
     n, m = moved.shape[0], math.prod(rest)
     B = all_sparse(moved.reshape(n, m).to_sparse_coo()._coalesced()) if n * m else None
-    fill = A._fill_value().reshape(-1)[0].detach()
+    fill = A._fill_value().reshape(-1)[0]  # in the graph, as dense unique's result is
     if B is None:  # no element: torch's answer on an empty tensor of this shape
         out = distinct(torch.empty((n, m), dtype=A.dtype, device=A.device))
         u, inv, counts = out
         U = _slices_back(A, u, torch.zeros(0, dtype=torch.int64), fill, rest, d, m)
     else:
         idx = B._coo_indices()
-        values = B._sf_values.detach()
+        values = B._sf_values
         positions = torch.unique(idx[1])
         extra = int(positions.numel() < m)
         C = fill.to(A.dtype).expand(n, positions.numel() + extra).clone()
