@@ -73,6 +73,12 @@ sf_status sf_csr_rows_from_crow_range(int64_t *rows, const int64_t *crow, int64_
   return SF_OK;
 }
 
+/* Queries searched together, in lockstep: one search is a chain of
+ * dependent loads (a cache miss each for a long row), but the searches of a
+ * group are independent, so the core overlaps their misses. 16 keeps the
+ * group's state in registers and L1 and covers the core's outstanding misses. */
+#define SF_FIND_GROUP 16
+
 sf_status sf_csr_find(int64_t *slot, const int64_t *crow, const int64_t *col, int64_t nrows,
                       int64_t ncols, const int64_t *qrow, const int64_t *qcol, int64_t k) {
   SF_FAIL_IF(nrows < 0 || ncols < 0 || k < 0, SF_ERR_NEGATIVE_SIZE);
@@ -80,17 +86,39 @@ sf_status sf_csr_find(int64_t *slot, const int64_t *crow, const int64_t *col, in
   SF_NEED(slot, k);
   SF_NEED(qrow, k);
   SF_NEED(qcol, k);
-  for (int64_t i = 0; i < k; ++i) {
-    const int64_t r = qrow[i], c = qcol[i];
-    SF_FAIL_IF(r < 0 || c < 0, SF_ERR_INDEX_NEGATIVE);
-    SF_FAIL_IF(r >= nrows || c >= ncols, SF_ERR_INDEX_OUT_OF_RANGE);
-    /* columns increase within a row: a binary search of the row's segment */
-    int64_t lo = crow[r], hi = crow[r + 1];
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      if (col[mid] < c) lo = mid + 1; else hi = mid;
+  /* An empty row searches this one-element stand-in, never equal to a column. */
+  static const int64_t no_column = -1;
+  const int64_t nse = crow[nrows];
+  for (int64_t i0 = 0; i0 < k; i0 += SF_FIND_GROUP) {
+    const int g_len = (int)(k - i0 < SF_FIND_GROUP ? k - i0 : SF_FIND_GROUP);
+    const int64_t *base[SF_FIND_GROUP];
+    int64_t len[SF_FIND_GROUP], key[SF_FIND_GROUP], longest = 1;
+    for (int g = 0; g < g_len; ++g) {
+      const int64_t r = qrow[i0 + g], c = qcol[i0 + g];
+      SF_FAIL_IF(r < 0 || c < 0, SF_ERR_INDEX_NEGATIVE);
+      SF_FAIL_IF(r >= nrows || c >= ncols, SF_ERR_INDEX_OUT_OF_RANGE);
+      /* the row's span is read through: checked, so a bad crow reads nothing */
+      const int64_t lo = crow[r], hi = crow[r + 1];
+      SF_FAIL_IF(lo < 0 || hi > nse, SF_ERR_INVALID_ARGUMENT);
+      SF_FAIL_IF(hi < lo, SF_ERR_CROW_DECREASING);
+      base[g] = hi > lo ? col + lo : &no_column;
+      len[g] = hi > lo ? hi - lo : 1;
+      key[g] = c;
+      if (len[g] > longest) longest = len[g];
     }
-    slot[i] = (lo < crow[r + 1] && col[lo] == c) ? lo : -1;
+    /* Branch-free search for the last column <= the key (columns increase
+     * within a row): it stays inside [base, base + len) as each span halves,
+     * so when one element is left it is found or the key is absent; a span
+     * already at one stays put. */
+    for (; longest > 1; longest -= longest >> 1) {
+      for (int g = 0; g < g_len; ++g) {
+        const int64_t half = len[g] >> 1;
+        base[g] = base[g][half] <= key[g] ? base[g] + half : base[g];
+        len[g] -= half;
+      }
+    }
+    for (int g = 0; g < g_len; ++g)
+      slot[i0 + g] = *base[g] == key[g] ? (int64_t)(base[g] - col) : -1;
   }
   return SF_OK;
 }

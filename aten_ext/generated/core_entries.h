@@ -68,8 +68,10 @@ sf_status sf_csr_rows_from_crow_range(int64_t *rows, const int64_t *crow, int64_
                                       int64_t nse, int64_t row_begin, int64_t row_end);
 
 /* slot[i] = the element of row qrow[i] whose column is qcol[i], or -1 where
- * the row stores none, for a valid CSR pattern (sf_csr_check) and k queries:
- * O(k log(longest row)). Errors: SF_ERR_INDEX_* for a query out of range. */
+ * the row stores none, columns increasing within rows, k queries:
+ * O(k log(longest row)), 16 searches in lockstep. Errors: SF_ERR_INDEX_*
+ * for a query out of range; a queried row's span outside [0, crow[nrows]]
+ * (SF_ERR_INVALID_ARGUMENT) or decreasing (SF_ERR_CROW_DECREASING). */
 sf_status sf_csr_find(int64_t *slot, const int64_t *crow, const int64_t *col, int64_t nrows,
                       int64_t ncols, const int64_t *qrow, const int64_t *qcol, int64_t k);
 

@@ -359,6 +359,53 @@ TEST(CsrFind, EveryPositionAgainstTheRowsScan) {
   }
 }
 
+TEST(CsrFind, GroupsOfRowsOfEveryLengthAgainstTheRowsScan) {
+  // rows of 0 to 70 stored columns (spans of every halving depth), asked in
+  // a random order: more queries than a group, and a last group cut short
+  std::mt19937_64 rng(7);
+  const int64_t nrows = 71, ncols = 200;
+  Vec crow{0}, col;
+  for (int64_t r = 0; r < nrows; ++r) {
+    Vec cols;
+    for (int64_t c = 0; c < ncols; ++c) cols.push_back(c);
+    std::shuffle(cols.begin(), cols.end(), rng);
+    cols.resize(r);
+    std::sort(cols.begin(), cols.end());
+    col.insert(col.end(), cols.begin(), cols.end());
+    crow.push_back(col.size());
+  }
+  Vec qrow, qcol;
+  for (int i = 0; i < 5003; ++i) {
+    qrow.push_back(rng() % nrows);
+    qcol.push_back(rng() % ncols);
+  }
+  Vec slot(qrow.size(), -7);
+  ASSERT_EQ(sf_csr_find(slot.data(), crow.data(), col.data(), nrows, ncols, qrow.data(),
+                        qcol.data(), qrow.size()), SF_OK);
+  int64_t found = 0;
+  for (size_t i = 0; i < qrow.size(); ++i) {
+    int64_t want = -1;
+    for (int64_t k = crow[qrow[i]]; k < crow[qrow[i] + 1]; ++k) {
+      if (col[k] == qcol[i]) want = k;
+    }
+    found += want >= 0;
+    EXPECT_EQ(slot[i], want) << "query " << i << ": row " << qrow[i] << " col " << qcol[i];
+  }
+  EXPECT_GT(found, 500);  // both outcomes exercised
+}
+
+TEST(CsrFind, RowSpansCheckedBeforeTheyAreRead) {
+  // crow edited in place: a queried row past nse or decreasing reads nothing
+  Vec col{0, 1}, slot(1), zero{0}, one{1};
+  Vec past{0, 5, 2}, decreasing{0, 2, 1, 2}, negative{-1, 2};
+  EXPECT_EQ(sf_csr_find(slot.data(), past.data(), col.data(), 2, 2, zero.data(), zero.data(), 1),
+            SF_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sf_csr_find(slot.data(), decreasing.data(), col.data(), 3, 2, one.data(),
+                        zero.data(), 1), SF_ERR_CROW_DECREASING);
+  EXPECT_EQ(sf_csr_find(slot.data(), negative.data(), col.data(), 1, 2, zero.data(),
+                        zero.data(), 1), SF_ERR_INVALID_ARGUMENT);
+}
+
 TEST(CsrFind, QueriesOutOfRange) {
   Vec crow{0, 1}, col{0}, slot(1), zero{0}, neg{-1}, two{2};
   EXPECT_EQ(sf_csr_find(slot.data(), crow.data(), col.data(), 1, 2, two.data(), zero.data(), 1),

@@ -90,10 +90,17 @@ Tensor csr_find_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& r
   const int64_t nrows = crow.numel() - 1;
   TORCH_CHECK(crow[nrows].item<int64_t>() == col.numel(), "sparsefill: crow_indices[-1] (",
               crow[nrows].item<int64_t>(), ") != the number of col_indices (", col.numel(), ")");
-  Tensor slot = at::empty({rows.numel()}, rows.options());
-  check_status(sf_csr_find(slot.data_ptr<int64_t>(), crow.data_ptr<int64_t>(),
-                           col.data_ptr<int64_t>(), nrows, ncols, rows.data_ptr<int64_t>(),
-                           cols.data_ptr<int64_t>(), rows.numel()),
+  const int64_t k = rows.numel();
+  Tensor slot = at::empty({k}, rows.options());
+  // the queries are independent: ranges of them on torch's threads
+  const int64_t chunks = k < 16384 ? 1 : merge_chunks(2 * k);
+  int64_t* out = slot.data_ptr<int64_t>();
+  const int64_t *cr = crow.const_data_ptr<int64_t>(), *cl = col.const_data_ptr<int64_t>();
+  const int64_t *qr = rows.const_data_ptr<int64_t>(), *qc = cols.const_data_ptr<int64_t>();
+  check_chunks(for_chunks(chunks, [&](int64_t c) {
+                 const int64_t b = chunk_begin(k, chunks, c), e = chunk_begin(k, chunks, c + 1);
+                 return sf_csr_find(out + b, cr, cl, nrows, ncols, qr + b, qc + b, e - b);
+               }),
                "rows/cols");
   return slot;
 }

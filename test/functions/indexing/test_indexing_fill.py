@@ -179,16 +179,25 @@ def test_mixed_slices_and_tensors_refuse():
         A[:, torch.tensor([0, 1])] = 1.0
 
 
-def test_many_lookups_take_the_sorted_path():
-    """Past 4096 queries the lookups are sorted first (lookup._search)."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_many_lookups(threads):
+    """Many queries: COO's are sorted first (lookup._search); CSR's are
+    searched in groups, in ranges over the threads (sf_csr_find), rows of
+    very different lengths (row 0 full, some empty), negative indices."""
     g = _gen(9)
     m = 300
-    lin = torch.randperm(m * m, generator=g)[:9000].sort().values
+    lin = torch.randperm(m * m, generator=g)[:9000]
+    lin = torch.cat([torch.arange(m), lin[lin >= 40 * m]]).unique()
     A = sf.sparse_coo_tensor(torch.stack(torch.unravel_index(lin, (m, m))),
-                             torch.randn(9000, generator=g), (m, m), fill_value=5.0)
-    r, c = (torch.randint(0, m, (20000,), generator=g) for _ in range(2))
-    for X in (A, A.to_sparse_csr()):
-        assert torch.equal(X[r, c], A.to_dense()[r, c])
+                             torch.randn(lin.numel(), generator=g), (m, m), fill_value=5.0)
+    r, c = (torch.randint(-m, m, (40000,), generator=g) for _ in range(2))
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for X in (A, A.to_sparse_csr()):
+            assert torch.equal(X[r, c], A.to_dense()[r, c])
+    finally:
+        torch.set_num_threads(old)
 
 
 def test_broadcasting_reads_and_index_forms():

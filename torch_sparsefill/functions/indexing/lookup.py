@@ -56,13 +56,9 @@ def lookup(A: SparseFillTensor, coords, lin=None):
         fill = fill_rows(A, coords, dense_shape).to(A._sf_values.dtype)
         if not A._sf_values.shape[0]:
             return fill
-        rows, cols, perm = coords[0], coords[1], None
-        if rows.numel() >= 4096:  # in order, the searches walk the rows' memory once
-            perm = torch.sort(rows * sizes[1] + cols).indices
-            rows, cols = rows.index_select(0, perm), cols.index_select(0, perm)
-        j = _ops.csr_find(A._sf_crow, A._sf_col, rows, cols, sizes[1])
-        if perm is not None:
-            j = torch.empty_like(j).index_put_((perm,), j)
+        # the searches run in groups whose cache misses overlap (sf_csr_find):
+        # no sort of the queries pays for itself
+        j = _ops.csr_find(A._sf_crow, A._sf_col, coords[0], coords[1], sizes[1])
         stored = A._sf_values.index_select(0, j.clamp(min=0))
         return torch.where((j >= 0).reshape((-1,) + (1,) * len(dense_shape)), stored, fill)
     if lin is None:
