@@ -1054,24 +1054,27 @@ def _order_recipes():
             return Step(_name(fn), fn, (X, make(g, x, d)["k"], d), pick=0)
         return recipe
 
-    def over_all(fn, float_only=False):
+    def over_all(fn, float_only=False, any_fill=False):
         def recipe(g, x):
             if x.dtype == torch.bool or not x.numel() or (float_only and
                                                           not x.dtype.is_floating_point):
                 return None
             f = x.fill_value()  # (torch has no unique for complex)
-            if f.numel() and not bool((f == f.reshape(-1)[0]).all()):  # several: refused (RFC)
-                return None
+            if not any_fill and f.numel() and not bool((f == f.reshape(-1)[0]).all()):
+                return None  # several fills: refused over all elements (RFC)
             return Step(_name(fn), fn, (X,))
         return recipe
 
-    def slices_or_all(recipe):
-        """unique's two forms: over every element, or of the slices along a dim"""
+    def slices_or_all(fn):
+        """unique's two forms: over every element (one fill), or of the
+        slices along a dim (any fill)"""
         def wrapped(g, x):
-            step = recipe(g, x)
-            if step is not None and x.dim() and g.random() < 0.4:
-                step.kwargs = {"dim": _dim(g, x)}
-            return step
+            if x.dim() and g.random() < 0.4:
+                step = over_all(fn, any_fill=True)(g, x)
+                if step is not None:
+                    step.kwargs = {"dim": _dim(g, x)}
+                return step
+            return over_all(fn)(g, x)
         return wrapped
 
     def pick_one(recipe):
@@ -1150,7 +1153,7 @@ def _order_recipes():
         ([torch.aminmax, T.aminmax], pick_one(over_all(None))),
         ([torch.quantile, T.quantile, torch.nanquantile, T.nanquantile], quantile(None)),
         ([torch.unique, T.unique, torch.unique_consecutive, T.unique_consecutive],
-         slices_or_all(over_all(None))),
+         slices_or_all(None)),
         ([torch.bucketize], bucketize(None)),
         ([torch.cumsum, T.cumsum, torch.cumprod, T.cumprod, torch.logcumsumexp,
           T.logcumsumexp], scan(None)),

@@ -135,13 +135,9 @@ def test_uncoalesced_duplicates_sum_before_bucketize():
 def test_unique_and_runs_of_slices(case, layout):
     """unique / unique_consecutive with dim=: the distinct slices (sparse),
     the inverse and counts equal torch's on the dense tensor, NaN fills too
-    (each slice holding a NaN is its own)."""
+    (each slice holding a NaN is its own), dense-part fills too."""
     A = _rounded(case, layout)
     D = A.to_dense()
-    if A._fill_value().unique().numel() > 1:  # a dense-part fill: refused, as without dim=
-        with pytest.raises(NotImplementedError, match="fill is not one value"):
-            torch.unique(A, dim=0)
-        return
     for d in range(-D.dim(), D.dim()):
         for fn, kw in ((torch.unique, {"sorted": True}), (torch.unique, {"sorted": False}),
                        (torch.unique_consecutive, {})):
@@ -151,6 +147,47 @@ def test_unique_and_runs_of_slices(case, layout):
             for g, w in zip(got, want):
                 _eq(g, w)
         _eq(torch.unique(A, dim=d), torch.unique(D, dim=d))
+
+
+@pytest.mark.parametrize("shape,fill_shape", [
+    ((6, 4), (6, 1)), ((6, 4), (1, 4)), ((6, 4), (6, 4)), ((5, 3, 4), (5, 1, 1)),
+    ((5, 3, 4), (1, 3, 1)), ((5, 3, 4), (5, 3, 1)), ((8,), (8,)), ((0, 3), (1, 3))], ids=str)
+@pytest.mark.parametrize("share", [0.0, 0.3, 1.0])
+def test_unique_slices_with_a_per_slice_fill(shape, fill_shape, share):
+    """A fill that varies across or along the slices: positions no slice
+    stores still tell slices apart (by the fill of each), values in {0, 1}
+    so that groups form; a NaN in the fill keeps its slices apart."""
+    for seed in range(4):
+        g = torch.Generator().manual_seed(seed)
+        idx = (torch.rand(shape, generator=g) < share).nonzero().t()
+        fill = torch.randint(0, 2, fill_shape, generator=g).double()
+        if seed == 3 and fill.numel():
+            fill.view(-1)[0] = math.nan
+        A = sf.sparse_coo_tensor(idx, torch.randint(0, 2, (idx.shape[1],), generator=g).double(),
+                                 shape, fill_value=fill)
+        D = A.to_dense()
+        for d in range(len(shape)):
+            if 0 in shape[:d] + shape[d + 1:]:
+                continue  # torch refuses: a zero-sized dim not selected
+            for fn, kw in ((torch.unique, {"sorted": True}), (torch.unique_consecutive, {})):
+                got = fn(A, dim=d, return_inverse=True, return_counts=True, **kw)
+                for x, w in zip(got, fn(D, dim=d, return_inverse=True, return_counts=True, **kw)):
+                    _eq(x, w)
+
+
+def test_unique_slices_stay_in_the_graph_as_dense_unique_does():
+    """torch's unique(dim=) has no derivative but keeps its result in the
+    graph (backward raises): so does ours, per-slice fill included."""
+    idx = torch.tensor([[0, 2, 3], [1, 1, 0]])
+    v = torch.tensor([0.5, 0.25, 2.0], dtype=torch.float64, requires_grad=True)
+    fill = torch.tensor([[1.0], [3.0], [1.0], [3.5]], dtype=torch.float64, requires_grad=True)
+    A = sf.sparse_coo_tensor(idx, v, (4, 3), fill_value=fill)
+    got, want = torch.unique(A, dim=0), torch.unique(A.to_dense(), dim=0)
+    _eq(got, want)
+    for out in (got.to_dense(), want):
+        assert out.requires_grad
+        with pytest.raises(NotImplementedError, match="unique_dim"):
+            out.sum().backward()
 
 
 def test_unique_slices_compare_on_stored_positions_only():

@@ -12,6 +12,8 @@ import torch
 
 from ...tensor import args as _args
 from ...tensor import SparseFillTensor, build
+from ...tensor import fill as _fill
+from ..indexing.lookup import linear
 from .lanes import ASCENDING, Lanes, all_sparse, refuse
 from .sort import _along_dense, _check_real, _rt
 
@@ -158,16 +160,26 @@ def _inverse(A, inv, nstored, blank):
     return out.reshape(A.shape)
 
 
+def _delinear(lin, sizes):
+    """COO coordinates (len(sizes), k) of row-major linear indices."""
+    if len(sizes) > 1:
+        return torch.ops.sparsefill.coo_delinearize(lin, list(sizes))
+    return lin.reshape(1, -1) if sizes else lin.new_zeros((0, lin.numel()))
+
+
 def _unique_slices(A, dim, what, return_inverse, return_counts, distinct):
-    """unique / unique_consecutive with ``dim=``: the slices along `dim`
-    differ only at the positions some slice stores (every other position
-    holds the fill in all of them), so torch's own ``distinct(C)`` runs on
-    C, the slices restricted to those positions plus one column of the fill
-    (which keeps what a NaN fill does to torch's comparisons): the same
-    order and groups as on the dense slices. C is [slices, stored positions
-    + 1], at most the dense size; the distinct slices come back sparse, with
-    every element of C stored."""
-    _one_fill(A, what)
+    """unique / unique_consecutive with ``dim=``: torch's own ``distinct(C)``
+    on C, the slices along `dim` cut down to the positions that can tell two
+    slices apart: those some slice stores, and of the positions no slice
+    stores, the first of each fill class (positions where every slice holds
+    the same fill value; a later one of a class repeats an earlier column,
+    which changes neither torch's lexicographic order nor its groups, and
+    the kept one keeps what a NaN fill does to its comparisons). So the order
+    and groups are those of the dense slices. C is [slices, kept positions],
+    at most the dense size; with a fill that varies across the slice, the
+    classes cost O(slice size) more. The distinct slices come back sparse,
+    every element of C's stored columns stored, each with the fill of the
+    slices of its group."""
     nd = A.dim()
     if nd == 0:
         raise IndexError(f"{what}: dim= needs a tensor with at least one dim")
@@ -175,41 +187,58 @@ def _unique_slices(A, dim, what, return_inverse, return_counts, distinct):
         raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
                          f"{nd - 1}], but got {dim})")
     d = dim % nd
-    moved = all_sparse(A._coalesced()).movedim(d, 0)
-    rest = tuple(moved.shape[1:])
-    n, m = moved.shape[0], math.prod(rest)
-    B = all_sparse(moved.reshape(n, m).to_sparse_coo()._coalesced()) if n * m else None
-    fill = A._fill_value().reshape(-1)[0]  # in the graph, as dense unique's result is
-    if B is None:  # no element: torch's answer on an empty tensor of this shape
-        out = distinct(torch.empty((n, m), dtype=A.dtype, device=A.device))
-        u, inv, counts = out
-        U = _slices_back(A, u, torch.zeros(0, dtype=torch.int64), fill, rest, d, m)
-    else:
-        idx = B._coo_indices()
-        values = B._sf_values
-        positions = torch.unique(idx[1])
-        extra = int(positions.numel() < m)
-        C = fill.to(A.dtype).expand(n, positions.numel() + extra).clone()
-        C[idx[0], torch.searchsorted(positions, idx[1])] = values
-        u, inv, counts = distinct(C)
-        U = _slices_back(A, u[:, :positions.numel()], positions, fill, rest, d, m)
-    out = [U]
+    B = all_sparse(A._coalesced())
+    n = A.shape[d]
+    rest = tuple(A.shape[:d]) + tuple(A.shape[d + 1:])
+    m = math.prod(rest)
+    dev = A.device
+    # the fill with dim d first: (1 or n, *its sizes over rest), in the graph
+    F = _fill.full_rank(A._fill_value(), nd).movedim(d, 0).to(A.dtype)
+    frest = tuple(F.shape[1:])
+    Fr = F.reshape(F.shape[0], -1)
+    idx = B._coo_indices()
+    slice_of = idx[d]
+    pos = linear(torch.cat([idx[:d], idx[d + 1:]]), rest)  # each stored element's position
+    positions = torch.unique(pos)
+    if math.prod(frest) == 1:  # one class: the first position no slice stores
+        gaps = (positions != torch.arange(positions.numel(), device=dev)).nonzero()
+        first = gaps[:1, 0] if gaps.numel() else positions.new_full((int(positions.numel() < m),),
+                                                                     positions.numel())
+        blank = first
+    else:  # the first unstored position of each class, over one slice's positions
+        cls_all = torch.arange(math.prod(frest), device=dev).reshape(frest).expand(rest)
+        cls_all = cls_all.reshape(-1)
+        free = torch.ones(m, dtype=torch.bool, device=dev)
+        free[positions] = False
+        p_free = free.nonzero().squeeze(1)
+        blank = torch.full((math.prod(frest),), m, dtype=torch.int64, device=dev).scatter_reduce(
+            0, cls_all[p_free], p_free, "amin")
+        blank = blank[blank < m]
+    kept, order = torch.sort(torch.cat([positions, blank]))
+    coords = _delinear(kept, rest)
+    cls = linear(coords * torch.tensor([int(f > 1) for f in frest], device=dev).reshape(-1, 1),
+                 frest) if frest else kept.new_zeros(kept.numel())
+    C = Fr[:, cls].expand(n, kept.numel()).clone()
+    C[slice_of, torch.searchsorted(kept, pos)] = B._sf_values.to(A.dtype)
+    u, inv, counts = distinct(C)
+    k = u.shape[0]
+    stored_cols = order.argsort()[:positions.numel()]  # C's columns of `positions`
+    if F.shape[0] == 1:
+        fill_out = F
+    else:  # the fill of one slice of each group (all of a group's agree where they count)
+        src = torch.zeros(k, dtype=torch.int64, device=dev).scatter_(
+            0, inv, torch.arange(n, device=dev))
+        fill_out = F.index_select(0, src)
+    g = torch.arange(k, device=dev).repeat_interleave(positions.numel())
+    out_idx = torch.cat([g.unsqueeze(0), _delinear(positions, rest).repeat(1, k)])
+    U = build(torch.sparse_coo, (k,) + rest, u[:, stored_cols].reshape(-1),
+              _fill.canonical(fill_out, nd, 0), indices=out_idx)
+    out = [U.movedim(0, d)]
     if return_inverse:
         out.append(inv)
     if return_counts:
         out.append(counts)
     return out[0] if len(out) == 1 else tuple(out)
-
-
-def _slices_back(A, u, positions, fill, rest, d, m):
-    """The k slices of `u` ([k, len(positions)]) at `positions` of [k, m],
-    the fill elsewhere, reshaped to [k, *rest] and moved back to dim d."""
-    k = u.shape[0]
-    rows = torch.arange(k, device=u.device).repeat_interleave(positions.numel())
-    cols = positions.to(u.device).repeat(k)
-    S = build(torch.sparse_coo, (k, m), u.reshape(-1), fill.to(A.dtype),
-              indices=torch.stack([rows, cols]))
-    return S.reshape((k,) + rest).movedim(0, d)
 
 
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
