@@ -1,6 +1,7 @@
 /* sf_order.c -- per-lane selection of the k best stored values of CSR rows
  * in torch's order, ties by position, and its merge with each row's fill
- * block (contracts in sparsefill_core.h). */
+ * block; each row's full sort with the block placed (contracts in
+ * sparsefill_core.h). */
 #include <math.h>
 
 #include "sf_internal.h"

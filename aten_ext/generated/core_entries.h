@@ -75,29 +75,12 @@ sf_status sf_csr_rows_from_crow_range(int64_t *rows, const int64_t *crow, int64_
 sf_status sf_csr_find(int64_t *slot, const int64_t *crow, const int64_t *col, int64_t nrows,
                       int64_t ncols, const int64_t *qrow, const int64_t *qcol, int64_t k);
 
-/* Rows [row_begin, row_end) of a CSR pattern (crow [nrows + 1], nse
- * values): out[r * k .. r * k + k) = the element numbers of row r's k best
- * values in torch's order (descending: NaN above every value; ascending:
- * NaN after every value; -0.0 == 0.0), ties by element number, in
- * ascending order, then -1 for each of k past the row's count. A heap in
- * the row's own output (no scratch): O(row log k). Errors:
- * SF_ERR_CROW_DECREASING, SF_ERR_INDEX_OUT_OF_RANGE (a row outside
- * [0, nse)), SF_ERR_INVALID_ARGUMENT (a bad row range). */
-sf_status sf_lane_topk_f64(int64_t *out, const int64_t *crow, const double *values, int64_t nrows,
-                           int64_t nse, int64_t k, int descending, int64_t row_begin,
-                           int64_t row_end);
-sf_status sf_lane_topk_f32(int64_t *out, const int64_t *crow, const float *values, int64_t nrows,
-                           int64_t nse, int64_t k, int descending, int64_t row_begin,
-                           int64_t row_end);
-sf_status sf_lane_topk_i64(int64_t *out, const int64_t *crow, const int64_t *values, int64_t nrows,
-                           int64_t nse, int64_t k, int descending, int64_t row_begin,
-                           int64_t row_end);
-
 /* Rows [row_begin, row_end) of a CSR pattern (crow [nrows + 1], col and
  * values [nse]) of rows of length n whose unspecified elements equal
  * fill[r * fill_stride] (fill_stride 0: one fill; 1: one per row):
  * src[r * k .. r * k + k) = the first k slots of the stable sort of the
- * dense row in torch's order (sf_lane_topk's; stored values equal to the
+ * dense row in torch's order (NaN first descending, last ascending, -0.0
+ * == 0.0, ties by element number; stored values equal to the
  * fill interleave with its n - stored copies by position), each the
  * element number of a stored value or -1 for a copy of the fill, and
  * pos[...] its column (the copies take the unspecified columns in
@@ -117,6 +100,34 @@ sf_status sf_lane_topk_fill_i64(int64_t *src, int64_t *pos, const int64_t *crow,
                                 const int64_t *values, const int64_t *fill, int64_t fill_stride,
                                 int64_t nrows, int64_t n, int64_t nse, int64_t k, int descending,
                                 int64_t row_begin, int64_t row_end);
+
+/* Rows [row_begin, row_end) of a CSR pattern (crow [nrows + 1], col and
+ * values [nse]) of rows of length n whose unspecified elements equal
+ * fill[r * fill_stride] (fill_stride 0: one fill; 1: one per row), sorted
+ * as the dense row's stable sort in torch's order (sf_lane_topk_fill's):
+ * perm[crow[r] .. crow[r + 1]) = the row's element numbers, best first
+ * (ties by element number), slot[...] = each one's slot in the sorted
+ * dense row (increasing; stored values equal to the fill interleave with
+ * its n - stored copies by position), and, unless indices is NULL,
+ * indices[r * n .. r * n + n) = the dense row's sort indices (stored
+ * columns at their slots, the copies the unspecified columns in
+ * increasing order). O(row log row + n) with indices, no scratch.
+ * Errors: SF_ERR_CROW_DECREASING, SF_ERR_INDEX_OUT_OF_RANGE (a row
+ * outside [0, nse), a column >= n), SF_ERR_INDEX_NEGATIVE,
+ * SF_ERR_COL_UNSORTED, SF_ERR_INVALID_ARGUMENT (a bad fill_stride or
+ * row range). */
+sf_status sf_lane_sort_fill_f64(int64_t *perm, int64_t *slot, int64_t *indices, const int64_t *crow,
+                                const int64_t *col, const double *values, const double *fill,
+                                int64_t fill_stride, int64_t nrows, int64_t n, int64_t nse,
+                                int descending, int64_t row_begin, int64_t row_end);
+sf_status sf_lane_sort_fill_f32(int64_t *perm, int64_t *slot, int64_t *indices, const int64_t *crow,
+                                const int64_t *col, const float *values, const float *fill,
+                                int64_t fill_stride, int64_t nrows, int64_t n, int64_t nse,
+                                int descending, int64_t row_begin, int64_t row_end);
+sf_status sf_lane_sort_fill_i64(int64_t *perm, int64_t *slot, int64_t *indices, const int64_t *crow,
+                                const int64_t *col, const int64_t *values, const int64_t *fill,
+                                int64_t fill_stride, int64_t nrows, int64_t n, int64_t nse,
+                                int descending, int64_t row_begin, int64_t row_end);
 
 /* crow [nrows + 1] from non-decreasing rows[0..nse), each in [0, nrows).
  * Errors: SF_ERR_INDEX_* for a bad row, SF_ERR_NOT_COALESCED if decreasing. */

@@ -40,14 +40,19 @@ def _extra_programs():
                               torch.tensor([1.0, 2.0, -1.0, 0.5], dtype=F64), (3, 3, 4),
                               fill_value=0.25)
     A3.requires_grad_()
-    # a lookup of CSR elements (csr_find), a topk along rows (lane_topk_fill)
+    # a lookup of CSR elements (csr_find), a topk along rows (lane_topk_fill), a
+    # sort along rows and columns (lane_sort_fill)
     C = sf.sparse_csr_tensor([0, 2, 2, 3], [1, 3, 0], torch.tensor([1.0, 2.0, -1.0], dtype=F64),
                              (3, 4), fill_value=0.25).requires_grad_()
     rows, cols = torch.tensor([0, 0, 1, 2]), torch.tensor([3, 2, 0, 0])
     return [lambda: A3.sum(1).to_dense().sum(), lambda: A3.amax((0, 2)).to_dense().sum(),
             lambda: torch.softmax(A3, 1).to_dense().sum(), lambda: C[rows, cols].sum(),
             # each row's first k, the fill's block merged in (lane_topk_fill)
-            lambda: torch.topk(C, 2, 1).values.sum()]
+            lambda: torch.topk(C, 2, 1).values.sum(),
+            # each row sorted, the block placed, the dense indices (lane_sort_fill)
+            lambda: (torch.sort(C, 1).values.to_dense() * (1 + torch.sort(C, 1).indices)).sum(),
+            # each column sorted: the same on the transposed pattern (values only)
+            lambda: torch.msort(C).to_dense().sum()]
 
 
 class _Recorder(TorchDispatchMode):
@@ -114,9 +119,6 @@ def _composite_samples():
         "semiring_masked": (crow, col, crow, col, v.detach(), torch.tensor([0, 1, 2, 3, 4]),
                             torch.tensor([1, 0, 3, 2]), torch.rand(4, dtype=F64), 4, 0, 3,
                             False),
-        # topk merges with the fill in lane_topk_fill now; the plain
-        # selection of each row's best stored values stays an op
-        "lane_topk": (crow, v.detach(), 2, True),
         "ewise_merge": (crow, col, v.detach(), torch.tensor([0, 2, 2, 3]),
                         torch.tensor([0, 1, 2]), torch.rand(3, dtype=F64), 4, 6, None, None),
     }

@@ -64,9 +64,13 @@ def _csr_find_fake(crow_indices, col_indices, rows, cols, ncols):
     return rows.new_empty((rows.shape[0],), dtype=torch.int64)
 
 
-@torch.library.register_fake("sparsefill::lane_topk")
-def _lane_topk_fake(crow_indices, values, k, descending):
-    return crow_indices.new_empty((crow_indices.shape[0] - 1, k), dtype=torch.int64)
+@torch.library.register_fake("sparsefill::lane_sort_fill")
+def _lane_sort_fill_fake(crow_indices, col_indices, values, fill, n, descending, with_indices):
+    nse = values.shape[0]
+    return (crow_indices.new_empty((nse,), dtype=torch.int64),
+            crow_indices.new_empty((nse,), dtype=torch.int64),
+            crow_indices.new_empty((crow_indices.shape[0] - 1, n if with_indices else 0),
+                                   dtype=torch.int64))
 
 
 @torch.library.register_fake("sparsefill::lane_topk_fill")

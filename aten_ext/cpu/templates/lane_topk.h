@@ -1,10 +1,10 @@
-/* templates/lane_topk.h -- the k best stored values of each CSR row, in
- * torch's order (descending: NaN above everything; ascending: NaN after
- * everything), ties by position (the earlier element is better), as a stable
- * sort of the row gives them. A heap of k element numbers per row, held in
- * the row's own output slots (no scratch): its root the worst one kept.
- * sf_lane_topk_fill goes on to merge them with the row's fill block: the
- * first k of the stable sort of the dense row. */
+/* templates/lane_topk.h -- per CSR row, the stored values in torch's order
+ * (descending: NaN above everything; ascending: NaN after everything), ties
+ * by position (the earlier element is better), as a stable sort of the row
+ * gives them, merged with the row's fill block. sf_lane_topk_fill: the first
+ * k slots of the stable sort of the dense row (the k best kept in the row's
+ * own output slots, no scratch); sf_lane_sort_fill: every stored value's
+ * slot, and optionally the whole dense row's sort indices. */
 
 /* Whether element a (value x) comes before element b (value y) in the order. */
 static inline int SF_FN(sf_lt_before)(T x, int64_t a, T y, int64_t b, int descending) {
@@ -31,62 +31,6 @@ static void SF_FN(sf_lt_sift)(int64_t *h, int64_t k, int64_t i, const T *values,
     h[w] = t;
     i = w;
   }
-}
-
-/* Restores the max-heap of element numbers h[0..n) below slot i. */
-static void SF_FN(sf_lt_sift_max)(int64_t *h, int64_t n, int64_t i) {
-  for (;;) {
-    const int64_t l = 2 * i + 1, r = l + 1;
-    int64_t w = i;
-    if (l < n && h[l] > h[w]) w = l;
-    if (r < n && h[r] > h[w]) w = r;
-    if (w == i) return;
-    const int64_t t = h[i];
-    h[i] = h[w];
-    h[w] = t;
-    i = w;
-  }
-}
-
-/* Sorts element numbers ascending in place (heapsort: no allocation). */
-static void SF_FN(sf_lt_sort_idx)(int64_t *h, int64_t k) {
-  for (int64_t s = k / 2 - 1; s >= 0; --s) SF_FN(sf_lt_sift_max)(h, k, s);
-  for (int64_t end = k - 1; end > 0; --end) {
-    const int64_t t = h[0];
-    h[0] = h[end];
-    h[end] = t;
-    SF_FN(sf_lt_sift_max)(h, end, 0);
-  }
-}
-
-sf_status SF_FN(sf_lane_topk)(int64_t *out, const int64_t *crow, const T *values, int64_t nrows,
-                              int64_t nse, int64_t k, int descending, int64_t row_begin,
-                              int64_t row_end) {
-  SF_FAIL_IF(nrows < 0 || nse < 0 || k < 0, SF_ERR_NEGATIVE_SIZE);
-  SF_FAIL_IF(crow == NULL, SF_ERR_NULL_POINTER);
-  SF_NEED(values, nse);
-  SF_NEED(out, nrows * k);
-  SF_FAIL_IF(row_begin < 0 || row_begin > row_end || row_end > nrows, SF_ERR_INVALID_ARGUMENT);
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const int64_t b = crow[r], e = crow[r + 1];
-    SF_FAIL_IF(e < b, SF_ERR_CROW_DECREASING);
-    SF_FAIL_IF(b < 0 || e > nse, SF_ERR_INDEX_OUT_OF_RANGE);
-    int64_t *h = out + r * k;
-    const int64_t m = e - b < k ? e - b : k;
-    for (int64_t i = 0; i < m; ++i) h[i] = b + i;
-    for (int64_t i = m; i < k; ++i) h[i] = -1;
-    if (m == k && m > 0) {
-      for (int64_t s = k / 2 - 1; s >= 0; --s) SF_FN(sf_lt_sift)(h, k, s, values, descending);
-      for (int64_t p = b + k; p < e; ++p) {
-        if (SF_FN(sf_lt_before)(values[p], p, values[h[0]], h[0], descending)) {
-          h[0] = p;
-          SF_FN(sf_lt_sift)(h, k, 0, values, descending);
-        }
-      }
-      SF_FN(sf_lt_sort_idx)(h, k);
-    }
-  }
-  return SF_OK;
 }
 
 /* Up to this k a sorted array beats the heap (insertion costs O(k)). */
@@ -215,6 +159,85 @@ sf_status SF_FN(sf_lane_topk_fill)(int64_t *src, int64_t *pos, const int64_t *cr
       }
       where[t] = q++;
     }
+  }
+  return SF_OK;
+}
+
+/* Writes the next `count` unspecified columns of row [b, e) to out[0..count):
+ * runs between stored columns (*q the next candidate column, *c the next
+ * stored element), so each run is a plain counting loop. */
+static void SF_FN(sf_ls_unspecified)(int64_t *out, int64_t count, int64_t *q, int64_t *c,
+                                     int64_t e, const int64_t *col, int64_t n) {
+  while (count > 0) {
+    const int64_t stop = *c < e ? col[*c] : n;
+    int64_t run = stop - *q;
+    if (run > count) run = count;
+    if (run <= 0 && *c >= e) return; /* no column left (inconsistent counts) */
+    for (int64_t j = 0; j < run; ++j) out[j] = *q + j;
+    out += run;
+    count -= run;
+    *q += run;
+    if (*q == stop && *c < e) {
+      ++*q;
+      ++*c;
+    }
+  }
+}
+
+sf_status SF_FN(sf_lane_sort_fill)(int64_t *perm, int64_t *slot, int64_t *indices,
+                                   const int64_t *crow, const int64_t *col, const T *values,
+                                   const T *fill, int64_t fill_stride, int64_t nrows, int64_t n,
+                                   int64_t nse, int descending, int64_t row_begin,
+                                   int64_t row_end) {
+  SF_FAIL_IF(nrows < 0 || nse < 0 || n < 0, SF_ERR_NEGATIVE_SIZE);
+  SF_FAIL_IF(crow == NULL, SF_ERR_NULL_POINTER);
+  SF_FAIL_IF(fill == NULL && row_begin < row_end, SF_ERR_NULL_POINTER); /* none when no rows */
+  SF_NEED(values, nse);
+  SF_NEED(col, nse);
+  SF_NEED(perm, nse);
+  SF_NEED(slot, nse);
+  SF_FAIL_IF(fill_stride != 0 && fill_stride != 1, SF_ERR_INVALID_ARGUMENT);
+  SF_FAIL_IF(row_begin < 0 || row_begin > row_end || row_end > nrows, SF_ERR_INVALID_ARGUMENT);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const int64_t b = crow[r], e = crow[r + 1];
+    SF_FAIL_IF(e < b, SF_ERR_CROW_DECREASING);
+    SF_FAIL_IF(b < 0 || e > nse, SF_ERR_INDEX_OUT_OF_RANGE);
+    /* slots count unspecified positions past the stored ones: columns must
+     * be in range and strictly increasing */
+    for (int64_t p = b; p < e; ++p) {
+      SF_FAIL_IF(col[p] < 0, SF_ERR_INDEX_NEGATIVE);
+      SF_FAIL_IF(col[p] >= n, SF_ERR_INDEX_OUT_OF_RANGE);
+      SF_FAIL_IF(p > b && col[p] <= col[p - 1], SF_ERR_COL_UNSORTED);
+    }
+    /* the whole row sorted, best first, in its own span of perm */
+    int64_t *h = perm + b;
+    const int64_t s = e - b, block = n - s;
+    if (s <= SF_LT_SMALL_K) SF_FN(sf_lt_insert_sorted)(h, s, b, e, values, descending);
+    else SF_FN(sf_lt_select_sorted)(h, s, b, e, values, descending);
+    /* rank i takes slot i before the block, i + (unspecified columns before
+     * it) tied with the fill (the stable sort interleaves by position),
+     * i + block after it: increasing in i */
+    const T f = fill[r * fill_stride];
+    for (int64_t i = 0; i < s; ++i) {
+      const int64_t p = h[i];
+      const T v = values[p];
+      int64_t t = i;
+      if (SF_FN(sf_lt_vbefore)(f, v, descending)) t = i + block;
+      else if (!SF_FN(sf_lt_vbefore)(v, f, descending)) t = i + (col[p] - (p - b));
+      slot[b + i] = t;
+    }
+    if (indices == NULL) continue;
+    /* the dense row's sort indices: stored columns at their slots, the
+     * block's slots (between them) the unspecified columns in order */
+    int64_t *out = indices + r * n;
+    int64_t q = 0, c = b, next = 0;
+    for (int64_t i = 0; i < s; ++i) {
+      const int64_t t = slot[b + i];
+      SF_FN(sf_ls_unspecified)(out + next, t - next, &q, &c, e, col, n);
+      out[t] = col[h[i]];
+      next = t + 1;
+    }
+    SF_FN(sf_ls_unspecified)(out + next, n - next, &q, &c, e, col, n);
   }
   return SF_OK;
 }

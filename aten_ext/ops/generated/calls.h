@@ -60,18 +60,21 @@ inline Tensor csr_find(const Tensor& crow_indices, const Tensor& col_indices, co
   return op.call(crow_indices, col_indices, rows, cols, ncols);
 }
 
-inline Tensor lane_topk(const Tensor& crow_indices, const Tensor& values, int64_t k,
-                        bool descending) {
-  static auto op = op_handle<decltype(lane_topk)>("sparsefill::lane_topk");
-  return op.call(crow_indices, values, k, descending);
-}
-
 inline std::tuple<Tensor, Tensor> lane_topk_fill(const Tensor& crow_indices,
                                                  const Tensor& col_indices, const Tensor& values,
                                                  const Tensor& fill, int64_t n, int64_t k,
                                                  bool descending) {
   static auto op = op_handle<decltype(lane_topk_fill)>("sparsefill::lane_topk_fill");
   return op.call(crow_indices, col_indices, values, fill, n, k, descending);
+}
+
+inline std::tuple<Tensor, Tensor, Tensor> lane_sort_fill(const Tensor& crow_indices,
+                                                         const Tensor& col_indices,
+                                                         const Tensor& values, const Tensor& fill,
+                                                         int64_t n, bool descending,
+                                                         bool with_indices) {
+  static auto op = op_handle<decltype(lane_sort_fill)>("sparsefill::lane_sort_fill");
+  return op.call(crow_indices, col_indices, values, fill, n, descending, with_indices);
 }
 
 inline Tensor crow_from_rows(const Tensor& rows, int64_t nrows) {

@@ -13,8 +13,8 @@ namespace sparsefill {
 template <class T> struct Core;
 
 template <> struct Core<float> {
-  static constexpr auto lane_topk = sf_lane_topk_f32;
   static constexpr auto lane_topk_fill = sf_lane_topk_fill_f32;
+  static constexpr auto lane_sort_fill = sf_lane_sort_fill_f32;
   static constexpr auto spmm = sf_csr_spmm_f32;
   static constexpr auto spmv = sf_csr_spmv_f32;
   static constexpr auto dense_facts = sf_dense_facts_f32;
@@ -49,8 +49,8 @@ template <> struct Core<float> {
 };
 
 template <> struct Core<double> {
-  static constexpr auto lane_topk = sf_lane_topk_f64;
   static constexpr auto lane_topk_fill = sf_lane_topk_fill_f64;
+  static constexpr auto lane_sort_fill = sf_lane_sort_fill_f64;
   static constexpr auto spmm = sf_csr_spmm_f64;
   static constexpr auto spmv = sf_csr_spmv_f64;
   static constexpr auto dense_facts = sf_dense_facts_f64;
@@ -85,8 +85,8 @@ template <> struct Core<double> {
 };
 
 template <> struct Core<int64_t> {
-  static constexpr auto lane_topk = sf_lane_topk_i64;
   static constexpr auto lane_topk_fill = sf_lane_topk_fill_i64;
+  static constexpr auto lane_sort_fill = sf_lane_sort_fill_i64;
   static constexpr auto semiring_mv = sf_csr_semiring_mv_i64;
   static constexpr auto semiring_vm = sf_csr_semiring_vm_i64;
   static constexpr auto semiring_masked = sf_csr_semiring_masked_i64;

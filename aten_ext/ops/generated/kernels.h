@@ -31,10 +31,14 @@ Tensor rows_from_crow_cpu(const Tensor& crow_indices);
 Tensor rows_from_crow_cuda(const Tensor& crow_indices);
 Tensor csr_find_cpu(const Tensor& crow_indices, const Tensor& col_indices, const Tensor& rows,
                     const Tensor& cols, int64_t ncols);
-Tensor lane_topk_cpu(const Tensor& crow_indices, const Tensor& values, int64_t k, bool descending);
 std::tuple<Tensor, Tensor> lane_topk_fill_cpu(const Tensor& crow_indices, const Tensor& col_indices,
                                               const Tensor& values, const Tensor& fill, int64_t n,
                                               int64_t k, bool descending);
+std::tuple<Tensor, Tensor, Tensor> lane_sort_fill_cpu(const Tensor& crow_indices,
+                                                      const Tensor& col_indices,
+                                                      const Tensor& values, const Tensor& fill,
+                                                      int64_t n, bool descending,
+                                                      bool with_indices);
 Tensor crow_from_rows_cpu(const Tensor& rows, int64_t nrows);
 Tensor crow_from_rows_cuda(const Tensor& rows, int64_t nrows);
 std::tuple<Tensor, Tensor, Tensor> union_plan_cpu(const Tensor& indices_a, const Tensor& indices_b,

@@ -13,8 +13,8 @@ TORCH_LIBRARY_IMPL(sparsefill, CPU, m) {
   m.impl("coalesce_plan", &sparsefill::coalesce_plan_cpu);
   m.impl("rows_from_crow", &sparsefill::rows_from_crow_cpu);
   m.impl("csr_find", &sparsefill::csr_find_cpu);
-  m.impl("lane_topk", &sparsefill::lane_topk_cpu);
   m.impl("lane_topk_fill", &sparsefill::lane_topk_fill_cpu);
+  m.impl("lane_sort_fill", &sparsefill::lane_sort_fill_cpu);
   m.impl("crow_from_rows", &sparsefill::crow_from_rows_cpu);
   m.impl("union_plan", &sparsefill::union_plan_cpu);
   m.impl("union_values", &sparsefill::union_values_cpu);

@@ -3,8 +3,9 @@
 // coo_check, coo_linearize, coo_delinearize, coalesce_plan, csr_check,
 // rows_from_crow, crow_from_rows on the CPU (the C core, sparsefill_core.h) and
 // on CUDA (the CUDA core, sparsefill_cuda.h; CUDA build only), and
-// index_select_plan, csr_find, lane_topk and lane_topk_fill (CPU only). Each unpacks and checks the component tensors, then
-// the core does the structural work.
+// index_select_plan, csr_find, lane_topk_fill and lane_sort_fill (CPU only).
+// Each unpacks and checks the component tensors, then the core does the
+// structural work.
 #include <torch/library.h>
 
 #include <ATen/ops/empty.h>
@@ -105,40 +106,6 @@ Tensor csr_find_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& r
   return slot;
 }
 
-// Each row's k best stored values (their element numbers), torch's order,
-// ties by position: the per-lane selection behind topk (functions/order/).
-Tensor lane_topk_cpu(const Tensor& crow_in, const Tensor& values_in, int64_t k, bool descending) {
-  Tensor crow = index_arg(crow_in, "crow_indices", 1);
-  TORCH_CHECK(crow.numel() >= 1, "sparsefill: lane_topk: crow_indices must not be empty");
-  TORCH_CHECK(k >= 0, "sparsefill: lane_topk: k must be non-negative, got ", k);
-  TORCH_CHECK(values_in.dim() == 1, "sparsefill: lane_topk: values must be 1-d, got ",
-              values_in.dim(), " dims");
-  TORCH_CHECK(values_in.device().is_cpu(), "sparsefill: lane_topk: values must be on the CPU");
-  const auto t = values_in.scalar_type();
-  TORCH_CHECK(t != at::kBool && t != at::kUInt64 && !at::isComplexType(t) &&
-                  (at::isFloatingType(t) || at::isIntegralType(t, /*includeBool=*/false)),
-              "sparsefill: lane_topk: values: dtype ", t, " is not supported");
-  const int64_t nrows = crow.numel() - 1;
-  const int64_t nse = values_in.numel();
-  TORCH_CHECK(crow[0].item<int64_t>() == 0 && crow[nrows].item<int64_t>() == nse,
-              "sparsefill: lane_topk: crow_indices must run from 0 to the number of values (",
-              nse, ")");
-  // float16/bfloat16 widen to float32 and integers to int64 exactly: the order is kept
-  const auto ct = compute_type(t, "lane_topk", true);
-  Tensor values = values_in.to(ct).contiguous();
-  Tensor out = at::empty({nrows, k}, crow.options());
-  with_compute_type<true>(ct, [&](auto zero) {
-    using T = decltype(zero);
-    const int64_t* cp = crow.const_data_ptr<int64_t>();
-    const T* vp = values.const_data_ptr<T>();
-    int64_t* op = out.data_ptr<int64_t>();
-    for_row_ranges(cp, nrows, 2, "lane_topk crow_indices", [&](int64_t r0, int64_t r1) {
-      return Core<T>::lane_topk(op, cp, vp, nrows, nse, k, descending ? 1 : 0, r0, r1);
-    });
-  });
-  return out;
-}
-
 // The first k slots of each dense row's stable sort (stored picks merged with
 // the fill's block in the core): topk of a CSR matrix along its rows with no
 // COO indices and no sort in Python (functions/order/).
@@ -194,6 +161,68 @@ std::tuple<Tensor, Tensor> lane_topk_fill_cpu(const Tensor& crow_in, const Tenso
                    });
   });
   return {src, pos};
+}
+
+// The stable sort of each dense row (stored values sorted in the core, the
+// fill's block placed there): sort of a CSR matrix along its rows, and msort
+// on the transposed pattern, with no COO indices and no sort in Python
+// (functions/order/sort.py). The dense sort indices are written in the core
+// too: each row's n slots once, no cumsum or scatter over them.
+std::tuple<Tensor, Tensor, Tensor> lane_sort_fill_cpu(const Tensor& crow_in, const Tensor& col_in,
+                                                      const Tensor& values_in,
+                                                      const Tensor& fill_in, int64_t n,
+                                                      bool descending, bool with_indices) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: lane_sort_fill: crow_indices must not be empty");
+  TORCH_CHECK(n >= 0, "sparsefill: lane_sort_fill: n must be non-negative, got ", n);
+  TORCH_CHECK(values_in.dim() == 1, "sparsefill: lane_sort_fill: values must be 1-d, got ",
+              values_in.dim(), " dims");
+  TORCH_CHECK(values_in.device().is_cpu() && fill_in.device().is_cpu(),
+              "sparsefill: lane_sort_fill: values and fill must be on the CPU");
+  const auto t = values_in.scalar_type();
+  TORCH_CHECK(t != at::kBool && t != at::kUInt64 && !at::isComplexType(t) &&
+                  (at::isFloatingType(t) || at::isIntegralType(t, /*includeBool=*/false)),
+              "sparsefill: lane_sort_fill: values: dtype ", t, " is not supported");
+  TORCH_CHECK(fill_in.scalar_type() == t, "sparsefill: lane_sort_fill: fill has dtype ",
+              fill_in.scalar_type(), " but values ", t);
+  const int64_t nrows = crow.numel() - 1;
+  const int64_t nse = values_in.numel();
+  TORCH_CHECK(col.numel() == nse, "sparsefill: lane_sort_fill: col_indices has ", col.numel(),
+              " elements and values ", nse);
+  TORCH_CHECK(fill_in.numel() == 1 || (fill_in.dim() == 1 && fill_in.numel() == nrows),
+              "sparsefill: lane_sort_fill: fill must hold one value or one per row (", nrows,
+              "), got shape ", fill_in.sizes());
+  TORCH_CHECK(crow[0].item<int64_t>() == 0 && crow[nrows].item<int64_t>() == nse,
+              "sparsefill: lane_sort_fill: crow_indices must run from 0 to the number of "
+              "values (", nse, ")");
+  // float16/bfloat16 widen to float32 and integers to int64 exactly: the order is kept
+  const auto ct = compute_type(t, "lane_sort_fill", true);
+  Tensor values = values_in.to(ct).contiguous();
+  Tensor fill = fill_in.reshape(-1).to(ct).contiguous();
+  const int64_t fill_stride = fill.numel() == 1 ? 0 : 1;
+  Tensor perm = at::empty({nse}, crow.options());
+  Tensor slot = at::empty({nse}, crow.options());
+  Tensor indices = at::empty({nrows, with_indices ? n : 0}, crow.options());
+  with_compute_type<true>(ct, [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t* cp = crow.const_data_ptr<int64_t>();
+    const int64_t* colp = col.const_data_ptr<int64_t>();
+    const T* vp = values.const_data_ptr<T>();
+    const T* fp = fill.const_data_ptr<T>();
+    int64_t* pp = perm.data_ptr<int64_t>();
+    int64_t* sp = slot.data_ptr<int64_t>();
+    int64_t* ip = with_indices ? indices.data_ptr<int64_t>() : nullptr;
+    // a row's work: its stored values sorted (~8 units each) and, with the
+    // indices, its n slots written
+    const int64_t row_n = with_indices ? n : 0;
+    for_ranges_by([cp, row_n](int64_t r) { return cp[r] * 8 + r * row_n; }, nrows, 1,
+                  "lane_sort_fill crow_indices/col_indices", [&](int64_t r0, int64_t r1) {
+                    return Core<T>::lane_sort_fill(pp, sp, ip, cp, colp, vp, fp, fill_stride,
+                                                   nrows, n, nse, descending ? 1 : 0, r0, r1);
+                  });
+  });
+  return {perm, slot, indices};
 }
 
 Tensor rows_from_crow_cpu(const Tensor& crow_in) {

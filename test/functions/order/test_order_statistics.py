@@ -310,19 +310,6 @@ def test_topk_native_lanes_long_and_short_with_gradient():
                 assert torch.allclose(gf, dv[~mask].sum(), rtol=1e-12, atol=1e-12)  # a sum
 
 
-def test_lane_topk_refuses_bad_input_by_name():
-    """The native selection's bad input: an exception naming the argument."""
-    crow = torch.tensor([0, 2])
-    with pytest.raises(RuntimeError, match="k must be non-negative"):
-        torch.ops.sparsefill.lane_topk(crow, torch.zeros(2), -1, True)
-    with pytest.raises(RuntimeError, match="crow_indices"):
-        torch.ops.sparsefill.lane_topk(torch.tensor([0, 3]), torch.zeros(2), 1, True)
-    with pytest.raises(RuntimeError, match="crow_indices"):
-        torch.ops.sparsefill.lane_topk(torch.tensor([0, 2, 1, 2]), torch.zeros(2), 1, True)
-    with pytest.raises(RuntimeError, match="values"):
-        torch.ops.sparsefill.lane_topk(crow, torch.zeros(2, dtype=torch.bool), 1, True)
-
-
 def _rows_case(dtype, m, n, seed):
     """A CSR matrix with a per-row fill drawn from a pool full of ties
     (NaN, +-inf and -0.0 for floats), empty and full rows, and its dense twin."""

@@ -99,6 +99,25 @@ def merged_values(src, values, fill):
     return torch.where(src >= 0, stored, fill.to(values.dtype))
 
 
+def csr_lanes(A: SparseFillTensor, d: int, order: "Order"):
+    """(crow, col, values, fill) of a 2-D CSR matrix (no dense or batch
+    dims, on the CPU, a dtype the native per-row ops order) whose lanes
+    along `d` are its rows (d 1) or its columns (d 0), `fill` one value or
+    one per lane; None where the native per-row ops do not apply (the
+    caller takes the general path)."""
+    v = A._sf_values
+    if (A._sf_layout is not torch.sparse_csr or d not in (0, 1) or len(A._sf_size) != 2 or
+            A._sf_crow.dim() != 1 or v.dim() != 1 or v.device.type != "cpu" or
+            v.dtype not in _NATIVE_DTYPES or order not in (ASCENDING, DESCENDING)):
+        return None
+    A._check_edits()
+    F = _fill.full_rank(A._sf_fill, 2)
+    if F.shape[d] != 1:  # varies along the lanes: no single block (the general path refuses)
+        return None
+    fill = F.reshape(-1) if F.numel() != 1 else F.reshape(())
+    return A._sf_crow, A._sf_col, v, fill
+
+
 def csr_rows_first_k(A: SparseFillTensor, d: int, k: int, order: "Order"):
     """topk's (values, positions) [m, k] of a 2-D CSR matrix (no dense or
     batch dims, on the CPU) along its rows (`d` 1), read from its crow and
@@ -115,17 +134,11 @@ def csr_rows_first_k(A: SparseFillTensor, d: int, k: int, order: "Order"):
                 [1., 1.]]), tensor([[2, 0],
                 [0, 1]]))
     """
-    v = A._sf_values
-    if (A._sf_layout is not torch.sparse_csr or d != 1 or len(A._sf_size) != 2 or
-            A._sf_crow.dim() != 1 or v.dim() != 1 or v.device.type != "cpu" or
-            v.dtype not in _NATIVE_DTYPES or order not in (ASCENDING, DESCENDING)):
+    args = csr_lanes(A, d, order) if d == 1 else None
+    if args is None:
         return None
-    A._check_edits()
-    F = _fill.full_rank(A._sf_fill, 2)
-    if F.shape[1] != 1:  # varies along the rows: no single block (the general path refuses)
-        return None
-    fill = F.reshape(-1) if F.shape[0] != 1 else F.reshape(())
-    src, pos = _ops.lane_topk_fill(A._sf_crow, A._sf_col, v.detach(), fill.detach().to(v.dtype),
+    crow, col, v, fill = args
+    src, pos = _ops.lane_topk_fill(crow, col, v.detach(), fill.detach().to(v.dtype),
                                    A._sf_size[1], k, order.descending)
     return merged_values(src, v, fill.unsqueeze(-1) if fill.dim() else fill), pos
 

@@ -17,10 +17,11 @@ from ...tensor import args as _args
 from ...tensor import fill as _fill
 from ...tensor import SparseFillTensor, build
 from ..shape.parts import own, sort as _coalesce
-from .lanes import ASCENDING, DESCENDING, Lanes, Order, csr_rows_first_k, refuse
+from .lanes import ASCENDING, DESCENDING, Lanes, Order, csr_lanes, csr_rows_first_k, refuse
 
 T = torch.Tensor
 _rt = torch.return_types
+_ops = torch.ops.sparsefill
 
 __all__: list = []
 
@@ -61,10 +62,45 @@ def _sort(A, d, descending, stable, what):
     if d >= A.sparse_dim():
         return _along_dense(A, d, lambda x, k: torch.sort(x, dim=k, descending=descending,
                                                           stable=stable))
+    fast = _csr_sort(A, d, DESCENDING if descending else ASCENDING, True)
+    if fast is not None:
+        return fast
     lanes = Lanes(A, d, what)
     lanes.place(DESCENDING if descending else ASCENDING)
     values = _sorted_values(lanes)
     return values, _sort_indices(lanes)
+
+
+def _csr_sort(A, d, order: Order, with_indices: bool):
+    """(sorted values, dense indices or None) of a 2-D CSR matrix on the CPU
+    along its rows (d 1) or columns (d 0), or None where the native path
+    does not apply (csr_lanes). sparsefill::lane_sort_fill sorts each lane's
+    stored values and places the fill's block in C (and writes the dense
+    indices there: the O(numel) part, each slot once); the columns are
+    lanes of the transposed pattern, transposed back after (two counting
+    sorts, no comparison sort here). The values are one index_select of
+    A's: differentiable to them, and to the fill, which stays."""
+    args = csr_lanes(A, d, order)
+    if args is None:
+        return None
+    crow, col, v, fill = args
+    m, n = A._sf_size
+    fill = fill.detach().to(v.dtype)
+    if d == 1:
+        perm, slot, idx = _ops.lane_sort_fill(crow, col, v.detach(), fill, n, order.descending,
+                                              with_indices)
+        crow = crow.clone()  # the result owns its pattern
+    else:
+        crow_t, row_t, to_t = _ops.csr_transpose(crow, col, n)
+        perm_t, slot_t, idx = _ops.lane_sort_fill(crow_t, row_t, v.detach().index_select(0, to_t),
+                                                  fill, m, order.descending, with_indices)
+        # back: the slots are the result's rows, the lanes its columns
+        crow, slot, back = _ops.csr_transpose(crow_t, slot_t, m)
+        perm = to_t.index_select(0, perm_t.index_select(0, back))
+        idx = idx.t().contiguous() if with_indices else None
+    values = build(torch.sparse_csr, (m, n), v.index_select(0, perm), own(A._sf_fill, (A,)),
+                   crow=crow, col=slot)
+    return values, idx
 
 
 def _sorted_values(lanes: Lanes):
@@ -166,6 +202,9 @@ def msort(input):
         return A.clone()
     if A.sparse_dim() == 0:
         return _sort(A, 0, False, True, "msort()")[0]
+    fast = _csr_sort(A, 0, ASCENDING, False)
+    if fast is not None:
+        return fast[0]
     lanes = Lanes(A, 0, "msort()")
     lanes.place(ASCENDING)
     return _sorted_values(lanes)
