@@ -137,6 +137,11 @@ TEST(LaneTopkFill, BadInput) {
   EXPECT_EQ(sf_lane_topk_fill_i64(nullptr, nullptr, crow.data(), col.data(), v.data(),
                                   fill.data(), 0, 1, 4, 2, 0, 1, 0, 1),
             SF_OK);
+  // no rows: a per-row fill of none has no pointer, and none is read
+  Vec no_rows{0};
+  EXPECT_EQ(sf_lane_topk_fill_i64(nullptr, nullptr, no_rows.data(), nullptr, nullptr, nullptr, 1,
+                                  0, 4, 0, 2, 1, 0, 0),
+            SF_OK);
 }
 
 // The stable sort of each dense row: perm (stored elements by slot), slot,

@@ -103,7 +103,8 @@ sf_status SF_FN(sf_lane_topk_fill)(int64_t *src, int64_t *pos, const int64_t *cr
                                    int64_t k, int descending, int64_t row_begin,
                                    int64_t row_end) {
   SF_FAIL_IF(nrows < 0 || nse < 0 || k < 0 || n < 0, SF_ERR_NEGATIVE_SIZE);
-  SF_FAIL_IF(crow == NULL || fill == NULL, SF_ERR_NULL_POINTER);
+  SF_FAIL_IF(crow == NULL, SF_ERR_NULL_POINTER);
+  SF_FAIL_IF(fill == NULL && row_begin < row_end, SF_ERR_NULL_POINTER); /* none when no rows */
   SF_NEED(values, nse);
   SF_NEED(col, nse);
   SF_NEED2(src, nrows, k);

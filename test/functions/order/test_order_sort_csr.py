@@ -150,3 +150,16 @@ def test_lane_sort_fill_refuses_bad_input_by_name():
                         ((crow, col, v.bool(), f.bool(), 4, True, True), "values")]:
         with pytest.raises(RuntimeError, match=match):
             op(*args)
+
+
+def test_no_rows_with_a_fill_per_row():
+    """A CSR matrix of no rows with a per-row fill (of no values): topk and
+    sort answer torch's empty results (the native ops read no fill)."""
+    A = sf.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.int64), torch.zeros(0), (0, 5),
+                             fill_value=torch.zeros(0, 1)).to_sparse_csr()
+    D = A.to_dense()
+    for got, want in ((torch.topk(A, 2, 1), torch.topk(D, 2, 1)),
+                      (torch.sort(A, 1), torch.sort(D, 1))):
+        for g, w in zip(got, want):
+            g = g.to_dense() if isinstance(g, sf.SparseFillTensor) else g
+            assert g.shape == w.shape and g.dtype == w.dtype
