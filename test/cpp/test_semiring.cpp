@@ -372,6 +372,65 @@ TEST(SemiringUnion, CountChecksAsTheColumnByColumnRule) {
   }
 }
 
+// The write pass merges each row from both ends at once: against a plain
+// merge on random rows (long enough for the two-ended loop, ties at either
+// end), a - b so that a swapped side shows, with and without defaults; a
+// crow_out one or two short or one long is refused with nothing written outside
+// its row.
+TEST(SemiringUnion, WriteAsAPlainMerge) {
+  std::mt19937_64 rng(9);
+  const int64_t ncols = 20;
+  auto row = [&](int64_t k) {
+    Vec all(ncols);
+    for (int64_t j = 0; j < ncols; ++j) all[j] = j;
+    std::shuffle(all.begin(), all.end(), rng);
+    Vec r(all.begin(), all.begin() + k);
+    std::sort(r.begin(), r.end());
+    return r;
+  };
+  for (int trial = 0; trial < 2000; ++trial) {
+    // trial 0: equal rows, the case where a crow_out two short leaves no room at all
+    const Vec a = trial ? row(rng() % 12) : Vec{3, 5}, b = trial ? row(rng() % 12) : Vec{3, 5};
+    std::vector<double> va(a.size()), vb(b.size());
+    for (auto& v : va) v = (double)(rng() % 1000);
+    for (auto& v : vb) v = (double)(rng() % 1000) / 8;
+    const bool defaults = rng() % 2;
+    const double da = -3.5, db = 7.25;
+    Vec want_col;
+    std::vector<double> want_val;
+    for (int64_t j = 0; j < ncols; ++j) {
+      auto ia = std::find(a.begin(), a.end(), j), ib = std::find(b.begin(), b.end(), j);
+      const bool in_a = ia != a.end(), in_b = ib != b.end();
+      if (!in_a && !in_b) continue;
+      const double x = in_a ? va[ia - a.begin()] : da, y = in_b ? vb[ib - b.begin()] : db;
+      want_col.push_back(j);
+      want_val.push_back(in_a && in_b ? x - y : defaults ? x - y : in_a ? x : y);
+    }
+    const int64_t n = want_col.size();
+    Vec crow_a{0, (int64_t)a.size()}, crow_b{0, (int64_t)b.size()};
+    for (int64_t wrong : {0, -1, -2, 1}) {
+      if (n + wrong < 0) continue;
+      Vec crow_out{0, n + wrong}, col_out(n + wrong + 2, -7);
+      std::vector<double> val_out(n + wrong + 2, -7);
+      const sf_status st = sf_csr_ewise_union_f64(
+          col_out.data(), val_out.data(), crow_out.data(), n + wrong, crow_a.data(), a.data(),
+          va.data(), a.size(), crow_b.data(), b.data(), vb.data(), b.size(), 1, SF_OP_MINUS,
+          defaults ? &da : nullptr, defaults ? &db : nullptr, 0, 1);
+      ASSERT_EQ(st, wrong ? SF_ERR_INVALID_ARGUMENT : SF_OK) << "trial " << trial;
+      for (int64_t k = n + wrong; k < n + wrong + 2; ++k) {
+        ASSERT_EQ(col_out[k], -7) << "trial " << trial;  // nothing past the row
+        ASSERT_EQ(val_out[k], -7) << "trial " << trial;
+      }
+      if (!wrong) {
+        col_out.resize(n);
+        val_out.resize(n);
+        ASSERT_EQ(col_out, want_col) << "trial " << trial;
+        ASSERT_EQ(val_out, want_val) << "trial " << trial;
+      }
+    }
+  }
+}
+
 TEST(SemiringUnion, BadArguments) {
   Fixture a;
   Union b;
