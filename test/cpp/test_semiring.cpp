@@ -5,9 +5,11 @@
 // of range or unsorted, a decreasing crow, a crow_out that disagrees).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "sparsefill_core.h"
@@ -318,6 +320,115 @@ TEST(SemiringUnion, RowNseAndMerge) {
             SF_OK);
   // ewise_union: the absent side takes its default; op is a - b.
   EXPECT_EQ(val_out, (std::vector<double>{2 - 1000, 3 - 10, 100 - 20, 100 - 30, 5 - 40}));
+}
+
+// The count pass checks the columns through the merge (a row is valid
+// exactly when the merged columns increase strictly within [0, ncols)):
+// against the plain rule -- A's columns checked before B's, the first bad
+// one named -- on random rows with a duplicate, a swap or an out-of-range
+// column planted in one side, and each row's union size where all is valid.
+TEST(SemiringUnion, CountChecksAsTheColumnByColumnRule) {
+  std::mt19937_64 rng(5);
+  const int64_t ncols = 12;
+  auto row = [&](int64_t k) {
+    Vec all(ncols);
+    for (int64_t j = 0; j < ncols; ++j) all[j] = j;
+    std::shuffle(all.begin(), all.end(), rng);
+    Vec r(all.begin(), all.begin() + k);
+    std::sort(r.begin(), r.end());
+    return r;
+  };
+  auto plain = [&](const Vec& a, const Vec& b, int64_t* size) {
+    for (const Vec* v : {&a, &b}) {
+      for (size_t p = 0; p < v->size(); ++p) {
+        if ((*v)[p] < 0 || (*v)[p] >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;
+        if (p > 0 && (*v)[p] <= (*v)[p - 1]) return SF_ERR_COL_UNSORTED;
+      }
+    }
+    Vec u(a);
+    u.insert(u.end(), b.begin(), b.end());
+    std::sort(u.begin(), u.end());
+    *size = std::unique(u.begin(), u.end()) - u.begin();
+    return SF_OK;
+  };
+  for (int trial = 0; trial < 4000; ++trial) {
+    Vec a = row(rng() % 7), b = row(rng() % 7);
+    Vec& side = rng() % 2 ? a : b;
+    const int64_t kind = rng() % 4, at = side.empty() ? 0 : rng() % side.size();
+    if (!side.empty() && kind == 1 && at > 0) side[at] = side[at - 1];  // a duplicate
+    if (!side.empty() && kind == 2 && at > 0) std::swap(side[at], side[at - 1]);
+    if (!side.empty() && kind == 3) side[at] = rng() % 2 ? -1 - (int64_t)(rng() % 3) : ncols;
+    int64_t want = -1;
+    const sf_status expect = plain(a, b, &want);
+    // the row under test is the second of two; the first is empty
+    Vec crow_a{0, 0, (int64_t)a.size()}, crow_b{0, 0, (int64_t)b.size()}, nse{-7, -7};
+    const sf_status st = sf_csr_union_row_nse(nse.data(), crow_a.data(), a.data(), a.size(),
+                                              crow_b.data(), b.data(), b.size(), 2, ncols, 0, 2);
+    ASSERT_EQ(st, expect) << "trial " << trial;
+    if (st == SF_OK) {
+      EXPECT_EQ(nse[0], 0);
+      EXPECT_EQ(nse[1], want) << "trial " << trial;
+    }
+  }
+}
+
+// The write pass merges each row from both ends at once: against a plain
+// merge on random rows (long enough for the two-ended loop, ties at either
+// end), a - b so that a swapped side shows, with and without defaults; a
+// crow_out one or two short or one long is refused with nothing written outside
+// its row.
+TEST(SemiringUnion, WriteAsAPlainMerge) {
+  std::mt19937_64 rng(9);
+  const int64_t ncols = 20;
+  auto row = [&](int64_t k) {
+    Vec all(ncols);
+    for (int64_t j = 0; j < ncols; ++j) all[j] = j;
+    std::shuffle(all.begin(), all.end(), rng);
+    Vec r(all.begin(), all.begin() + k);
+    std::sort(r.begin(), r.end());
+    return r;
+  };
+  for (int trial = 0; trial < 2000; ++trial) {
+    // trial 0: equal rows, the case where a crow_out two short leaves no room at all
+    const Vec a = trial ? row(rng() % 12) : Vec{3, 5}, b = trial ? row(rng() % 12) : Vec{3, 5};
+    std::vector<double> va(a.size()), vb(b.size());
+    for (auto& v : va) v = (double)(rng() % 1000);
+    for (auto& v : vb) v = (double)(rng() % 1000) / 8;
+    const bool defaults = rng() % 2;
+    const double da = -3.5, db = 7.25;
+    Vec want_col;
+    std::vector<double> want_val;
+    for (int64_t j = 0; j < ncols; ++j) {
+      auto ia = std::find(a.begin(), a.end(), j), ib = std::find(b.begin(), b.end(), j);
+      const bool in_a = ia != a.end(), in_b = ib != b.end();
+      if (!in_a && !in_b) continue;
+      const double x = in_a ? va[ia - a.begin()] : da, y = in_b ? vb[ib - b.begin()] : db;
+      want_col.push_back(j);
+      want_val.push_back(in_a && in_b ? x - y : defaults ? x - y : in_a ? x : y);
+    }
+    const int64_t n = want_col.size();
+    Vec crow_a{0, (int64_t)a.size()}, crow_b{0, (int64_t)b.size()};
+    for (int64_t wrong : {0, -1, -2, 1}) {
+      if (n + wrong < 0) continue;
+      Vec crow_out{0, n + wrong}, col_out(n + wrong + 2, -7);
+      std::vector<double> val_out(n + wrong + 2, -7);
+      const sf_status st = sf_csr_ewise_union_f64(
+          col_out.data(), val_out.data(), crow_out.data(), n + wrong, crow_a.data(), a.data(),
+          va.data(), a.size(), crow_b.data(), b.data(), vb.data(), b.size(), 1, SF_OP_MINUS,
+          defaults ? &da : nullptr, defaults ? &db : nullptr, 0, 1);
+      ASSERT_EQ(st, wrong ? SF_ERR_INVALID_ARGUMENT : SF_OK) << "trial " << trial;
+      for (int64_t k = n + wrong; k < n + wrong + 2; ++k) {
+        ASSERT_EQ(col_out[k], -7) << "trial " << trial;  // nothing past the row
+        ASSERT_EQ(val_out[k], -7) << "trial " << trial;
+      }
+      if (!wrong) {
+        col_out.resize(n);
+        val_out.resize(n);
+        ASSERT_EQ(col_out, want_col) << "trial " << trial;
+        ASSERT_EQ(val_out, want_val) << "trial " << trial;
+      }
+    }
+  }
 }
 
 TEST(SemiringUnion, BadArguments) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/common/dtypes.h"
+#include "ops/common/memory.h"
 #include "ops/common/row_ranges.h"
 #include "ops/generated/kernels.h"
 #include "ops/products/products.h"
@@ -175,8 +176,8 @@ std::tuple<Tensor, Tensor, Tensor> ewise_merge_cpu(const Tensor& crow_a_in, cons
   });
   for (int64_t i = 0; i < m; ++i) cr[i + 1] += cr[i];
   const int64_t nse = cr[m];
-  Tensor col = at::empty({nse}, crow_a.options());
-  Tensor values = at::empty({nse}, values_a.options());
+  Tensor col = empty_output({nse}, crow_a.options());
+  Tensor values = empty_output({nse}, values_a.options());
   // Pass 2: rows split by the result's work.
   with_compute_type<true>(dtype, [&](auto zero) {
     using T = decltype(zero);

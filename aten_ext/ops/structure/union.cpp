@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ops/common/dtypes.h"
+#include "ops/common/memory.h"
 #include "ops/common/row_ranges.h"
 #include "ops/common/tracking.h"
 #include "ops/generated/kernels.h"
@@ -229,8 +230,8 @@ std::tuple<Tensor, Tensor> union_binop_cpu(const Tensor& indices_a_in, const Ten
                 });
   for (int64_t i = 0; i < m; ++i) cr[i + 1] += cr[i];
   const int64_t nse = cr[m];
-  Tensor indices = at::empty({2, nse}, indices_a.options());
-  Tensor values = at::empty({nse}, values_a.options());
+  Tensor indices = empty_output({2, nse}, indices_a.options());
+  Tensor values = empty_output({nse}, values_a.options());
   int64_t* rows_out = indices.data_ptr<int64_t>();
   // Pass 2: columns and values, then the rows' indices, split by the result's work.
   with_compute_type<true>(dtype, [&](auto zero) {
