@@ -23,13 +23,19 @@
 namespace sparsefill {
 
 // Asks for huge pages under the 2 MiB-aligned interior of t's CPU storage
-// (nothing outside t's bytes is touched or advised), for tensors of 8 MiB
-// and more; meant for a fresh tensor nothing has written yet.
+// (nothing outside t's bytes is touched or advised), for tensors of 32 MiB
+// and more; meant for a fresh tensor nothing has written yet. Only those:
+// glibc maps a block that large afresh on every allocation (its mmap
+// threshold rises to 32 MiB at most), so its first writes fault; a smaller
+// block is usually memory of the heap already written, where the hint buys
+// nothing and can cost a compaction (an ewise_add with 19 MB outputs took
+// 52 ms with it, 43 ms without; the union's 80 MB outputs 86-121 ms with it,
+// 176-193 ms without: make bench's graph rows, Intel Xeon, 2 threads).
 inline void prefer_huge_pages(const at::Tensor& t) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr uintptr_t kHuge = uintptr_t(1) << 21;
   const size_t bytes = t.nbytes();
-  if (!t.device().is_cpu() || bytes < 4 * kHuge) return;
+  if (!t.device().is_cpu() || bytes < 16 * kHuge) return;
   const uintptr_t p = reinterpret_cast<uintptr_t>(t.const_data_ptr());
   const uintptr_t lo = (p + kHuge - 1) & ~(kHuge - 1), hi = (p + bytes) & ~(kHuge - 1);
   if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
