@@ -219,3 +219,37 @@ def test_broadcasting_reads_and_index_forms():
     _check(torch.block_diag(*blocks), torch.block_diag(*[b.to_dense() if
                                                          isinstance(b, sf.SparseFillTensor)
                                                          else b for b in blocks]))
+
+
+@pytest.mark.parametrize("fill", [0.0, 2.5, float("inf"), float("nan")])
+def test_masked_fill_with_a_tensor_value(fill):
+    """masked_fill with a 0-d tensor value (torch's other overload): dense
+    and sparse masks, out of place and in place, the value cast to A's
+    dtype, gradients to the value, the stored values and the fill."""
+    g = _gen(11)
+    idx = torch.tensor([[0, 1, 3], [1, 2, 0]])
+    m = torch.rand(4, 3, generator=g) > 0.5
+    M = sf.to_sparse(m, fill_value=False)
+    vals = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    A = sf.sparse_coo_tensor(idx, vals, (4, 3), fill_value=fill)
+    for mask in (m, M):
+        for value in (torch.tensor(7.0), torch.tensor(3, dtype=torch.int64)):
+            _check(torch.masked_fill(A, mask, value), A.to_dense().masked_fill(m, value))
+            _check(A.masked_fill(mask, value), A.to_dense().masked_fill(m, value))
+    B = A.clone()
+    B.masked_fill_(M, torch.tensor(9.0))
+    _check(B, A.to_dense().masked_fill(m, 9.0))
+    with pytest.raises(NotImplementedError, match="densify"):
+        A.clone().masked_fill_(m, torch.tensor(9.0))
+    with pytest.raises(RuntimeError, match="0-dimensional value tensor"):
+        A.masked_fill(m, torch.ones(2))
+    if fill == fill and abs(fill) != float("inf"):
+        def f(v, fv, value):
+            X = sf.sparse_coo_tensor(idx, v, (4, 3), fill_value=fv)
+            out = X.masked_fill(M, value)
+            return out.to_dense() if isinstance(out, sf.SparseFillTensor) else out
+        args = (vals.clone().requires_grad_(), torch.tensor(fill, dtype=torch.float64,
+                                                            requires_grad=True),
+                torch.tensor(7.0, dtype=torch.float64, requires_grad=True))
+        torch.autograd.gradcheck(f, args)
+        torch.autograd.gradgradcheck(f, args)

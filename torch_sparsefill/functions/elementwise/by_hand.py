@@ -117,6 +117,35 @@ def _ldexp_(input, other):
     return input.mul_(_power_of_two(input, other))
 
 
+def tensor_value(name: str, by_number):
+    """``masked_fill`` with a 0-d tensor ``value`` (the table's rule takes a
+    number): ``torch.where(mask, value, A)`` in A's dtype, which routes
+    again, broadcasts as torch does and differentiates to the value; a
+    number still goes to the table's ``by_number``. ``name`` ends in ``_``
+    for the in-place method.
+
+    Example::
+
+        >>> A = sf.full((3,), 1.)
+        >>> A.masked_fill(torch.tensor([True, False, True]), torch.tensor(2.)).to_dense()
+        tensor([2., 1., 2.])
+    """
+    def handler(input, mask, value):
+        if not isinstance(value, torch.Tensor):
+            return by_number(input, mask, value)
+        if value.dim() != 0:
+            raise RuntimeError(f"{name} only supports a 0-dimensional value tensor, but got "
+                               f"tensor with {value.dim()} dimension(s).")
+        out = torch.where(mask, value.to(input.dtype), input)
+        if not name.endswith("_"):
+            return out
+        if not isinstance(out, type(input)):  # as the number's rule refuses it
+            raise NotImplementedError(f"torch_sparsefill: in-place {name} with a strided "
+                                      f"mask would densify; use the out-of-place form")
+        return input._adopt(out, name)
+    return handler
+
+
 ROUTES = {
     torch.Tensor.__rtruediv__: _rtruediv,
     torch.float_power: _float_power, torch.Tensor.float_power: _float_power,

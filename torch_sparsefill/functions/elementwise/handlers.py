@@ -543,3 +543,6 @@ def _table() -> dict:
 ROUTES = _table()
 # the ops ATen computes from each operand's own dtype: by_hand.py's
 ROUTES.update(_by_hand.ROUTES)
+for _f, _n in ((torch.masked_fill, "masked_fill"), (torch.Tensor.masked_fill, "masked_fill"),
+               (torch.Tensor.masked_fill_, "masked_fill_")):
+    ROUTES[_f] = _by_hand.tensor_value(_n, ROUTES[_f])
