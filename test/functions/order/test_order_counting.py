@@ -115,11 +115,11 @@ def test_mode_gradient_goes_to_the_chosen_element():
         torch.testing.assert_close(gf, gd[[2, 3, 4, 5, 7]].sum() * fill)
 
 
-def test_refusals_name_what_to_do():
+def test_a_sorter_of_another_size_raises_as_dense():
     A = sf.sparse_coo_tensor([[0]], [1.0], (3,), fill_value=2.0)
-    for fn in (lambda: torch.searchsorted(A, torch.tensor([1.0]), sorter=torch.tensor([0])),):
-        with pytest.raises(NotImplementedError, match="torch_sparsefill"):
-            fn()
+    for seq in (A, A.to_dense()):
+        with pytest.raises(RuntimeError, match="boundary and sorter must have the same size"):
+            torch.searchsorted(seq, torch.tensor([1.0]), sorter=torch.tensor([0]))
 
 
 def test_uncoalesced_duplicates_sum_before_bucketize():
@@ -199,3 +199,18 @@ def test_unique_slices_compare_on_stored_positions_only():
     assert inv.tolist() == [0, 0, 1] and counts.tolist() == [2, 1]
     with pytest.raises(IndexError):
         torch.unique(A, dim=2)
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_with_a_sorter(right):
+    """sorter=: a sparse sequence read through its sorter, or a sparse input
+    searched in a strided sequence with one; equal to dense torch."""
+    seq = sf.sparse_coo_tensor([[1, 3, 4]], [9., -2., 1.], (6,), fill_value=1.)
+    d = seq.to_dense()
+    sorter = torch.argsort(d, stable=True)
+    x = torch.tensor([0., 1., 5., -3., 10., 1.])
+    _eq(torch.searchsorted(seq, x, sorter=sorter, right=right),
+        torch.searchsorted(d, x, sorter=sorter, right=right))
+    X = sf.sparse_coo_tensor([[0, 2]], [5., -3.], (4,), fill_value=1.)
+    _eq(torch.searchsorted(d, X, sorter=sorter, right=right),
+        torch.searchsorted(d, X.to_dense(), sorter=sorter, right=right))

@@ -408,9 +408,14 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         >>> torch.searchsorted(seq, torch.tensor([0., 1., 5.]))
         tensor([0, 0, 4])
     """
-    if sorter is not None:
-        raise NotImplementedError("torch_sparsefill: searchsorted(sorter=...) is not supported "
-                                  "with a SparseFillTensor; sort the sequence first")
+    if sorter is not None and isinstance(sorted_sequence, SparseFillTensor):
+        # the sorter is a dense permutation of the sequence: the sequence in
+        # its order, read through it (lookups), is no larger
+        if tuple(sorter.shape) != tuple(sorted_sequence.shape):
+            raise RuntimeError(f"torch.searchsorted(): boundary and sorter must have the same "
+                               f"size, but got boundary tensor {list(sorted_sequence.shape)} "
+                               f"and got sorter tensor {list(sorter.shape)}")
+        sorted_sequence, sorter = torch.gather(sorted_sequence, -1, sorter), None
     if side is not None:
         right = side == "right"
     dtype = torch.int32 if out_int32 else torch.int64
@@ -420,9 +425,12 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
                                       "a SparseFillTensor is not supported; densify one")
         input = input._coalesced()
         return input._with(torch.searchsorted(sorted_sequence, input._sf_values, right=right,
-                                              out_int32=out_int32),
+                                              out_int32=out_int32, sorter=sorter),
                            torch.searchsorted(sorted_sequence, input._sf_fill, right=right,
-                                              out_int32=out_int32))
+                                              out_int32=out_int32, sorter=sorter))
+    if not isinstance(sorted_sequence, SparseFillTensor):
+        return torch.searchsorted(sorted_sequence, input, right=right, out_int32=out_int32,
+                                  sorter=sorter)
     seq = sorted_sequence
     if seq.dim() != 1:
         refuse("searchsorted()", "with a sparse sequence of more than one dim")
