@@ -54,6 +54,25 @@ static inline sf_status sf_row_span(int64_t *lo, int64_t *hi, const int64_t *cro
   return SF_OK;
 }
 
+/* Row i of a CSR pattern whose positions the caller counts (the per-row order
+ * kernels): its span within nse, and its columns in [0, ncols) and strictly
+ * increasing. */
+static inline sf_status sf_sorted_row(int64_t *lo, int64_t *hi, const int64_t *crow,
+                                      const int64_t *col, int64_t i, int64_t nse,
+                                      int64_t ncols) {
+  const int64_t b = crow[i], e = crow[i + 1];
+  if (e < b) return SF_ERR_CROW_DECREASING;
+  if (b < 0 || e > nse) return SF_ERR_INDEX_OUT_OF_RANGE;
+  for (int64_t p = b; p < e; ++p) {
+    if (col[p] < 0) return SF_ERR_INDEX_NEGATIVE;
+    if (col[p] >= ncols) return SF_ERR_INDEX_OUT_OF_RANGE;
+    if (p > b && col[p] <= col[p - 1]) return SF_ERR_COL_UNSORTED;
+  }
+  *lo = b;
+  *hi = e;
+  return SF_OK;
+}
+
 static inline void sf_set_site(sf_site *site, int64_t position, int64_t dim, int64_t value) {
   if (site != NULL) {
     site->position = position;

@@ -112,16 +112,10 @@ sf_status SF_FN(sf_lane_topk_fill)(int64_t *src, int64_t *pos, const int64_t *cr
   SF_FAIL_IF(k > n || (fill_stride != 0 && fill_stride != 1), SF_ERR_INVALID_ARGUMENT);
   SF_FAIL_IF(row_begin < 0 || row_begin > row_end || row_end > nrows, SF_ERR_INVALID_ARGUMENT);
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const int64_t b = crow[r], e = crow[r + 1];
-    SF_FAIL_IF(e < b, SF_ERR_CROW_DECREASING);
-    SF_FAIL_IF(b < 0 || e > nse, SF_ERR_INDEX_OUT_OF_RANGE);
-    /* the block's positions are counted past the stored ones: columns must
-     * be in range and strictly increasing */
-    for (int64_t p = b; p < e; ++p) {
-      SF_FAIL_IF(col[p] < 0, SF_ERR_INDEX_NEGATIVE);
-      SF_FAIL_IF(col[p] >= n, SF_ERR_INDEX_OUT_OF_RANGE);
-      SF_FAIL_IF(p > b && col[p] <= col[p - 1], SF_ERR_COL_UNSORTED);
-    }
+    /* the block's positions are counted past the stored ones */
+    int64_t b, e;
+    const sf_status st = sf_sorted_row(&b, &e, crow, col, r, nse, n);
+    if (st != SF_OK) return st;
     int64_t *h = src + r * k, *where = pos + r * k;
     const T f = fill[r * fill_stride];
     const int64_t block = n - (e - b);
@@ -200,16 +194,10 @@ sf_status SF_FN(sf_lane_sort_fill)(int64_t *perm, int64_t *slot, int64_t *indice
   SF_FAIL_IF(fill_stride != 0 && fill_stride != 1, SF_ERR_INVALID_ARGUMENT);
   SF_FAIL_IF(row_begin < 0 || row_begin > row_end || row_end > nrows, SF_ERR_INVALID_ARGUMENT);
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const int64_t b = crow[r], e = crow[r + 1];
-    SF_FAIL_IF(e < b, SF_ERR_CROW_DECREASING);
-    SF_FAIL_IF(b < 0 || e > nse, SF_ERR_INDEX_OUT_OF_RANGE);
-    /* slots count unspecified positions past the stored ones: columns must
-     * be in range and strictly increasing */
-    for (int64_t p = b; p < e; ++p) {
-      SF_FAIL_IF(col[p] < 0, SF_ERR_INDEX_NEGATIVE);
-      SF_FAIL_IF(col[p] >= n, SF_ERR_INDEX_OUT_OF_RANGE);
-      SF_FAIL_IF(p > b && col[p] <= col[p - 1], SF_ERR_COL_UNSORTED);
-    }
+    /* slots count unspecified positions past the stored ones */
+    int64_t b, e;
+    const sf_status st = sf_sorted_row(&b, &e, crow, col, r, nse, n);
+    if (st != SF_OK) return st;
     /* the whole row sorted, best first, in its own span of perm */
     int64_t *h = perm + b;
     const int64_t s = e - b, block = n - s;

@@ -261,78 +261,49 @@ SF_SR_INLINE sf_status SF_FN(sf_sr_union_rows)(
     if (st == SF_OK) st = sf_row_span(&q, &eq, crow_out, i, nse_out);
     if (st != SF_OK) return st;
     /* The count pass checked the columns; a crow_out that disagrees with it
-     * stops here rather than writing outside the row. */
-    /* Selects, not branches: which side comes next in a union of random
-     * patterns is a coin toss that a branch would mispredict. ewise_union
-     * is op(a or a_default, b or b_default); ewise_add passes a one-sided
-     * element through (the op's term, computed anyway, is dropped).
-     * Front and back at once, as the count pass (sf_csr_union_row_nse):
-     * the back from the row's last output slot r down, two independent
-     * chains of loads; the middle by one merge. */
-    int64_t qa = ea, qb = eb, r = eq;
+     * stops here rather than writing outside the row. One merge with
+     * branches: a mispredicted branch costs less than selects, whose loads
+     * wait on each other (measured: half the time of a two-ended select
+     * merge on short power-law rows and on 50 + 50 random columns alike).
+     * ewise_union is op(a or a_default, b or b_default); ewise_add passes a
+     * one-sided element through. */
     if (with_defaults) {
-      while (qa - pa >= 2 && qb - pb >= 2) {
-        if (r - q < 2) return SF_ERR_INVALID_ARGUMENT;
-        const int64_t ja = col_a[pa], jb = col_b[pb], ka = col_a[qa - 1], kb = col_b[qb - 1];
-        const int take_a = ja <= jb, take_b = jb <= ja, back_a = ka >= kb, back_b = kb >= ka;
-        const T l = take_a ? val_a[pa] : da, rt = take_b ? val_b[pb] : db;
-        const T bl = back_a ? val_a[qa - 1] : da, br = back_b ? val_b[qb - 1] : db;
-        val_out[q] = SF_FN(sf_sr_term)(op, l, rt);
-        col_out[q++] = take_a ? ja : jb;
-        val_out[--r] = SF_FN(sf_sr_term)(op, bl, br);
-        col_out[r] = back_a ? ka : kb;
-        pa += take_a;
-        pb += take_b;
-        qa -= back_a;
-        qb -= back_b;
+      while (pa < ea && pb < eb) {
+        if (q >= eq) return SF_ERR_INVALID_ARGUMENT;
+        const int64_t ja = col_a[pa], jb = col_b[pb];
+        if (ja < jb) {
+          col_out[q] = ja;
+          val_out[q++] = SF_FN(sf_sr_term)(op, val_a[pa++], db);
+        } else if (jb < ja) {
+          col_out[q] = jb;
+          val_out[q++] = SF_FN(sf_sr_term)(op, da, val_b[pb++]);
+        } else {
+          col_out[q] = ja;
+          val_out[q++] = SF_FN(sf_sr_term)(op, val_a[pa++], val_b[pb++]);
+        }
       }
     } else {
-      while (qa - pa >= 2 && qb - pb >= 2) {
-        if (r - q < 2) return SF_ERR_INVALID_ARGUMENT;
-        const int64_t ja = col_a[pa], jb = col_b[pb], ka = col_a[qa - 1], kb = col_b[qb - 1];
-        const int take_a = ja <= jb, take_b = jb <= ja, back_a = ka >= kb, back_b = kb >= ka;
-        const T a = val_a[pa], b = val_b[pb], ba = val_a[qa - 1], bb = val_b[qb - 1];
-        const T both = SF_FN(sf_sr_term)(op, a, b), bboth = SF_FN(sf_sr_term)(op, ba, bb);
-        val_out[q] = take_a & take_b ? both : (take_a ? a : b);
-        col_out[q++] = take_a ? ja : jb;
-        val_out[--r] = back_a & back_b ? bboth : (back_a ? ba : bb);
-        col_out[r] = back_a ? ka : kb;
-        pa += take_a;
-        pb += take_b;
-        qa -= back_a;
-        qb -= back_b;
+      while (pa < ea && pb < eb) {
+        if (q >= eq) return SF_ERR_INVALID_ARGUMENT;
+        const int64_t ja = col_a[pa], jb = col_b[pb];
+        if (ja < jb) {
+          col_out[q] = ja;
+          val_out[q++] = val_a[pa++];
+        } else if (jb < ja) {
+          col_out[q] = jb;
+          val_out[q++] = val_b[pb++];
+        } else {
+          col_out[q] = ja;
+          val_out[q++] = SF_FN(sf_sr_term)(op, val_a[pa++], val_b[pb++]);
+        }
       }
     }
-    if (with_defaults) {
-      while (pa < qa && pb < qb) {
-        if (q >= r) return SF_ERR_INVALID_ARGUMENT;
-        const int64_t ja = col_a[pa], jb = col_b[pb];
-        const int take_a = ja <= jb, take_b = jb <= ja;
-        const T l = take_a ? val_a[pa] : da, rt = take_b ? val_b[pb] : db;
-        val_out[q] = SF_FN(sf_sr_term)(op, l, rt);
-        col_out[q++] = take_a ? ja : jb;
-        pa += take_a;
-        pb += take_b;
-      }
-    } else {
-      while (pa < qa && pb < qb) {
-        if (q >= r) return SF_ERR_INVALID_ARGUMENT;
-        const int64_t ja = col_a[pa], jb = col_b[pb];
-        const int take_a = ja <= jb, take_b = jb <= ja;
-        const T a = val_a[pa], b = val_b[pb];
-        const T both = SF_FN(sf_sr_term)(op, a, b);
-        val_out[q] = take_a & take_b ? both : (take_a ? a : b);
-        col_out[q++] = take_a ? ja : jb;
-        pa += take_a;
-        pb += take_b;
-      }
-    }
-    if (r - q != (qa - pa) + (qb - pb)) return SF_ERR_INVALID_ARGUMENT;
-    for (; pa < qa; ++pa, ++q) {
+    if (eq - q != (ea - pa) + (eb - pb)) return SF_ERR_INVALID_ARGUMENT;
+    for (; pa < ea; ++pa, ++q) {
       col_out[q] = col_a[pa];
       val_out[q] = with_defaults ? SF_FN(sf_sr_term)(op, val_a[pa], db) : val_a[pa];
     }
-    for (; pb < qb; ++pb, ++q) {
+    for (; pb < eb; ++pb, ++q) {
       col_out[q] = col_b[pb];
       val_out[q] = with_defaults ? SF_FN(sf_sr_term)(op, da, val_b[pb]) : val_b[pb];
     }

@@ -106,57 +106,75 @@ Tensor csr_find_cpu(const Tensor& crow_in, const Tensor& col_in, const Tensor& r
   return slot;
 }
 
+namespace {
+
+// The operands of the per-row order kernels (lane_topk_fill, lane_sort_fill),
+// checked with one set of messages and widened for the core.
+struct LaneOperands {
+  Tensor crow, col, values, fill;
+  at::ScalarType compute;
+  int64_t nrows, nse, fill_stride;
+};
+
+LaneOperands lane_operands(const Tensor& crow_in, const Tensor& col_in, const Tensor& values_in,
+                           const Tensor& fill_in, int64_t n, const char* op) {
+  Tensor crow = index_arg(crow_in, "crow_indices", 1);
+  Tensor col = index_arg(col_in, "col_indices", 1);
+  TORCH_CHECK(crow.numel() >= 1, "sparsefill: ", op, ": crow_indices must not be empty");
+  TORCH_CHECK(n >= 0, "sparsefill: ", op, ": n must be non-negative, got ", n);
+  TORCH_CHECK(values_in.dim() == 1, "sparsefill: ", op, ": values must be 1-d, got ",
+              values_in.dim(), " dims");
+  TORCH_CHECK(values_in.device().is_cpu() && fill_in.device().is_cpu(), "sparsefill: ", op,
+              ": values and fill must be on the CPU");
+  const auto t = values_in.scalar_type();
+  TORCH_CHECK(t != at::kBool && t != at::kUInt64 && !at::isComplexType(t) &&
+                  (at::isFloatingType(t) || at::isIntegralType(t, /*includeBool=*/false)),
+              "sparsefill: ", op, ": values: dtype ", t, " is not supported");
+  TORCH_CHECK(fill_in.scalar_type() == t, "sparsefill: ", op, ": fill has dtype ",
+              fill_in.scalar_type(), " but values ", t);
+  const int64_t nrows = crow.numel() - 1;
+  const int64_t nse = values_in.numel();
+  TORCH_CHECK(col.numel() == nse, "sparsefill: ", op, ": col_indices has ", col.numel(),
+              " elements and values ", nse);
+  TORCH_CHECK(fill_in.numel() == 1 || (fill_in.dim() == 1 && fill_in.numel() == nrows),
+              "sparsefill: ", op, ": fill must hold one value or one per row (", nrows,
+              "), got shape ", fill_in.sizes());
+  TORCH_CHECK(crow[0].item<int64_t>() == 0 && crow[nrows].item<int64_t>() == nse,
+              "sparsefill: ", op, ": crow_indices must run from 0 to the number of values (",
+              nse, ")");
+  // float16/bfloat16 widen to float32 and integers to int64 exactly: the order is kept
+  const auto ct = compute_type(t, op, true);
+  Tensor fill = fill_in.reshape(-1).to(ct).contiguous();
+  const int64_t fill_stride = fill.numel() == 1 ? 0 : 1;
+  return {crow, col, values_in.to(ct).contiguous(), fill, ct, nrows, nse, fill_stride};
+}
+
+}  // namespace
+
 // The first k slots of each dense row's stable sort (stored picks merged with
 // the fill's block in the core): topk of a CSR matrix along its rows with no
 // COO indices and no sort in Python (functions/order/).
 std::tuple<Tensor, Tensor> lane_topk_fill_cpu(const Tensor& crow_in, const Tensor& col_in,
                                               const Tensor& values_in, const Tensor& fill_in,
                                               int64_t n, int64_t k, bool descending) {
-  Tensor crow = index_arg(crow_in, "crow_indices", 1);
-  Tensor col = index_arg(col_in, "col_indices", 1);
-  TORCH_CHECK(crow.numel() >= 1, "sparsefill: lane_topk_fill: crow_indices must not be empty");
-  TORCH_CHECK(n >= 0, "sparsefill: lane_topk_fill: n must be non-negative, got ", n);
-  TORCH_CHECK(k >= 0 && k <= n, "sparsefill: lane_topk_fill: k must be in [0, n] (n = ", n,
-              "), got ", k);
-  TORCH_CHECK(values_in.dim() == 1, "sparsefill: lane_topk_fill: values must be 1-d, got ",
-              values_in.dim(), " dims");
-  TORCH_CHECK(values_in.device().is_cpu() && fill_in.device().is_cpu(),
-              "sparsefill: lane_topk_fill: values and fill must be on the CPU");
-  const auto t = values_in.scalar_type();
-  TORCH_CHECK(t != at::kBool && t != at::kUInt64 && !at::isComplexType(t) &&
-                  (at::isFloatingType(t) || at::isIntegralType(t, /*includeBool=*/false)),
-              "sparsefill: lane_topk_fill: values: dtype ", t, " is not supported");
-  TORCH_CHECK(fill_in.scalar_type() == t, "sparsefill: lane_topk_fill: fill has dtype ",
-              fill_in.scalar_type(), " but values ", t);
-  const int64_t nrows = crow.numel() - 1;
-  const int64_t nse = values_in.numel();
-  TORCH_CHECK(col.numel() == nse, "sparsefill: lane_topk_fill: col_indices has ", col.numel(),
-              " elements and values ", nse);
-  TORCH_CHECK(fill_in.numel() == 1 || (fill_in.dim() == 1 && fill_in.numel() == nrows),
-              "sparsefill: lane_topk_fill: fill must hold one value or one per row (", nrows,
-              "), got shape ", fill_in.sizes());
-  TORCH_CHECK(crow[0].item<int64_t>() == 0 && crow[nrows].item<int64_t>() == nse,
-              "sparsefill: lane_topk_fill: crow_indices must run from 0 to the number of "
-              "values (", nse, ")");
-  // float16/bfloat16 widen to float32 and integers to int64 exactly: the order is kept
-  const auto ct = compute_type(t, "lane_topk_fill", true);
-  Tensor values = values_in.to(ct).contiguous();
-  Tensor fill = fill_in.reshape(-1).to(ct).contiguous();
-  const int64_t fill_stride = fill.numel() == 1 ? 0 : 1;
-  Tensor src = at::empty({nrows, k}, crow.options());
-  Tensor pos = at::empty({nrows, k}, crow.options());
-  with_compute_type<true>(ct, [&](auto zero) {
+  TORCH_CHECK(k >= 0 && (n < 0 || k <= n), "sparsefill: lane_topk_fill: k must be in [0, n] (n = ",
+              n, "), got ", k);
+  const LaneOperands a = lane_operands(crow_in, col_in, values_in, fill_in, n, "lane_topk_fill");
+  const int64_t nrows = a.nrows;
+  Tensor src = at::empty({nrows, k}, a.crow.options());
+  Tensor pos = at::empty({nrows, k}, a.crow.options());
+  with_compute_type<true>(a.compute, [&](auto zero) {
     using T = decltype(zero);
-    const int64_t* cp = crow.const_data_ptr<int64_t>();
-    const int64_t* colp = col.const_data_ptr<int64_t>();
-    const T* vp = values.const_data_ptr<T>();
-    const T* fp = fill.const_data_ptr<T>();
+    const int64_t* cp = a.crow.const_data_ptr<int64_t>();
+    const int64_t* colp = a.col.const_data_ptr<int64_t>();
+    const T* vp = a.values.const_data_ptr<T>();
+    const T* fp = a.fill.const_data_ptr<T>();
     int64_t* sp = src.data_ptr<int64_t>();
     int64_t* pp = pos.data_ptr<int64_t>();
     for_row_ranges(cp, nrows, 2, "lane_topk_fill crow_indices/col_indices",
                    [&](int64_t r0, int64_t r1) {
-                     return Core<T>::lane_topk_fill(sp, pp, cp, colp, vp, fp, fill_stride,
-                                                    nrows, n, nse, k, descending ? 1 : 0, r0,
+                     return Core<T>::lane_topk_fill(sp, pp, cp, colp, vp, fp, a.fill_stride,
+                                                    nrows, n, a.nse, k, descending ? 1 : 0, r0,
                                                     r1);
                    });
   });
@@ -172,44 +190,17 @@ std::tuple<Tensor, Tensor, Tensor> lane_sort_fill_cpu(const Tensor& crow_in, con
                                                       const Tensor& values_in,
                                                       const Tensor& fill_in, int64_t n,
                                                       bool descending, bool with_indices) {
-  Tensor crow = index_arg(crow_in, "crow_indices", 1);
-  Tensor col = index_arg(col_in, "col_indices", 1);
-  TORCH_CHECK(crow.numel() >= 1, "sparsefill: lane_sort_fill: crow_indices must not be empty");
-  TORCH_CHECK(n >= 0, "sparsefill: lane_sort_fill: n must be non-negative, got ", n);
-  TORCH_CHECK(values_in.dim() == 1, "sparsefill: lane_sort_fill: values must be 1-d, got ",
-              values_in.dim(), " dims");
-  TORCH_CHECK(values_in.device().is_cpu() && fill_in.device().is_cpu(),
-              "sparsefill: lane_sort_fill: values and fill must be on the CPU");
-  const auto t = values_in.scalar_type();
-  TORCH_CHECK(t != at::kBool && t != at::kUInt64 && !at::isComplexType(t) &&
-                  (at::isFloatingType(t) || at::isIntegralType(t, /*includeBool=*/false)),
-              "sparsefill: lane_sort_fill: values: dtype ", t, " is not supported");
-  TORCH_CHECK(fill_in.scalar_type() == t, "sparsefill: lane_sort_fill: fill has dtype ",
-              fill_in.scalar_type(), " but values ", t);
-  const int64_t nrows = crow.numel() - 1;
-  const int64_t nse = values_in.numel();
-  TORCH_CHECK(col.numel() == nse, "sparsefill: lane_sort_fill: col_indices has ", col.numel(),
-              " elements and values ", nse);
-  TORCH_CHECK(fill_in.numel() == 1 || (fill_in.dim() == 1 && fill_in.numel() == nrows),
-              "sparsefill: lane_sort_fill: fill must hold one value or one per row (", nrows,
-              "), got shape ", fill_in.sizes());
-  TORCH_CHECK(crow[0].item<int64_t>() == 0 && crow[nrows].item<int64_t>() == nse,
-              "sparsefill: lane_sort_fill: crow_indices must run from 0 to the number of "
-              "values (", nse, ")");
-  // float16/bfloat16 widen to float32 and integers to int64 exactly: the order is kept
-  const auto ct = compute_type(t, "lane_sort_fill", true);
-  Tensor values = values_in.to(ct).contiguous();
-  Tensor fill = fill_in.reshape(-1).to(ct).contiguous();
-  const int64_t fill_stride = fill.numel() == 1 ? 0 : 1;
-  Tensor perm = at::empty({nse}, crow.options());
-  Tensor slot = at::empty({nse}, crow.options());
-  Tensor indices = at::empty({nrows, with_indices ? n : 0}, crow.options());
-  with_compute_type<true>(ct, [&](auto zero) {
+  const LaneOperands a = lane_operands(crow_in, col_in, values_in, fill_in, n, "lane_sort_fill");
+  const int64_t nrows = a.nrows;
+  Tensor perm = at::empty({a.nse}, a.crow.options());
+  Tensor slot = at::empty({a.nse}, a.crow.options());
+  Tensor indices = at::empty({nrows, with_indices ? n : 0}, a.crow.options());
+  with_compute_type<true>(a.compute, [&](auto zero) {
     using T = decltype(zero);
-    const int64_t* cp = crow.const_data_ptr<int64_t>();
-    const int64_t* colp = col.const_data_ptr<int64_t>();
-    const T* vp = values.const_data_ptr<T>();
-    const T* fp = fill.const_data_ptr<T>();
+    const int64_t* cp = a.crow.const_data_ptr<int64_t>();
+    const int64_t* colp = a.col.const_data_ptr<int64_t>();
+    const T* vp = a.values.const_data_ptr<T>();
+    const T* fp = a.fill.const_data_ptr<T>();
     int64_t* pp = perm.data_ptr<int64_t>();
     int64_t* sp = slot.data_ptr<int64_t>();
     int64_t* ip = with_indices ? indices.data_ptr<int64_t>() : nullptr;
@@ -218,8 +209,8 @@ std::tuple<Tensor, Tensor, Tensor> lane_sort_fill_cpu(const Tensor& crow_in, con
     const int64_t row_n = with_indices ? n : 0;
     for_ranges_by([cp, row_n](int64_t r) { return cp[r] * 8 + r * row_n; }, nrows, 1,
                   "lane_sort_fill crow_indices/col_indices", [&](int64_t r0, int64_t r1) {
-                    return Core<T>::lane_sort_fill(pp, sp, ip, cp, colp, vp, fp, fill_stride,
-                                                   nrows, n, nse, descending ? 1 : 0, r0, r1);
+                    return Core<T>::lane_sort_fill(pp, sp, ip, cp, colp, vp, fp, a.fill_stride,
+                                                   nrows, n, a.nse, descending ? 1 : 0, r0, r1);
                   });
   });
   return {perm, slot, indices};
