@@ -437,9 +437,9 @@ std::tuple<Tensor, Tensor, Tensor> semiring_masked_cuda(
     const Tensor& col_a_in, const Tensor& values_a_in, const Tensor& crow_b_in,
     const Tensor& col_b_in, const Tensor& values_b_in, int64_t ncols, int64_t monoid,
     int64_t binop, bool by_dots) {
-  Tensor crow_a, col_a;
-  std::tie(crow_a, col_a) = csr_index_args(crow_a_in, col_a_in);
+  Tensor crow_a = index_arg(crow_a_in, "crow_a", 1, kCUDA);  // the CPU kernel's names
   const at::Device device = crow_a.device();
+  Tensor col_a = cuda_index(col_a_in, "col_a", crow_a, "crow_a");
   Tensor crow_m = cuda_index(crow_m_in, "crow_m", crow_a, "crow_a");
   Tensor col_m = cuda_index(col_m_in, "col_m", crow_a, "crow_a");
   Tensor crow_b = cuda_index(crow_b_in, "crow_b", crow_a, "crow_a");
