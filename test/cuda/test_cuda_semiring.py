@@ -10,7 +10,7 @@ import torch
 
 import sf_testing.graph as G
 import torch_sparsefill as sf
-from sf_testing.cuda import CUDA, gpu
+from sf_testing.cuda import CUDA, both, gpu, malformed_csr
 from torch_sparsefill.graph.operators import NATIVE_MONOIDS, NATIVE_OPS
 
 pytestmark = [gpu, pytest.mark.cpu_only("chooses CPU and CUDA explicitly")]
@@ -110,6 +110,16 @@ def test_bad_keys_refused_alike():
                                 u.to(dev), 6, 0, 3)
             messages.append(str(e.value).splitlines()[0])
         assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize("case", ["crow_first", "decreasing", "last", "col_negative",
+                                  "col_range"])
+def test_bad_operands_refused_alike(case):
+    crow, col = malformed_csr(case)  # 3 x 5
+    values, ones = torch.ones(col.numel(), dtype=torch.float64), torch.ones(5, dtype=torch.float64)
+    both(lambda *a: ops.semiring_mv(*a, None, 0, 3), crow, col, values, ones, expect="error")
+    both(lambda *a: ops.semiring_vm(*a, 5, 0, 3), crow, col, values, torch.arange(3), ones[:3],
+         expect="error")
 
 
 def _parts(R):
