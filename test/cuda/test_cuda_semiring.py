@@ -112,6 +112,20 @@ def test_bad_keys_refused_alike():
         assert messages[0] == messages[1]
 
 
+def test_empty_operands_match_cpu():
+    e, v0 = torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.float64)
+    none, three = torch.zeros(1, dtype=torch.long), torch.zeros(4, dtype=torch.long)  # rows
+    x, u = torch.ones(4, dtype=torch.float64), torch.ones(2, dtype=torch.float64)
+    _on_both(lambda *a: ops.semiring_mv(*a, None, 0, 3), none, e, v0, x)
+    _on_both(lambda *a: ops.semiring_mv(*a, None, 2, 0), three, e, v0, x)
+    _on_both(lambda *a: ops.semiring_vm(*a, 0, 2, 0), three, e, v0, e, v0)
+    _on_both(lambda *a: ops.semiring_vm(*a, 5, 2, 0), three, e, v0, torch.tensor([0, 2]), u)
+    bt = torch.zeros(5, dtype=torch.long)  # B^T: ncols = 4 empty rows
+    for by_dots, crow_b in ((True, bt), (False, torch.zeros(3, dtype=torch.long))):
+        _on_both(lambda *a: ops.semiring_masked(*a, 4, 0, 3, by_dots),
+                 three, e, three, e, v0, crow_b, e, v0)
+
+
 @pytest.mark.parametrize("case", ["crow_first", "decreasing", "last", "col_negative",
                                   "col_range"])
 def test_bad_operands_refused_alike(case):
