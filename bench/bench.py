@@ -752,6 +752,7 @@ def gpu_rows(quick: bool):
     S, NS = S.to(cuda), NS.to(cuda)
     yield (f"GPU softmax dim 1, {rows_ // 10_000}M stored, fill -inf", _synced(lambda: torch.softmax(S, 1)),
            "torch.sparse.softmax (CUDA)", _synced(lambda: torch.sparse.softmax(NS, 1)))
+    yield from bench_graph.gpu_rows(quick)  # the semiring kernels (sf_cuda_semiring.cu)
 
 
 def layout_rows(quick: bool):

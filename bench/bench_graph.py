@@ -100,6 +100,41 @@ def graph_rows(quick: bool):
            lambda: csgraph.shortest_path(S, method="BF", indices=0))
 
 
+def gpu_rows(quick: bool):
+    """GPU rows of the CUDA semiring kernels (sf_cuda_semiring.cu), when torch
+    sees a CUDA device: mxv min_plus against torch's scatter_reduce (amin)
+    of the same terms on the GPU, and the masked plus_pair triangle count
+    against the same call on the CPU (the C kernel, torch's threads)."""
+    if not torch.cuda.is_available():
+        return
+    cuda = torch.device("cuda")
+
+    def synced(fn):
+        def run():
+            fn()
+            torch.cuda.synchronize()
+        return run
+    n, nse = (20_000, 120_000) if quick else (200_000, 1_200_000)
+    rows, cols, w = power_law(n, nse, seed=1)
+    A = _ours(rows, cols, w, n).to(cuda)
+    x = torch.rand(n, dtype=torch.float64, device=cuda)
+    r, c, v = rows.to(cuda), cols.to(cuda), w.to(cuda)
+
+    def by_scatter():  # present rows only would need one more pass: the anchor is kinder
+        out = torch.full((n,), float("inf"), dtype=torch.float64, device=cuda)
+        return out.scatter_reduce_(0, r, v + x[c], "amin")
+    yield (f"GPU graph mxv min_plus, {n // 1000}k nodes, {A.nse():,} edges",
+           synced(lambda: sf.mxm(A, x, "min_plus")),
+           "torch scatter_reduce amin (CUDA)", synced(by_scatter))
+    sr, sc, sw = power_law(n, nse // 2, seed=3, symmetric=True)
+    keep = sc < sr
+    L = _ours(sr[keep], sc[keep], torch.ones(int(keep.sum()), dtype=torch.int64), n)
+    Lg = L.to(cuda)
+    yield (f"GPU graph triangle count plus_pair, {L.nse():,} edges",
+           synced(lambda: sf.reduce(sf.mxm(Lg, Lg, "plus_pair", mask=Lg))),
+           "the same on the CPU (C kernel)", lambda: sf.reduce(sf.mxm(L, L, "plus_pair", mask=L)))
+
+
 def memory_case(name: str, quick: bool):
     """(inputs, op) of one memory row of the graph domain, or None: the
     masked product must stay within 2x (inputs + output) although its

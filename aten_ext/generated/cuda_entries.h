@@ -376,6 +376,99 @@ sf_status sf_cuda_seg_softmax_backward_f32(float *grad_values, float *grad_fill,
                                            const int64_t *seg_ptr, int64_t nseg, int64_t nse,
                                            int64_t w, int64_t n, int log_softmax, void *stream);
 
+/* ---- semiring products (aten_ext/cuda/sf_cuda_semiring.cu) --------------
+ *
+ * The graph domain's semiring products (cuSPARSE has no semirings): the
+ * twins of sf_csr_semiring_mv_*, sf_csr_semiring_vm_* and
+ * sf_csr_semiring_masked_* (sparsefill_core.h), with their monoid and
+ * binop codes (sf_monoid, sf_binop), element types (float32, float64,
+ * int64; out in ACC: double for both floats, int64), outputs and arg
+ * (the position of an output's first present term, -1: absent). One
+ * thread per output walks that output's terms in the CPU's order with
+ * the CPU's arithmetic (IEEE-rounded operations, never contracted into
+ * an FMA): out and arg equal the CPU's bit for bit, for every monoid
+ * (plus and times included: one fixed order of terms). No cuSPARSE, no
+ * workspace. Bad codes, or a division op on int64, give
+ * SF_ERR_INVALID_ARGUMENT before any launch. On operands that the
+ * checks named below reject, outputs are unspecified but every access
+ * stays in the sizes given. */
+
+/* out, arg [nrows] = A (op) x as sf_csr_semiring_mv_* over every row: x
+ * [ncols], x_present [ncols] (nonzero: present) or NULL (all present).
+ * A thread per row. The report gets the checks of
+ * sf_cuda_csr_operand_check with full = 1. */
+sf_status sf_cuda_csr_semiring_mv_f32(sf_cuda_report *report, double *out, int64_t *arg,
+                                      const int64_t *crow, const int64_t *col, const float *values,
+                                      int64_t nrows, int64_t ncols, int64_t nse, const float *x,
+                                      const uint8_t *x_present, int monoid, int op, void *stream);
+sf_status sf_cuda_csr_semiring_mv_f64(sf_cuda_report *report, double *out, int64_t *arg,
+                                      const int64_t *crow, const int64_t *col, const double *values,
+                                      int64_t nrows, int64_t ncols, int64_t nse, const double *x,
+                                      const uint8_t *x_present, int monoid, int op, void *stream);
+sf_status sf_cuda_csr_semiring_mv_i64(sf_cuda_report *report, int64_t *out, int64_t *arg,
+                                      const int64_t *crow, const int64_t *col,
+                                      const int64_t *values, int64_t nrows, int64_t ncols,
+                                      int64_t nse, const int64_t *x, const uint8_t *x_present,
+                                      int monoid, int op, void *stream);
+
+/* out, arg [ncols] = u (op) A as sf_csr_semiring_vm_*, A (nrows x ncols,
+ * values [nse] in A's order) given by its transposed pattern crow_t
+ * [ncols + 1], row_t [nse], perm [nse] from sf_cuda_csr_transpose (whose
+ * report checks A): a thread per column j walks A's elements of column j
+ * in A's order (rows ascending), looking each row up in u's keys, so its
+ * terms come in the CPU's push order. The report checks u's keys as the
+ * CPU does: SF_ERR_NOT_COALESCED where a key does not exceed the one
+ * before it (or is negative), SF_ERR_INDEX_OUT_OF_RANGE where it is >=
+ * nrows; the first bad key (site: position q, dim 0, value). */
+sf_status sf_cuda_csr_semiring_vm_f32(sf_cuda_report *report, double *out, int64_t *arg,
+                                      const int64_t *crow_t, const int64_t *row_t,
+                                      const int64_t *perm, const float *values, int64_t nrows,
+                                      int64_t ncols, int64_t nse, const int64_t *u_keys,
+                                      const float *u_values, int64_t u_nse, int monoid, int op,
+                                      void *stream);
+sf_status sf_cuda_csr_semiring_vm_f64(sf_cuda_report *report, double *out, int64_t *arg,
+                                      const int64_t *crow_t, const int64_t *row_t,
+                                      const int64_t *perm, const double *values, int64_t nrows,
+                                      int64_t ncols, int64_t nse, const int64_t *u_keys,
+                                      const double *u_values, int64_t u_nse, int monoid, int op,
+                                      void *stream);
+sf_status sf_cuda_csr_semiring_vm_i64(sf_cuda_report *report, int64_t *out, int64_t *arg,
+                                      const int64_t *crow_t, const int64_t *row_t,
+                                      const int64_t *perm, const int64_t *values, int64_t nrows,
+                                      int64_t ncols, int64_t nse, const int64_t *u_keys,
+                                      const int64_t *u_values, int64_t u_nse, int monoid, int op,
+                                      void *stream);
+
+/* out, arg [nse_m] = the masked product by dots, as
+ * sf_csr_semiring_masked_* over every row: a thread per stored element
+ * (i, j) of the mask (m x n) intersects row i of A (m rows) with row j of
+ * B^T (n rows), both sorted, by the CPU's merge (binary search where one
+ * row is over 16 times the other). No report: the caller checks the
+ * three operands with sf_cuda_csr_operand_check (full = 1) first or on
+ * the same stream; a mask element outside every row, or with a column
+ * outside [0, n), gets arg -1. */
+sf_status sf_cuda_csr_semiring_masked_f32(double *out, int64_t *arg, const int64_t *crow_m,
+                                          const int64_t *col_m, int64_t nse_m,
+                                          const int64_t *crow_a, const int64_t *col_a,
+                                          const float *val_a, int64_t nse_a, const int64_t *crow_bt,
+                                          const int64_t *col_bt, const float *val_bt,
+                                          int64_t nse_bt, int64_t m, int64_t n, int monoid, int op,
+                                          void *stream);
+sf_status sf_cuda_csr_semiring_masked_f64(double *out, int64_t *arg, const int64_t *crow_m,
+                                          const int64_t *col_m, int64_t nse_m,
+                                          const int64_t *crow_a, const int64_t *col_a,
+                                          const double *val_a, int64_t nse_a,
+                                          const int64_t *crow_bt, const int64_t *col_bt,
+                                          const double *val_bt, int64_t nse_bt, int64_t m,
+                                          int64_t n, int monoid, int op, void *stream);
+sf_status sf_cuda_csr_semiring_masked_i64(int64_t *out, int64_t *arg, const int64_t *crow_m,
+                                          const int64_t *col_m, int64_t nse_m,
+                                          const int64_t *crow_a, const int64_t *col_a,
+                                          const int64_t *val_a, int64_t nse_a,
+                                          const int64_t *crow_bt, const int64_t *col_bt,
+                                          const int64_t *val_bt, int64_t nse_bt, int64_t m,
+                                          int64_t n, int monoid, int op, void *stream);
+
 /* ---- BSR products (aten_ext/cuda/sf_cuda_bsr.cu) ------------------------
  *
  * C (nbrows r x n, row-major, ld n) = A @ B for the BSR operand of

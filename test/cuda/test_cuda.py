@@ -24,7 +24,8 @@ ops = torch.ops.sparsefill
 STRUCTURAL = ["coo_check", "csr_check", "coo_linearize", "coo_delinearize", "coalesce_plan",
               "rows_from_crow", "crow_from_rows", "union_plan"]
 # Matrix products (aten_ext/ops/products/; their CUDA halves).
-PRODUCT_OPS = ["spmm", "csr_transpose", "sddmm", "spgemm"]
+PRODUCT_OPS = ["spmm", "csr_transpose", "sddmm", "spgemm",
+               "semiring_mv", "semiring_vm", "semiring_masked"]
 # Softmax and reductions (aten_ext/ops/reductions/; their CUDA halves).
 REDUCTIONS = ["slice_plan", "seg_reduce", "seg_max", "seg_softmax", "seg_softmax_backward"]
 # Element-wise ops that merge patterns: composite over union_plan and ATen

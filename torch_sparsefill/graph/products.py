@@ -7,12 +7,14 @@ The result is present exactly where some k has both ``A[i, k]`` and
 over those k only of ``op(A[i, k], B[k, j])``.
 
 A vector result (matrix-vector, vector-matrix) of float32, float64 or int64
-operands with a named monoid and op, and no gradient tracked, takes the C
-kernels (``torch.ops.sparsefill.semiring_mv``: rows pulled on torch's
-threads; ``semiring_vm``: the vector's rows pushed); a mask then filters
-the result. Everything else, and every product whose gradient is tracked,
-is torch ops over the components, in chunks of rows (or of mask entries)
-so that the terms of one chunk are bounded:
+operands with a named monoid and op, and no gradient tracked, takes the
+native kernels (``torch.ops.sparsefill.semiring_mv``: rows pulled on torch's
+threads; ``semiring_vm``: the vector's rows pushed; on CUDA a thread per
+output, the CPU's results bit for bit); a mask then filters the result.
+A structural mask's product takes one too (``semiring_masked``). Everything else,
+and every product whose gradient is tracked, is torch ops over the
+components, in chunks of rows (or of mask entries) so that the terms of
+one chunk are bounded:
   - expansion (no mask, or a complemented one): every stored A[i, k] meets
     row k of B; a mask drops the terms it forbids before they are reduced;
   - a mask (not complemented) with fewer terms by dots: each allowed (i, j)
@@ -251,12 +253,15 @@ def _finish(T, out, mask_keys, complement, replace, accum):
 
 # The element types of the C semiring kernels (sparsefill_core.h).
 _NATIVE_DTYPES = (torch.float32, torch.float64, torch.int64)
+# The devices with a native kernel: the CUDA build registers the CUDA one
+# wherever torch has CUDA (the rule of functions/attention.py's _fused).
+_NATIVE_DEVICES = ("cpu", "cuda")
 
 
 def _csr_of(M):
-    """(crow, col, values) of an indefinite 2-D CPU operand of a native dtype,
-    or None (the torch route takes it: a strided matrix, another device,
-    dense or batch dims)."""
+    """(crow, col, values) of an indefinite 2-D operand of a native dtype on
+    a native device, or None (the torch route takes it: a strided matrix,
+    another device, dense or batch dims)."""
     if not _native_matrix(M):
         return None
     if M.layout != torch.sparse_csr:
@@ -266,8 +271,8 @@ def _csr_of(M):
 
 def _native_matrix(M) -> bool:
     return (isinstance(M, SparseFillTensor) and M.is_indefinite() and M.dim() == 2
-            and not M.dense_dim() and not M._batch_dim() and M.device.type == "cpu"
-            and M.dtype in _NATIVE_DTYPES)
+            and not M.dense_dim() and not M._batch_dim()
+            and M.device.type in _NATIVE_DEVICES and M.dtype in _NATIVE_DTYPES)
 
 
 def _csr_of_transposed(M):
@@ -283,16 +288,16 @@ def _csr_of_transposed(M):
 
 
 def _vector_of(v, n: int):
-    """(keys, values) of a 1-D CPU operand of n elements and a native dtype
-    (a strided vector: every key), or None."""
+    """(keys, values) of a 1-D operand of n elements, a native dtype and a
+    native device (a strided vector: every key), or None."""
     if isinstance(v, SparseFillTensor):
         if not (v.is_indefinite() and v.dim() == 1 and not v.dense_dim()
-                and v.device.type == "cpu" and v.shape[0] == n):
+                and v.device.type in _NATIVE_DEVICES and v.shape[0] == n):
             return None
         e = entries(v, "mxm: vector")
         return e.keys, e.values
     if isinstance(v, torch.Tensor) and v.layout == torch.strided and v.dim() == 1 \
-            and v.device.type == "cpu" and v.shape[0] == n:
+            and v.device.type in _NATIVE_DEVICES and v.shape[0] == n:
         return None if v.dtype not in _NATIVE_DTYPES else (None, v)
     return None
 
@@ -315,19 +320,20 @@ def _native_codes(monoid, op, fn, values_a, values_b):
 
 def _native_masked(A, B, mask, monoid, op, fn):
     """The masked product C<M> = A B (structural mask, no complement, no
-    out) by the C kernel, by dots or by rows as _dots_cheaper says, as
+    out) by the native kernel, by dots or by rows as _dots_cheaper says, as
     CSR, or None where the torch route serves
     (see _native_codes; the first operand COO, whose result is COO; a mask
     that is not an indefinite matrix of the result's shape; shapes that do
     not match, which the torch route names)."""
     if not (isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)
             and A.dim() == 2 and B.dim() == 2 and A.dtype == B.dtype
-            and A.shape[1] == B.shape[0] and A.layout != torch.sparse_coo):
+            and A.device == B.device and A.shape[1] == B.shape[0]
+            and A.layout != torch.sparse_coo):
         return None
     size = (A.shape[0], B.shape[1])
     if not (isinstance(mask, SparseFillTensor) and mask.is_indefinite()
             and tuple(mask.shape) == size and not mask.dense_dim() and not mask._batch_dim()
-            and mask.device.type == "cpu"):
+            and mask.device == A.device):
         return None
     a, b = _csr_of(A), _csr_of(B)
     if a is None or b is None:
@@ -348,14 +354,14 @@ def _native_masked(A, B, mask, monoid, op, fn):
 
 def _native_vector(A, B, monoid, op, fn):
     """(size, keys, values) of a matrix-vector or vector-matrix product by
-    the C kernels, or None where the torch route serves: a tracked gradient
+    the native kernels, or None where the torch route serves: a tracked gradient
     (the torch route differentiates; the kernels have no derivative), an op
     or monoid without a C twin, operands of two dtypes or another dtype, a
     shape mismatch (the torch route names it), a dot product or a matrix
     result."""
     if not (isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor)):
         return None
-    if (A.dim() == 1) == (B.dim() == 1) or A.dtype != B.dtype:
+    if (A.dim() == 1) == (B.dim() == 1) or A.dtype != B.dtype or A.device != B.device:
         return None
     matrix, vector = (A, B) if B.dim() == 1 else (B, A)
     csr = _csr_of(matrix)
@@ -375,12 +381,12 @@ def _native_vector(A, B, monoid, op, fn):
         x, present = vvals, None
         if keys is not None:
             x = vvals.new_zeros(n).index_copy_(0, keys, vvals)
-            present = torch.zeros(n, dtype=torch.bool).index_fill_(0, keys, True)
+            present = torch.zeros(n, dtype=torch.bool, device=x.device).index_fill_(0, keys, True)
         acc, arg = torch.ops.sparsefill.semiring_mv(crow, col, values, x, present, *codes)
         size = (m,)
     else:  # u (op) A: u's rows of A pushed
         if keys is None:
-            keys = torch.arange(m)
+            keys = torch.arange(m, device=values.device)
         acc, arg = torch.ops.sparsefill.semiring_vm(crow, col, values, keys, vvals, n, *codes)
         size = (n,)
     present_keys = (arg >= 0).nonzero().squeeze(1)

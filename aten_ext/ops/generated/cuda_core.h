@@ -24,6 +24,9 @@ template <> struct CudaCore<float> {
   static constexpr auto seg_max = sf_cuda_seg_max_f32;
   static constexpr auto seg_softmax = sf_cuda_seg_softmax_f32;
   static constexpr auto seg_softmax_backward = sf_cuda_seg_softmax_backward_f32;
+  static constexpr auto semiring_mv = sf_cuda_csr_semiring_mv_f32;
+  static constexpr auto semiring_vm = sf_cuda_csr_semiring_vm_f32;
+  static constexpr auto semiring_masked = sf_cuda_csr_semiring_masked_f32;
   static constexpr auto bsr_spmm = sf_cuda_bsr_spmm_f32;
 };
 
@@ -39,12 +42,18 @@ template <> struct CudaCore<double> {
   static constexpr auto seg_max = sf_cuda_seg_max_f64;
   static constexpr auto seg_softmax = sf_cuda_seg_softmax_f64;
   static constexpr auto seg_softmax_backward = sf_cuda_seg_softmax_backward_f64;
+  static constexpr auto semiring_mv = sf_cuda_csr_semiring_mv_f64;
+  static constexpr auto semiring_vm = sf_cuda_csr_semiring_vm_f64;
+  static constexpr auto semiring_masked = sf_cuda_csr_semiring_masked_f64;
   static constexpr auto bsr_spmm = sf_cuda_bsr_spmm_f64;
 };
 
 template <> struct CudaCore<int64_t> {
   static constexpr auto seg_sum = sf_cuda_seg_sum_i64;
   static constexpr auto seg_max = sf_cuda_seg_max_i64;
+  static constexpr auto semiring_mv = sf_cuda_csr_semiring_mv_i64;
+  static constexpr auto semiring_vm = sf_cuda_csr_semiring_vm_i64;
+  static constexpr auto semiring_masked = sf_cuda_csr_semiring_masked_i64;
 };
 
 }  // namespace sparsefill

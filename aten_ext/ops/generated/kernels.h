@@ -113,16 +113,31 @@ std::tuple<Tensor, Tensor> semiring_mv_cpu(const Tensor& crow_indices, const Ten
                                            const Tensor& values, const Tensor& x,
                                            const std::optional<Tensor>& x_present, int64_t monoid,
                                            int64_t binop);
+std::tuple<Tensor, Tensor> semiring_mv_cuda(const Tensor& crow_indices, const Tensor& col_indices,
+                                            const Tensor& values, const Tensor& x,
+                                            const std::optional<Tensor>& x_present, int64_t monoid,
+                                            int64_t binop);
 std::tuple<Tensor, Tensor> semiring_vm_cpu(const Tensor& crow_indices, const Tensor& col_indices,
                                            const Tensor& values, const Tensor& u_keys,
                                            const Tensor& u_values, int64_t ncols, int64_t monoid,
                                            int64_t binop);
+std::tuple<Tensor, Tensor> semiring_vm_cuda(const Tensor& crow_indices, const Tensor& col_indices,
+                                            const Tensor& values, const Tensor& u_keys,
+                                            const Tensor& u_values, int64_t ncols, int64_t monoid,
+                                            int64_t binop);
 std::tuple<Tensor, Tensor, Tensor> semiring_masked_cpu(const Tensor& crow_m, const Tensor& col_m,
                                                        const Tensor& crow_a, const Tensor& col_a,
                                                        const Tensor& values_a, const Tensor& crow_b,
                                                        const Tensor& col_b, const Tensor& values_b,
                                                        int64_t ncols, int64_t monoid, int64_t binop,
                                                        bool by_dots);
+std::tuple<Tensor, Tensor, Tensor> semiring_masked_cuda(const Tensor& crow_m, const Tensor& col_m,
+                                                        const Tensor& crow_a, const Tensor& col_a,
+                                                        const Tensor& values_a,
+                                                        const Tensor& crow_b, const Tensor& col_b,
+                                                        const Tensor& values_b, int64_t ncols,
+                                                        int64_t monoid, int64_t binop,
+                                                        bool by_dots);
 std::tuple<Tensor, Tensor, Tensor> ewise_merge_cpu(const Tensor& crow_a, const Tensor& col_a,
                                                    const Tensor& values_a, const Tensor& crow_b,
                                                    const Tensor& col_b, const Tensor& values_b,

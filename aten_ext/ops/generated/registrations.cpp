@@ -57,6 +57,9 @@ TORCH_LIBRARY_IMPL(sparsefill, CUDA, m) {
   m.impl("sparse_attention_backward", &sparsefill::sparse_attention_backward_cuda);
   m.impl("csr_transpose", &sparsefill::csr_transpose_cuda);
   m.impl("spgemm", &sparsefill::spgemm_cuda);
+  m.impl("semiring_mv", &sparsefill::semiring_mv_cuda);
+  m.impl("semiring_vm", &sparsefill::semiring_vm_cuda);
+  m.impl("semiring_masked", &sparsefill::semiring_masked_cuda);
   m.impl("bsr_spmm", &sparsefill::bsr_spmm_cuda);
   m.impl("slice_plan", &sparsefill::slice_plan_cuda);
   m.impl("seg_reduce", &sparsefill::seg_reduce_cuda);

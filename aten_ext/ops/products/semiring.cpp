@@ -1,9 +1,12 @@
 // ops/products/semiring.cpp -- the kernels of semiring_mv, semiring_vm,
 // semiring_masked and ewise_merge (the ops: tools/codegen/native.yaml): the
 // graph domain's semiring products and the union of two CSR patterns
-// (torch_sparsefill/graph/ routes to them). CPU only: check the components,
-// then the C core (sf_semiring.c): mv, the masked dots and the merge's two
-// passes over row ranges on torch's threads, vm in one push pass.
+// (torch_sparsefill/graph/ routes to them). CPU: check the components, then
+// the C core (sf_semiring.c): mv, the masked dots and the merge's two passes
+// over row ranges on torch's threads, vm in one push pass. CUDA (CUDA build
+// only; ewise_merge stays CPU-only): the same rules and messages, then the
+// CUDA core (sf_cuda_semiring.cu), whose out and arg are the CPU's bit for
+// bit; each op synchronises once to read its reports.
 #include <torch/library.h>
 
 #include <ATen/ops/empty.h>
@@ -273,3 +276,252 @@ std::tuple<Tensor, Tensor, Tensor> semiring_masked_cpu(
 }
 
 }  // namespace sparsefill
+
+#ifdef SPARSEFILL_WITH_CUDA
+#include <ATen/ops/zeros.h>
+
+#include <limits>
+
+#include "ops/products/on_cuda.h"
+
+namespace sparsefill {
+
+namespace {
+
+// check_semiring_values' rules on the GPU: the indices' device.
+void check_semiring_values_on(const Tensor& t, const char* op, const char* name,
+                              const at::Device& device) {
+  const auto st = t.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kLong, "sparsefill: ", op,
+              ": ", name, " must be float32, float64 or int64, got ", st);
+  TORCH_CHECK(t.device() == device, "sparsefill: ", op, ": ", name,
+              " must be on the GPU for the CUDA kernel (on ", device, ", with the indices), got ",
+              t.device());
+  TORCH_CHECK(t.dim() == 1, "sparsefill: ", op, ": ", name, " must be 1-D, got shape ",
+              t.sizes());
+}
+
+Tensor cuda_index(const Tensor& t, const char* name, const Tensor& like, const char* like_name) {
+  Tensor out = index_arg(t, name, 1, kCUDA);
+  same_device(out, name, like, like_name);
+  return out;
+}
+
+// The transposed pattern of a checked-on-the-way CSR operand (nrows x ncols)
+// into `report` (sf_cuda_csr_transpose: full operand check): crow_t, row_t, perm.
+std::tuple<Tensor, Tensor, Tensor> transposed(sf_cuda_report* report, const Tensor& crow,
+                                              const Tensor& col, int64_t ncols, const char* what) {
+  const int64_t nse = col.numel(), m = crow.numel() - 1;
+  Tensor crow_t = at::empty({ncols + 1}, crow.options());
+  Tensor row_t = at::empty({nse}, crow.options());
+  Tensor perm = at::empty({nse}, crow.options());
+  size_t bytes = 0;
+  auto call = [&](sf_cuda_report* r, void* ws) {
+    return sf_cuda_csr_transpose(r, crow_t.data_ptr<int64_t>(), row_t.data_ptr<int64_t>(),
+                                 perm.data_ptr<int64_t>(), crow.data_ptr<int64_t>(),
+                                 col.data_ptr<int64_t>(), m, ncols, nse, ws, &bytes,
+                                 current_stream());
+  };
+  check_call(call(nullptr, nullptr), what);
+  Tensor ws = workspace(bytes, crow);
+  check_call(call(report, ws.data_ptr()), what);
+  return {crow_t, row_t, perm};
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> semiring_mv_cuda(const Tensor& crow_in, const Tensor& col_in,
+                                            const Tensor& values_in, const Tensor& x_in,
+                                            const std::optional<Tensor>& x_present_in,
+                                            int64_t monoid, int64_t binop) {
+  Tensor crow, col;
+  std::tie(crow, col) = csr_index_args(crow_in, col_in);
+  const at::Device device = crow.device();
+  check_semiring_values_on(values_in, "semiring_mv", "values", device);
+  check_semiring_values_on(x_in, "semiring_mv", "x", device);
+  TORCH_CHECK(x_in.scalar_type() == values_in.scalar_type(),
+              "sparsefill: semiring_mv: values and x must have one dtype, got ",
+              values_in.scalar_type(), " and ", x_in.scalar_type());
+  check_codes(monoid, binop, "semiring_mv");
+  const char* what = "semiring_mv: A's";
+  const int64_t m = csr_operand_shape(crow, col, values_in, what);
+  const int64_t ncols = x_in.size(0), nse = col.numel();
+  Tensor present;
+  if (x_present_in.has_value() && x_present_in->defined()) {
+    present = *x_present_in;
+    TORCH_CHECK(present.scalar_type() == at::kBool || present.scalar_type() == at::kByte,
+                "sparsefill: semiring_mv: x_present must be bool or uint8, got ",
+                present.scalar_type());
+    TORCH_CHECK(present.dim() == 1 && present.size(0) == ncols && present.device() == device,
+                "sparsefill: semiring_mv: x_present must be a 1-D tensor of ", ncols,
+                " elements (x's) on ", device, ", got shape ", present.sizes(), " on ",
+                present.device());
+    present = present.contiguous();
+  }
+  c10::cuda::CUDAGuard guard(device);
+  Tensor values = values_in.contiguous(), x = x_in.contiguous();
+  const auto acc = accumulator_type(values.scalar_type());
+  Tensor out = at::empty({m}, values.options().dtype(acc));
+  Tensor arg = at::empty({m}, values.options().dtype(at::kLong));
+  const uint8_t* pr = present.defined() ? static_cast<const uint8_t*>(present.const_data_ptr())
+                                        : nullptr;
+  Reports reports(1, device);
+  with_compute_type<true>(values.scalar_type(), [&](auto zero) {
+    using T = decltype(zero);
+    using A = std::conditional_t<std::is_same_v<T, int64_t>, int64_t, double>;
+    check_call(CudaCore<T>::semiring_mv(reports.at(0), out.data_ptr<A>(),
+                                        arg.data_ptr<int64_t>(), crow.const_data_ptr<int64_t>(),
+                                        col.const_data_ptr<int64_t>(), values.const_data_ptr<T>(),
+                                        m, ncols, nse, x.const_data_ptr<T>(), pr, (int)monoid,
+                                        (int)binop, current_stream()),
+               "semiring_mv operands");
+  });
+  const auto r = reports.read()[0];
+  check_operand_ends(r, what, nse);
+  check_status((sf_status)r.status, "semiring_mv operands");  // as the CPU: no site
+  return {out, arg};
+}
+
+std::tuple<Tensor, Tensor> semiring_vm_cuda(const Tensor& crow_in, const Tensor& col_in,
+                                            const Tensor& values_in, const Tensor& u_keys_in,
+                                            const Tensor& u_values_in, int64_t ncols,
+                                            int64_t monoid, int64_t binop) {
+  Tensor crow, col;
+  std::tie(crow, col) = csr_index_args(crow_in, col_in);
+  const at::Device device = crow.device();
+  Tensor keys = cuda_index(u_keys_in, "u_keys", crow, "crow_indices");
+  check_semiring_values_on(values_in, "semiring_vm", "values", device);
+  check_semiring_values_on(u_values_in, "semiring_vm", "u_values", device);
+  TORCH_CHECK(u_values_in.scalar_type() == values_in.scalar_type(),
+              "sparsefill: semiring_vm: values and u_values must have one dtype, got ",
+              values_in.scalar_type(), " and ", u_values_in.scalar_type());
+  TORCH_CHECK(keys.numel() == u_values_in.numel(), "sparsefill: semiring_vm: u has ",
+              keys.numel(), " keys but ", u_values_in.numel(), " values");
+  TORCH_CHECK(ncols >= 0, "sparsefill: semiring_vm: ncols must be non-negative, got ", ncols);
+  check_codes(monoid, binop, "semiring_vm");
+  const char* what = "semiring_vm: A's";
+  const int64_t m = csr_operand_shape(crow, col, values_in, what);
+  const int64_t nse = col.numel();
+  c10::cuda::CUDAGuard guard(device);
+  Tensor values = values_in.contiguous(), u_values = u_values_in.contiguous();
+  const auto acc = accumulator_type(values.scalar_type());
+  Tensor out = at::empty({ncols}, values.options().dtype(acc));
+  Tensor arg = at::empty({ncols}, values.options().dtype(at::kLong));
+  // Report 0: A's checks (the transpose's); 1: u's keys.
+  Reports reports(2, device);
+  // By columns of A^T rather than atomics: each output has one writer, its
+  // terms in the CPU's push order.
+  Tensor crow_t, row_t, perm;
+  std::tie(crow_t, row_t, perm) = transposed(reports.at(0), crow, col, ncols,
+                                             "semiring_vm operands");
+  with_compute_type<true>(values.scalar_type(), [&](auto zero) {
+    using T = decltype(zero);
+    using A = std::conditional_t<std::is_same_v<T, int64_t>, int64_t, double>;
+    check_call(CudaCore<T>::semiring_vm(
+                   reports.at(1), out.data_ptr<A>(), arg.data_ptr<int64_t>(),
+                   crow_t.const_data_ptr<int64_t>(), row_t.const_data_ptr<int64_t>(),
+                   perm.const_data_ptr<int64_t>(), values.const_data_ptr<T>(), m, ncols, nse,
+                   keys.const_data_ptr<int64_t>(), u_values.const_data_ptr<T>(), keys.numel(),
+                   (int)monoid, (int)binop, current_stream()),
+               "semiring_vm operands");
+  });
+  const auto r = reports.read();
+  check_operand_ends(r[0], what, nse);
+  check_status((sf_status)r[0].status, "semiring_vm operands");
+  check_status((sf_status)r[1].status, "semiring_vm operands");
+  return {out, arg};
+}
+
+std::tuple<Tensor, Tensor, Tensor> semiring_masked_cuda(
+    const Tensor& crow_m_in, const Tensor& col_m_in, const Tensor& crow_a_in,
+    const Tensor& col_a_in, const Tensor& values_a_in, const Tensor& crow_b_in,
+    const Tensor& col_b_in, const Tensor& values_b_in, int64_t ncols, int64_t monoid,
+    int64_t binop, bool by_dots) {
+  Tensor crow_a = index_arg(crow_a_in, "crow_a", 1, kCUDA);  // the CPU kernel's names
+  const at::Device device = crow_a.device();
+  Tensor col_a = cuda_index(col_a_in, "col_a", crow_a, "crow_a");
+  Tensor crow_m = cuda_index(crow_m_in, "crow_m", crow_a, "crow_a");
+  Tensor col_m = cuda_index(col_m_in, "col_m", crow_a, "crow_a");
+  Tensor crow_b = cuda_index(crow_b_in, "crow_b", crow_a, "crow_a");
+  Tensor col_b = cuda_index(col_b_in, "col_b", crow_a, "crow_a");
+  check_semiring_values_on(values_a_in, "semiring_masked", "values_a", device);
+  check_semiring_values_on(values_b_in, "semiring_masked", "values_b", device);
+  TORCH_CHECK(values_a_in.scalar_type() == values_b_in.scalar_type(),
+              "sparsefill: semiring_masked: values_a and values_b must have one dtype, got ",
+              values_a_in.scalar_type(), " and ", values_b_in.scalar_type());
+  TORCH_CHECK(ncols >= 0, "sparsefill: semiring_masked: ncols must be non-negative, got ",
+              ncols);
+  check_codes(monoid, binop, "semiring_masked");
+  const char* what_a = "semiring_masked: A's";
+  const char* what_b = "semiring_masked: B's";
+  const int64_t m = csr_operand_shape(crow_a, col_a, values_a_in, what_a);
+  const int64_t rows_b = csr_operand_shape(crow_b, col_b, values_b_in, what_b);
+  TORCH_CHECK(!by_dots || rows_b == ncols, "sparsefill: semiring_masked: B^T must have ", ncols,
+              " rows (ncols), got ", rows_b);
+  TORCH_CHECK(crow_m.numel() == m + 1, "sparsefill: semiring_masked: the mask must have ", m,
+              " rows (A's), got crow_m of ", crow_m.numel(), " elements");
+  c10::cuda::CUDAGuard guard(device);
+  const int64_t nse_m = col_m.numel(), nse_a = col_a.numel(), nse_b = col_b.numel();
+  constexpr int64_t kAny = std::numeric_limits<int64_t>::max();  // a column count not given
+  Tensor values_a = values_a_in.contiguous(), values_b = values_b_in.contiguous();
+  // Reports: 0 A, 1 B (or its transpose), 2 the mask. By dots, A's columns
+  // meet B^T's only by equality, unbounded as on the CPU; by rows they are
+  // B's rows.
+  Reports reports(3, device);
+  const char* what = "semiring_masked operands";
+  check_call(sf_cuda_csr_operand_check(reports.at(0), crow_a.data_ptr<int64_t>(),
+                                       col_a.data_ptr<int64_t>(), m, by_dots ? kAny : rows_b,
+                                       nse_a, 1, current_stream()),
+             what);
+  // The dots need B^T: by rows, B is transposed here (the results agree:
+  // both fold the terms of an output in A's order).
+  Tensor crow_bt = crow_b, col_bt = col_b, values_bt = values_b;
+  if (by_dots) {
+    check_call(sf_cuda_csr_operand_check(reports.at(1), crow_b.data_ptr<int64_t>(),
+                                         col_b.data_ptr<int64_t>(), rows_b, kAny, nse_b, 1,
+                                         current_stream()),
+               what);
+  } else {
+    Tensor perm;
+    std::tie(crow_bt, col_bt, perm) = transposed(reports.at(1), crow_b, col_b, ncols, what);
+    values_bt = values_b.index_select(0, perm);  // perm is a permutation, even of bad input
+  }
+  check_call(sf_cuda_csr_operand_check(reports.at(2), crow_m.data_ptr<int64_t>(),
+                                       col_m.data_ptr<int64_t>(), m, ncols, nse_m, 1,
+                                       current_stream()),
+             what);
+  const auto acc = accumulator_type(values_a.scalar_type());
+  Tensor out = at::empty({nse_m}, values_a.options().dtype(acc));
+  Tensor arg = at::empty({nse_m}, values_a.options().dtype(at::kLong));
+  with_compute_type<true>(values_a.scalar_type(), [&](auto zero) {
+    using T = decltype(zero);
+    using A = std::conditional_t<std::is_same_v<T, int64_t>, int64_t, double>;
+    check_call(CudaCore<T>::semiring_masked(
+                   out.data_ptr<A>(), arg.data_ptr<int64_t>(), crow_m.const_data_ptr<int64_t>(),
+                   col_m.const_data_ptr<int64_t>(), nse_m, crow_a.const_data_ptr<int64_t>(),
+                   col_a.const_data_ptr<int64_t>(), values_a.const_data_ptr<T>(), nse_a,
+                   crow_bt.const_data_ptr<int64_t>(), col_bt.const_data_ptr<int64_t>(),
+                   values_bt.const_data_ptr<T>(), col_bt.numel(), m, ncols, (int)monoid,
+                   (int)binop, current_stream()),
+               what);
+  });
+  const auto r = reports.read();
+  check_operand_ends(r[0], what_a, nse_a);
+  check_operand_ends(r[1], what_b, nse_b);
+  // The mask's ends as the CPU names them: crow_m[0] is the report's value
+  // only where it is not 0; crow_m[m] is its result.
+  const int64_t first = (sf_status)r[2].status == SF_ERR_CROW_FIRST ? r[2].value : 0;
+  TORCH_CHECK(first == 0 && r[2].result == nse_m, "sparsefill: semiring_masked: crow_m must run "
+              "from 0 to the mask's ", nse_m, " elements, got ", first, " to ", r[2].result);
+  for (const auto& ri : r) check_status((sf_status)ri.status, what);
+  // The present mask elements, compacted in order: the result's CSR.
+  Tensor keep = arg.ge(0);
+  Tensor col = col_m.masked_select(keep);
+  Tensor values = out.masked_select(keep);
+  Tensor kept = at::zeros({nse_m + 1}, crow_m.options());
+  kept.narrow(0, 1, nse_m).copy_(keep.to(at::kLong).cumsum(0));
+  return {kept.index_select(0, crow_m), col, values};
+}
+
+}  // namespace sparsefill
+#endif  // SPARSEFILL_WITH_CUDA
