@@ -253,9 +253,11 @@ def _finish(T, out, mask_keys, complement, replace, accum):
 
 # The element types of the C semiring kernels (sparsefill_core.h).
 _NATIVE_DTYPES = (torch.float32, torch.float64, torch.int64)
-# The devices with a native kernel: the CUDA build registers the CUDA one
-# wherever torch has CUDA (the rule of functions/attention.py's _fused).
-_NATIVE_DEVICES = ("cpu", "cuda")
+# The devices with a native kernel: the CPU always; CUDA where this build
+# registered the CUDA kernels (a CPU-only build beside a CUDA torch keeps the
+# torch route on the GPU rather than failing in the dispatcher).
+_NATIVE_DEVICES = ("cpu",) + (("cuda",) if torch._C._dispatch_has_kernel_for_dispatch_key(
+    "sparsefill::semiring_mv", "CUDA") else ())
 
 
 def _csr_of(M):
