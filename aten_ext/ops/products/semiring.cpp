@@ -11,6 +11,7 @@
 
 #include <ATen/ops/empty.h>
 
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -24,16 +25,32 @@ namespace sparsefill {
 
 namespace {
 
+// Where an argument must be, in a message: the CPU kernels take CPU tensors,
+// the CUDA kernels tensors on the indices' GPU.
+std::string where(const at::Device& device) {
+  return device.is_cpu() ? std::string("the CPU") : device.str() + " (the indices' device)";
+}
+
 // The element types with a semiring entry, as they are (no promotion: the
-// caller promotes, so that the terms are torch's).
-void check_semiring_values(const Tensor& t, const char* op, const char* name) {
+// caller promotes, so that the terms are torch's), 1-D on `device`.
+void check_semiring_values(const Tensor& t, const char* op, const char* name,
+                           const at::Device& device) {
   const auto st = t.scalar_type();
   TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kLong, "sparsefill: ", op,
               ": ", name, " must be float32, float64 or int64, got ", st);
-  TORCH_CHECK(t.device().is_cpu(), "sparsefill: ", op, ": ", name, " must be on the CPU, got ",
-              t.device());
+  TORCH_CHECK(t.device() == device, "sparsefill: ", op, ": ", name, " must be on ",
+              where(device), ", got ", t.device());
   TORCH_CHECK(t.dim() == 1, "sparsefill: ", op, ": ", name, " must be 1-D, got shape ",
               t.sizes());
+}
+
+// Two value operands, each checked, of one dtype.
+void check_value_pair(const Tensor& a, const char* name_a, const Tensor& b, const char* name_b,
+                      const char* op, const at::Device& device) {
+  check_semiring_values(a, op, name_a, device);
+  check_semiring_values(b, op, name_b, device);
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "sparsefill: ", op, ": ", name_a, " and ",
+              name_b, " must have one dtype, got ", a.scalar_type(), " and ", b.scalar_type());
 }
 
 void check_codes(int64_t monoid, int64_t binop, const char* what) {
@@ -41,6 +58,58 @@ void check_codes(int64_t monoid, int64_t binop, const char* what) {
               ": monoid must be a code of sf_monoid (0 to 6), got ", monoid);
   TORCH_CHECK(binop >= SF_OP_PLUS && binop <= SF_OP_GE, "sparsefill: ", what,
               ": binop must be a code of sf_binop (0 to 19), got ", binop);
+}
+
+void check_ncols(int64_t ncols, const char* op) {
+  TORCH_CHECK(ncols >= 0, "sparsefill: ", op, ": ncols must be non-negative, got ", ncols);
+}
+
+// The arguments each op checks before it reads an index, one rule for the
+// CPU and CUDA kernels (only `device` differs; the indices are checked by
+// each, the CUDA kernels on the device).
+
+// semiring_mv: x_present checked and contiguous, or undefined when not given.
+Tensor mv_arguments(const Tensor& values, const Tensor& x,
+                    const std::optional<Tensor>& x_present, int64_t monoid, int64_t binop,
+                    const at::Device& device) {
+  check_value_pair(values, "values", x, "x", "semiring_mv", device);
+  check_codes(monoid, binop, "semiring_mv");
+  if (!x_present.has_value() || !x_present->defined()) return Tensor();
+  const Tensor& present = *x_present;
+  const int64_t ncols = x.size(0);
+  TORCH_CHECK(present.scalar_type() == at::kBool || present.scalar_type() == at::kByte,
+              "sparsefill: semiring_mv: x_present must be bool or uint8, got ",
+              present.scalar_type());
+  TORCH_CHECK(present.dim() == 1 && present.size(0) == ncols && present.device() == device,
+              "sparsefill: semiring_mv: x_present must be a 1-D tensor of ", ncols,
+              " elements (x's) on ", where(device), ", got shape ", present.sizes(), " on ",
+              present.device());
+  return present.contiguous();
+}
+
+void vm_arguments(const Tensor& values, const Tensor& keys, const Tensor& u_values,
+                  int64_t ncols, int64_t monoid, int64_t binop, const at::Device& device) {
+  check_value_pair(values, "values", u_values, "u_values", "semiring_vm", device);
+  TORCH_CHECK(keys.numel() == u_values.numel(), "sparsefill: semiring_vm: u has ", keys.numel(),
+              " keys but ", u_values.numel(), " values");
+  check_ncols(ncols, "semiring_vm");
+  check_codes(monoid, binop, "semiring_vm");
+}
+
+void masked_arguments(const Tensor& values_a, const Tensor& values_b, int64_t ncols,
+                      int64_t monoid, int64_t binop, const at::Device& device) {
+  check_value_pair(values_a, "values_a", values_b, "values_b", "semiring_masked", device);
+  check_ncols(ncols, "semiring_masked");
+  check_codes(monoid, binop, "semiring_masked");
+}
+
+// semiring_masked, once A's and B's rows are known.
+void masked_shapes(int64_t m, int64_t rows_b, int64_t ncols, bool by_dots,
+                   const Tensor& crow_m) {
+  TORCH_CHECK(!by_dots || rows_b == ncols, "sparsefill: semiring_masked: B^T must have ", ncols,
+              " rows (ncols), got ", rows_b);
+  TORCH_CHECK(crow_m.numel() == m + 1, "sparsefill: semiring_masked: the mask must have ", m,
+              " rows (A's), got crow_m of ", crow_m.numel(), " elements");
 }
 
 // out in ACC: double for both floats, int64 for int64.
@@ -56,25 +125,9 @@ std::tuple<Tensor, Tensor> semiring_mv_cpu(const Tensor& crow_in, const Tensor& 
                                            int64_t monoid, int64_t binop) {
   Tensor crow = index_arg(crow_in, "crow_indices", 1);
   Tensor col = index_arg(col_in, "col_indices", 1);
-  check_semiring_values(values_in, "semiring_mv", "values");
-  check_semiring_values(x_in, "semiring_mv", "x");
-  TORCH_CHECK(x_in.scalar_type() == values_in.scalar_type(),
-              "sparsefill: semiring_mv: values and x must have one dtype, got ",
-              values_in.scalar_type(), " and ", x_in.scalar_type());
-  check_codes(monoid, binop, "semiring_mv");
+  Tensor present = mv_arguments(values_in, x_in, x_present_in, monoid, binop, at::kCPU);
   const int64_t m = csr_operand_rows(crow, col, values_in, "semiring_mv: A's");
   const int64_t ncols = x_in.size(0), nse = col.numel();
-  Tensor present;
-  if (x_present_in.has_value() && x_present_in->defined()) {
-    present = *x_present_in;
-    TORCH_CHECK(present.scalar_type() == at::kBool || present.scalar_type() == at::kByte,
-                "sparsefill: semiring_mv: x_present must be bool or uint8, got ",
-                present.scalar_type());
-    TORCH_CHECK(present.dim() == 1 && present.size(0) == ncols && present.device().is_cpu(),
-                "sparsefill: semiring_mv: x_present must be a 1-D CPU tensor of ", ncols,
-                " elements (x's), got shape ", present.sizes(), " on ", present.device());
-    present = present.contiguous();
-  }
   Tensor values = values_in.contiguous(), x = x_in.contiguous();
   const auto acc = accumulator_type(values.scalar_type());
   Tensor out = at::empty({m}, values.options().dtype(acc));
@@ -102,15 +155,7 @@ std::tuple<Tensor, Tensor> semiring_vm_cpu(const Tensor& crow_in, const Tensor& 
   Tensor crow = index_arg(crow_in, "crow_indices", 1);
   Tensor col = index_arg(col_in, "col_indices", 1);
   Tensor keys = index_arg(u_keys_in, "u_keys", 1);
-  check_semiring_values(values_in, "semiring_vm", "values");
-  check_semiring_values(u_values_in, "semiring_vm", "u_values");
-  TORCH_CHECK(u_values_in.scalar_type() == values_in.scalar_type(),
-              "sparsefill: semiring_vm: values and u_values must have one dtype, got ",
-              values_in.scalar_type(), " and ", u_values_in.scalar_type());
-  TORCH_CHECK(keys.numel() == u_values_in.numel(), "sparsefill: semiring_vm: u has ",
-              keys.numel(), " keys but ", u_values_in.numel(), " values");
-  TORCH_CHECK(ncols >= 0, "sparsefill: semiring_vm: ncols must be non-negative, got ", ncols);
-  check_codes(monoid, binop, "semiring_vm");
+  vm_arguments(values_in, keys, u_values_in, ncols, monoid, binop, at::kCPU);
   const int64_t m = csr_operand_rows(crow, col, values_in, "semiring_vm: A's");
   Tensor values = values_in.contiguous(), u_values = u_values_in.contiguous();
   const auto acc = accumulator_type(values.scalar_type());
@@ -139,12 +184,8 @@ std::tuple<Tensor, Tensor, Tensor> ewise_merge_cpu(const Tensor& crow_a_in, cons
                                                    const std::optional<Tensor>& b_default_in) {
   Tensor crow_a = index_arg(crow_a_in, "crow_a", 1), col_a = index_arg(col_a_in, "col_a", 1);
   Tensor crow_b = index_arg(crow_b_in, "crow_b", 1), col_b = index_arg(col_b_in, "col_b", 1);
-  check_semiring_values(values_a_in, "ewise_merge", "values_a");
-  check_semiring_values(values_b_in, "ewise_merge", "values_b");
-  TORCH_CHECK(values_a_in.scalar_type() == values_b_in.scalar_type(),
-              "sparsefill: ewise_merge: values_a and values_b must have one dtype, got ",
-              values_a_in.scalar_type(), " and ", values_b_in.scalar_type());
-  TORCH_CHECK(ncols >= 0, "sparsefill: ewise_merge: ncols must be non-negative, got ", ncols);
+  check_value_pair(values_a_in, "values_a", values_b_in, "values_b", "ewise_merge", at::kCPU);
+  check_ncols(ncols, "ewise_merge");
   check_codes(SF_MONOID_PLUS, binop, "ewise_merge");
   const int64_t m = csr_operand_rows(crow_a, col_a, values_a_in, "ewise_merge: A's");
   const int64_t mb = csr_operand_rows(crow_b, col_b, values_b_in, "ewise_merge: B's");
@@ -205,20 +246,10 @@ std::tuple<Tensor, Tensor, Tensor> semiring_masked_cpu(
   Tensor crow_m = index_arg(crow_m_in, "crow_m", 1), col_m = index_arg(col_m_in, "col_m", 1);
   Tensor crow_a = index_arg(crow_a_in, "crow_a", 1), col_a = index_arg(col_a_in, "col_a", 1);
   Tensor crow_b = index_arg(crow_b_in, "crow_b", 1), col_b = index_arg(col_b_in, "col_b", 1);
-  check_semiring_values(values_a_in, "semiring_masked", "values_a");
-  check_semiring_values(values_b_in, "semiring_masked", "values_b");
-  TORCH_CHECK(values_a_in.scalar_type() == values_b_in.scalar_type(),
-              "sparsefill: semiring_masked: values_a and values_b must have one dtype, got ",
-              values_a_in.scalar_type(), " and ", values_b_in.scalar_type());
-  TORCH_CHECK(ncols >= 0, "sparsefill: semiring_masked: ncols must be non-negative, got ",
-              ncols);
-  check_codes(monoid, binop, "semiring_masked");
+  masked_arguments(values_a_in, values_b_in, ncols, monoid, binop, at::kCPU);
   const int64_t m = csr_operand_rows(crow_a, col_a, values_a_in, "semiring_masked: A's");
   const int64_t rows_b = csr_operand_rows(crow_b, col_b, values_b_in, "semiring_masked: B's");
-  TORCH_CHECK(!by_dots || rows_b == ncols, "sparsefill: semiring_masked: B^T must have ", ncols,
-              " rows (ncols), got ", rows_b);
-  TORCH_CHECK(crow_m.numel() == m + 1, "sparsefill: semiring_masked: the mask must have ", m,
-              " rows (A's), got crow_m of ", crow_m.numel(), " elements");
+  masked_shapes(m, rows_b, ncols, by_dots, crow_m);
   const int64_t nse_m = col_m.numel();
   const int64_t* crm = crow_m.const_data_ptr<int64_t>();
   TORCH_CHECK(crm[0] == 0 && crm[m] == nse_m, "sparsefill: semiring_masked: crow_m must run "
@@ -288,19 +319,6 @@ namespace sparsefill {
 
 namespace {
 
-// check_semiring_values' rules on the GPU: the indices' device.
-void check_semiring_values_on(const Tensor& t, const char* op, const char* name,
-                              const at::Device& device) {
-  const auto st = t.scalar_type();
-  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kLong, "sparsefill: ", op,
-              ": ", name, " must be float32, float64 or int64, got ", st);
-  TORCH_CHECK(t.device() == device, "sparsefill: ", op, ": ", name,
-              " must be on the GPU for the CUDA kernel (on ", device, ", with the indices), got ",
-              t.device());
-  TORCH_CHECK(t.dim() == 1, "sparsefill: ", op, ": ", name, " must be 1-D, got shape ",
-              t.sizes());
-}
-
 Tensor cuda_index(const Tensor& t, const char* name, const Tensor& like, const char* like_name) {
   Tensor out = index_arg(t, name, 1, kCUDA);
   same_device(out, name, like, like_name);
@@ -337,27 +355,10 @@ std::tuple<Tensor, Tensor> semiring_mv_cuda(const Tensor& crow_in, const Tensor&
   Tensor crow, col;
   std::tie(crow, col) = csr_index_args(crow_in, col_in);
   const at::Device device = crow.device();
-  check_semiring_values_on(values_in, "semiring_mv", "values", device);
-  check_semiring_values_on(x_in, "semiring_mv", "x", device);
-  TORCH_CHECK(x_in.scalar_type() == values_in.scalar_type(),
-              "sparsefill: semiring_mv: values and x must have one dtype, got ",
-              values_in.scalar_type(), " and ", x_in.scalar_type());
-  check_codes(monoid, binop, "semiring_mv");
+  Tensor present = mv_arguments(values_in, x_in, x_present_in, monoid, binop, device);
   const char* what = "semiring_mv: A's";
   const int64_t m = csr_operand_shape(crow, col, values_in, what);
   const int64_t ncols = x_in.size(0), nse = col.numel();
-  Tensor present;
-  if (x_present_in.has_value() && x_present_in->defined()) {
-    present = *x_present_in;
-    TORCH_CHECK(present.scalar_type() == at::kBool || present.scalar_type() == at::kByte,
-                "sparsefill: semiring_mv: x_present must be bool or uint8, got ",
-                present.scalar_type());
-    TORCH_CHECK(present.dim() == 1 && present.size(0) == ncols && present.device() == device,
-                "sparsefill: semiring_mv: x_present must be a 1-D tensor of ", ncols,
-                " elements (x's) on ", device, ", got shape ", present.sizes(), " on ",
-                present.device());
-    present = present.contiguous();
-  }
   c10::cuda::CUDAGuard guard(device);
   Tensor values = values_in.contiguous(), x = x_in.contiguous();
   const auto acc = accumulator_type(values.scalar_type());
@@ -390,15 +391,7 @@ std::tuple<Tensor, Tensor> semiring_vm_cuda(const Tensor& crow_in, const Tensor&
   std::tie(crow, col) = csr_index_args(crow_in, col_in);
   const at::Device device = crow.device();
   Tensor keys = cuda_index(u_keys_in, "u_keys", crow, "crow_indices");
-  check_semiring_values_on(values_in, "semiring_vm", "values", device);
-  check_semiring_values_on(u_values_in, "semiring_vm", "u_values", device);
-  TORCH_CHECK(u_values_in.scalar_type() == values_in.scalar_type(),
-              "sparsefill: semiring_vm: values and u_values must have one dtype, got ",
-              values_in.scalar_type(), " and ", u_values_in.scalar_type());
-  TORCH_CHECK(keys.numel() == u_values_in.numel(), "sparsefill: semiring_vm: u has ",
-              keys.numel(), " keys but ", u_values_in.numel(), " values");
-  TORCH_CHECK(ncols >= 0, "sparsefill: semiring_vm: ncols must be non-negative, got ", ncols);
-  check_codes(monoid, binop, "semiring_vm");
+  vm_arguments(values_in, keys, u_values_in, ncols, monoid, binop, device);
   const char* what = "semiring_vm: A's";
   const int64_t m = csr_operand_shape(crow, col, values_in, what);
   const int64_t nse = col.numel();
@@ -444,22 +437,12 @@ std::tuple<Tensor, Tensor, Tensor> semiring_masked_cuda(
   Tensor col_m = cuda_index(col_m_in, "col_m", crow_a, "crow_a");
   Tensor crow_b = cuda_index(crow_b_in, "crow_b", crow_a, "crow_a");
   Tensor col_b = cuda_index(col_b_in, "col_b", crow_a, "crow_a");
-  check_semiring_values_on(values_a_in, "semiring_masked", "values_a", device);
-  check_semiring_values_on(values_b_in, "semiring_masked", "values_b", device);
-  TORCH_CHECK(values_a_in.scalar_type() == values_b_in.scalar_type(),
-              "sparsefill: semiring_masked: values_a and values_b must have one dtype, got ",
-              values_a_in.scalar_type(), " and ", values_b_in.scalar_type());
-  TORCH_CHECK(ncols >= 0, "sparsefill: semiring_masked: ncols must be non-negative, got ",
-              ncols);
-  check_codes(monoid, binop, "semiring_masked");
+  masked_arguments(values_a_in, values_b_in, ncols, monoid, binop, device);
   const char* what_a = "semiring_masked: A's";
   const char* what_b = "semiring_masked: B's";
   const int64_t m = csr_operand_shape(crow_a, col_a, values_a_in, what_a);
   const int64_t rows_b = csr_operand_shape(crow_b, col_b, values_b_in, what_b);
-  TORCH_CHECK(!by_dots || rows_b == ncols, "sparsefill: semiring_masked: B^T must have ", ncols,
-              " rows (ncols), got ", rows_b);
-  TORCH_CHECK(crow_m.numel() == m + 1, "sparsefill: semiring_masked: the mask must have ", m,
-              " rows (A's), got crow_m of ", crow_m.numel(), " elements");
+  masked_shapes(m, rows_b, ncols, by_dots, crow_m);
   c10::cuda::CUDAGuard guard(device);
   const int64_t nse_m = col_m.numel(), nse_a = col_a.numel(), nse_b = col_b.numel();
   constexpr int64_t kAny = std::numeric_limits<int64_t>::max();  // a column count not given
