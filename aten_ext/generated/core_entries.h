@@ -597,11 +597,14 @@ sf_status sf_csr_semiring_masked_rows_i64(int64_t *out, int64_t *arg, int64_t *m
  * row_nse[i] = the union's elements in row i, for rows [row_begin,
  * row_end); checks both operands' row spans (SF_ERR_CROW_DECREASING) and
  * columns (SF_ERR_INDEX_OUT_OF_RANGE; SF_ERR_COL_UNSORTED unless strictly
- * increasing within a row), which the write pass relies on. */
-sf_status sf_csr_union_row_nse(int64_t *row_nse, const int64_t *crow_a, const int64_t *col_a,
-                               int64_t nse_a, const int64_t *crow_b, const int64_t *col_b,
-                               int64_t nse_b, int64_t nrows, int64_t ncols, int64_t row_begin,
-                               int64_t row_end);
+ * increasing within a row), which the write pass relies on. marks: NULL
+ * (each row by a merge) or ceil(ncols / 64) words, all zero on entry and
+ * again on return, errors included (per-thread scratch: each row by
+ * marking A's columns and looking B's up, faster where ncols is small). */
+sf_status sf_csr_union_row_nse(int64_t *row_nse, uint64_t *marks, const int64_t *crow_a,
+                               const int64_t *col_a, int64_t nse_a, const int64_t *crow_b,
+                               const int64_t *col_b, int64_t nse_b, int64_t nrows, int64_t ncols,
+                               int64_t row_begin, int64_t row_end);
 
 /* The union's second pass, rows [row_begin, row_end), into crow_out (the
  * running sum of sf_csr_union_row_nse's counts; nse_out elements):

@@ -299,10 +299,15 @@ TEST(SemiringUnion, RowNseAndMerge) {
   Fixture a;
   Union b;
   Vec nse(3, -7);
-  ASSERT_EQ(sf_csr_union_row_nse(nse.data(), a.crow.data(), a.col.data(), 3, b.crow_b.data(),
-                                 b.col_b.data(), 4, 3, 3, 0, 3),
-            SF_OK);
-  EXPECT_EQ(nse, (Vec{2, 1, 2}));
+  std::vector<uint64_t> marks(1, 0);
+  for (uint64_t* m : {(uint64_t*)nullptr, marks.data()}) {
+    std::fill(nse.begin(), nse.end(), -7);
+    ASSERT_EQ(sf_csr_union_row_nse(nse.data(), m, a.crow.data(), a.col.data(), 3, b.crow_b.data(),
+                                   b.col_b.data(), 4, 3, 3, 0, 3),
+              SF_OK);
+    EXPECT_EQ(nse, (Vec{2, 1, 2}));
+    EXPECT_EQ(marks[0], 0u);
+  }
   Vec crow_out{0, 2, 3, 5}, col_out(5, -7);
   std::vector<double> val_out(5, -7);
   ASSERT_EQ(sf_csr_ewise_union_f64(col_out.data(), val_out.data(), crow_out.data(), 5,
@@ -360,15 +365,71 @@ TEST(SemiringUnion, CountChecksAsTheColumnByColumnRule) {
     if (!side.empty() && kind == 3) side[at] = rng() % 2 ? -1 - (int64_t)(rng() % 3) : ncols;
     int64_t want = -1;
     const sf_status expect = plain(a, b, &want);
-    // the row under test is the second of two; the first is empty
-    Vec crow_a{0, 0, (int64_t)a.size()}, crow_b{0, 0, (int64_t)b.size()}, nse{-7, -7};
-    const sf_status st = sf_csr_union_row_nse(nse.data(), crow_a.data(), a.data(), a.size(),
-                                              crow_b.data(), b.data(), b.size(), 2, ncols, 0, 2);
-    ASSERT_EQ(st, expect) << "trial " << trial;
-    if (st == SF_OK) {
-      EXPECT_EQ(nse[0], 0);
-      EXPECT_EQ(nse[1], want) << "trial " << trial;
+    // the row under test is the second of two; the first is empty. By the
+    // merge and by marks (one word, left all zero, errors included).
+    Vec crow_a{0, 0, (int64_t)a.size()}, crow_b{0, 0, (int64_t)b.size()};
+    std::vector<uint64_t> marks(1, 0);
+    for (uint64_t* m : {(uint64_t*)nullptr, marks.data()}) {
+      Vec nse{-7, -7};
+      const sf_status st = sf_csr_union_row_nse(nse.data(), m, crow_a.data(), a.data(), a.size(),
+                                                crow_b.data(), b.data(), b.size(), 2, ncols, 0, 2);
+      ASSERT_EQ(st, expect) << "trial " << trial << (m ? " marks" : " merge");
+      ASSERT_EQ(marks[0], 0u) << "trial " << trial;
+      if (st == SF_OK) {
+        EXPECT_EQ(nse[0], 0);
+        EXPECT_EQ(nse[1], want) << "trial " << trial << (m ? " marks" : " merge");
+      }
     }
+  }
+}
+
+// Marks serve many rows in turn: each row's count by marks equals the
+// merge's, on 300 rows over 200 columns (4 words, the last partial), rows of
+// 0 to 60 columns, many within the last 64 columns (ties there); then a
+// planted bad column in one row, checked alone, gives the merge's error; the
+// words are all zero after every call.
+TEST(SemiringUnion, MarksAsTheMerge) {
+  std::mt19937_64 rng(11);
+  const int64_t ncols = 200, m = 300;
+  Vec crow_a{0}, crow_b{0}, col_a, col_b;
+  for (int64_t i = 0; i < m; ++i) {
+    for (auto* side : {&col_a, &col_b}) {
+      const int64_t k = rng() % 61, from = rng() % 2 ? 0 : ncols - 64;
+      Vec all(ncols - from);
+      for (int64_t j = 0; j < (int64_t)all.size(); ++j) all[j] = from + j;
+      std::shuffle(all.begin(), all.end(), rng);
+      Vec r(all.begin(), all.begin() + std::min<int64_t>(k, all.size()));
+      std::sort(r.begin(), r.end());
+      side->insert(side->end(), r.begin(), r.end());
+    }
+    crow_a.push_back(col_a.size());
+    crow_b.push_back(col_b.size());
+  }
+  std::vector<uint64_t> marks(ncols / 64 + 1, 0);
+  const std::vector<uint64_t> clear(marks.size(), 0);
+  Vec by_merge(m, -7), by_marks(m, -9);
+  auto run = [&](int64_t* out, uint64_t* mk, const Vec& ca, const Vec& cb, int64_t r0,
+                 int64_t r1) {
+    return sf_csr_union_row_nse(out, mk, crow_a.data(), ca.data(), ca.size(), crow_b.data(),
+                                cb.data(), cb.size(), m, ncols, r0, r1);
+  };
+  ASSERT_EQ(run(by_merge.data(), nullptr, col_a, col_b, 0, m), SF_OK);
+  ASSERT_EQ(run(by_marks.data(), marks.data(), col_a, col_b, 0, m), SF_OK);
+  EXPECT_EQ(by_marks, by_merge);
+  EXPECT_EQ(marks, clear);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t i = rng() % m;
+    const bool in_a = rng() % 2;
+    const Vec& crow = in_a ? crow_a : crow_b;
+    if (crow[i + 1] == crow[i]) continue;
+    Vec ca = col_a, cb = col_b;
+    Vec& side = in_a ? ca : cb;
+    const int64_t at = crow[i] + rng() % (crow[i + 1] - crow[i]);
+    side[at] = rng() % 2 ? ncols + (int64_t)(rng() % 100) : -1 - (int64_t)(rng() % 100);
+    const sf_status want = run(by_merge.data(), nullptr, ca, cb, i, i + 1);
+    ASSERT_NE(want, SF_OK);
+    EXPECT_EQ(run(by_marks.data(), marks.data(), ca, cb, i, i + 1), want) << "trial " << trial;
+    ASSERT_EQ(marks, clear) << "trial " << trial;
   }
 }
 
@@ -435,23 +496,28 @@ TEST(SemiringUnion, BadArguments) {
   Fixture a;
   Union b;
   Vec nse(3);
-  auto count = [&](int64_t* out, const Vec& col_a, const Vec& col_b, int64_t ncols) {
-    return sf_csr_union_row_nse(out, a.crow.data(), col_a.data(), 3, b.crow_b.data(),
-                                col_b.data(), 4, 3, ncols, 0, 3);
-  };
-  EXPECT_EQ(count(nullptr, a.col, b.col_b, 3), SF_ERR_NULL_POINTER);
-  EXPECT_EQ(count(nse.data(), {2, 0, 1}, b.col_b, 3), SF_ERR_COL_UNSORTED);
-  EXPECT_EQ(count(nse.data(), {0, 0, 1}, b.col_b, 3), SF_ERR_COL_UNSORTED);  // duplicate
-  EXPECT_EQ(count(nse.data(), a.col, {2, 0, 1, 0}, 3), SF_ERR_COL_UNSORTED);
-  EXPECT_EQ(count(nse.data(), {0, 2, 3}, b.col_b, 3), SF_ERR_INDEX_OUT_OF_RANGE);
-  EXPECT_EQ(count(nse.data(), a.col, {2, -1, 0, 1}, 3), SF_ERR_INDEX_OUT_OF_RANGE);
-  EXPECT_EQ(count(nse.data(), a.col, b.col_b, -1), SF_ERR_NEGATIVE_SIZE);
+  std::vector<uint64_t> words(1, 0);
+  for (uint64_t* marks : {(uint64_t*)nullptr, words.data()}) {
+    auto count = [&](int64_t* out, const Vec& col_a, const Vec& col_b, int64_t ncols) {
+      return sf_csr_union_row_nse(out, marks, a.crow.data(), col_a.data(), 3, b.crow_b.data(),
+                                  col_b.data(), 4, 3, ncols, 0, 3);
+    };
+    EXPECT_EQ(count(nullptr, a.col, b.col_b, 3), SF_ERR_NULL_POINTER);
+    EXPECT_EQ(count(nse.data(), {2, 0, 1}, b.col_b, 3), SF_ERR_COL_UNSORTED);
+    EXPECT_EQ(count(nse.data(), {0, 0, 1}, b.col_b, 3), SF_ERR_COL_UNSORTED);  // duplicate
+    EXPECT_EQ(count(nse.data(), a.col, {2, 0, 1, 0}, 3), SF_ERR_COL_UNSORTED);
+    EXPECT_EQ(count(nse.data(), {0, 2, 3}, b.col_b, 3), SF_ERR_INDEX_OUT_OF_RANGE);
+    EXPECT_EQ(count(nse.data(), a.col, {2, -1, 0, 1}, 3), SF_ERR_INDEX_OUT_OF_RANGE);
+    EXPECT_EQ(count(nse.data(), {0, -64, 2}, b.col_b, 3), SF_ERR_INDEX_OUT_OF_RANGE);
+    EXPECT_EQ(count(nse.data(), a.col, b.col_b, -1), SF_ERR_NEGATIVE_SIZE);
+    EXPECT_EQ(words[0], 0u);
+  }
   Vec decreasing{0, 2, 1, 3};
-  EXPECT_EQ(sf_csr_union_row_nse(nse.data(), decreasing.data(), a.col.data(), 3, b.crow_b.data(),
-                                 b.col_b.data(), 4, 3, 3, 0, 3),
+  EXPECT_EQ(sf_csr_union_row_nse(nse.data(), nullptr, decreasing.data(), a.col.data(), 3,
+                                 b.crow_b.data(), b.col_b.data(), 4, 3, 3, 0, 3),
             SF_ERR_CROW_DECREASING);
-  EXPECT_EQ(sf_csr_union_row_nse(nse.data(), a.crow.data(), a.col.data(), 3, b.crow_b.data(),
-                                 b.col_b.data(), 4, 3, 3, 2, 1),
+  EXPECT_EQ(sf_csr_union_row_nse(nse.data(), nullptr, a.crow.data(), a.col.data(), 3,
+                                 b.crow_b.data(), b.col_b.data(), 4, 3, 3, 2, 1),
             SF_ERR_INVALID_ARGUMENT);
 
   Vec col_out(5);

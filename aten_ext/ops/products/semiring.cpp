@@ -18,6 +18,7 @@
 #include "ops/common/dtypes.h"
 #include "ops/common/memory.h"
 #include "ops/common/row_ranges.h"
+#include "ops/common/union_rows.h"
 #include "ops/generated/kernels.h"
 #include "ops/products/products.h"
 
@@ -209,16 +210,11 @@ std::tuple<Tensor, Tensor, Tensor> ewise_merge_cpu(const Tensor& crow_a_in, cons
   const int64_t nse_a = col_a.numel(), nse_b = col_b.numel();
   const int64_t* cra = crow_a.const_data_ptr<int64_t>();
   const int64_t* crb = crow_b.const_data_ptr<int64_t>();
-  // Pass 1: each row's size (and the operands checked); rows split by A + B's work.
-  Tensor crow = at::empty({m + 1}, crow_a.options());
-  int64_t* cr = crow.data_ptr<int64_t>();
-  cr[0] = 0;
-  auto both = [cra, crb](int64_t r) { return cra[r] + crb[r]; };
-  for_ranges_by(both, m, 1, "ewise_merge operands", [&](int64_t r0, int64_t r1) {
-    return sf_csr_union_row_nse(cr + 1, cra, col_a.const_data_ptr<int64_t>(), nse_a, crb,
-                                col_b.const_data_ptr<int64_t>(), nse_b, m, ncols, r0, r1);
-  });
-  for (int64_t i = 0; i < m; ++i) cr[i + 1] += cr[i];
+  // Pass 1: each row's size, the operands checked.
+  Tensor crow = union_crow(cra, col_a.const_data_ptr<int64_t>(), nse_a, crb,
+                           col_b.const_data_ptr<int64_t>(), nse_b, m, ncols,
+                           "ewise_merge operands");
+  const int64_t* cr = crow.const_data_ptr<int64_t>();
   const int64_t nse = cr[m];
   Tensor col = empty_output({nse}, crow_a.options());
   Tensor values = empty_output({nse}, values_a.options());

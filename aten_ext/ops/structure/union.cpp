@@ -18,6 +18,7 @@
 #include "ops/common/memory.h"
 #include "ops/common/row_ranges.h"
 #include "ops/common/tracking.h"
+#include "ops/common/union_rows.h"
 #include "ops/generated/kernels.h"
 #include "ops/structure/structure.h"
 
@@ -218,17 +219,10 @@ std::tuple<Tensor, Tensor> union_binop_cpu(const Tensor& indices_a_in, const Ten
   const int64_t* col_a = rows_a + nse_a;
   const int64_t* col_b = rows_b + nse_b;
   // Pass 1: each row's size, and the columns checked (strictly increasing in
-  // a row: coalesced); rows split by A + B's work.
-  Tensor crow = at::empty({m + 1}, crow_a.options());
-  int64_t* cr = crow.data_ptr<int64_t>();
-  cr[0] = 0;
-  auto both = [cra, crb](int64_t r) { return cra[r] + crb[r]; };
-  for_ranges_by(both, m, 1, "union_binop operands (they must be coalesced)",
-                [&](int64_t r0, int64_t r1) {
-                  return sf_csr_union_row_nse(cr + 1, cra, col_a, nse_a, crb, col_b, nse_b, m,
-                                              ncols, r0, r1);
-                });
-  for (int64_t i = 0; i < m; ++i) cr[i + 1] += cr[i];
+  // a row: coalesced).
+  Tensor crow = union_crow(cra, col_a, nse_a, crb, col_b, nse_b, m, ncols,
+                           "union_binop operands (they must be coalesced)");
+  const int64_t* cr = crow.const_data_ptr<int64_t>();
   const int64_t nse = cr[m];
   Tensor indices = empty_output({2, nse}, indices_a.options());
   Tensor values = empty_output({nse}, values_a.options());
