@@ -127,6 +127,57 @@ def test_threads_give_the_same_bits(threads):
         torch.set_num_threads(before)
 
 
+def _wide(ncols, nse, fill, seed, layout):
+    """A 5 x ncols operand of about nse stored elements in random columns."""
+    g = torch.Generator().manual_seed(seed)
+    key = torch.unique(torch.randint(0, 5 * ncols, (nse,), generator=g))
+    values = torch.randn(key.numel(), generator=g, dtype=torch.float64)
+    A = sf.sparse_coo_tensor(torch.stack([key // ncols, key % ncols]), values, (5, ncols),
+                             fill_value=fill, is_coalesced=True)
+    return A if layout == torch.sparse_coo else A.to_sparse_csr()
+
+
+# The count pass marks columns where the column count is small next to the
+# elements (ops/common/union_rows.h) and merges elsewhere: both ways give the
+# union exactly (no dense view here: ncols up to 3,000,000) and refuse a
+# column out of range or out of order.
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=["coo", "csr"])
+@pytest.mark.parametrize("ncols, nse", [(64, 200), (100_000, 20_000), (100_000, 300),
+                                        (3_000_000, 5_000)], ids=["marks", "marks-wide",
+                                                                 "merge-sparse", "merge-wide"])
+def test_marks_and_merge_give_the_union(ncols, nse, layout):
+    A = _wide(ncols, nse, 1.5, 1, layout)
+    # ncols 64: B's positions a subset of A's (the same draws, fewer), many shared
+    B = _wide(ncols, nse // 2, -2.0, 1 if ncols == 64 else 2, layout)
+    out, names = _calls(lambda: A + B)
+    assert {"sparsefill::union_binop", "sparsefill::ewise_merge"} & names, names
+
+    def stored(M):
+        C = M.to_sparse_coo()
+        return dict(zip(map(tuple, C.indices().t().tolist()), C.values().tolist()))
+
+    a, b = stored(A), stored(B)
+    got = stored(out)
+    assert list(got) == sorted(set(a) | set(b))
+    # where both store, a + b; where one does, its value + the other's fill
+    assert list(got.values()) == [a.get(k, 1.5) + b.get(k, -2.0) for k in got]
+    assert out._fill_value().item() == -0.5
+    if layout == torch.sparse_coo:
+        idx = A.to_sparse_coo().indices()
+        for bad, message in ((idx.flip(1), "indices_a"), (idx * torch.tensor([[1], [ncols]]),
+                                                          "out of range")):
+            args = [bad, A.values(), A._fill_value(), B.indices(), B.values(), B._fill_value(),
+                    [5, ncols], 0]
+            with pytest.raises(RuntimeError, match=message):
+                ops.union_binop(*args)
+    else:
+        col = A.col_indices().clone()
+        col[[0, 1]] = col[[1, 0]]  # two columns of row 0 swapped
+        with pytest.raises(RuntimeError, match="ewise_merge operands"):
+            ops.ewise_merge(A.crow_indices(), col, A.values(), B.crow_indices(),
+                            B.col_indices(), B.values(), ncols, 0, None, None)
+
+
 def test_the_route_serves_the_rest():
     shape = (6, 7)
     A = _operand(_keys(shape, 0.4, 1), 1.0, torch.float64, torch.sparse_coo, 2, shape)
