@@ -2,8 +2,9 @@
 (SuiteSparse:GraphBLAS, 2 threads) or scipy.sparse.csgraph beside them on
 the same matrices: mxv min_plus, the masked plus_pair triangle count,
 ewise_add(min), Bellman-Ford to convergence, and today's union rule
-``A + B`` (fills 1 and 2) against GraphBLAS's ewise_union. bench.py runs
-them in its table; ``python bench/bench_graph.py [--quick]`` alone.
+``A + B`` (fills 1 and 2; in COO, and in CSR as GraphBLAS stores it)
+against GraphBLAS's ewise_union. bench.py runs them in its table;
+``python bench/bench_graph.py [--quick]`` alone.
 """
 from __future__ import annotations
 
@@ -90,6 +91,12 @@ def graph_rows(quick: bool):
         U1, U2 = _union_operands(m_u, nse_u)
         G1, G2 = (_theirs(gb, *_coo(U), m_u) for U in (U1, U2))
         yield (f"graph union A + B fills 1, 2, {nse_u:,} + {nse_u:,}", lambda: U1 + U2,
+               "python-graphblas ewise_union", lambda: G1.ewise_union(G2, gb.binary.plus, 1., 2.).new())
+        # The same sum in CSR, GraphBLAS's own layout: both sides then write
+        # columns and values only. A COO result also writes a row index per
+        # element (80 MB more here), which is torch's layout, not the merge.
+        C1, C2 = U1.to_sparse_csr(), U2.to_sparse_csr()
+        yield (f"graph union A + B fills 1, 2, CSR, {nse_u:,} + {nse_u:,}", lambda: C1 + C2,
                "python-graphblas ewise_union", lambda: G1.ewise_union(G2, gb.binary.plus, 1., 2.).new())
     nb, eb = (2_000, 10_000) if quick else (20_000, 100_000)
     br, bc, bw = power_law(nb, eb, seed=4)
