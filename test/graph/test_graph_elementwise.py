@@ -111,18 +111,63 @@ def test_reduce(monoid, dim):
     assert sf.reduce(G.indefinite(Av, torch.zeros_like(Ap)), None, monoid) is sf.indefinite
 
 
+@pytest.mark.parametrize("dim", [0, 1])
 @pytest.mark.parametrize("monoid", ["plus", "min", "max"])
-def test_reduce_gradients_split_ties_as_amin(monoid):
+def test_reduce_gradients_split_ties_as_amin(monoid, dim):
     Av, Ap, _, _ = _two()
     Av = Av.abs().clamp(max=2).requires_grad_()  # many ties
-    got = torch.autograd.grad(sf.reduce(G.indefinite(Av, Ap), 1, monoid).values().sum(), Av)[0]
-    ref = G.reduce(Av, Ap, 1, monoid)
-    want = torch.autograd.grad(sum(ref.values()), Av)[0]
+    values, _ = G.parts(sf.reduce(G.indefinite(Av, Ap), dim, monoid))
+    # Weights of both signs: torch.segment_reduce's backward gives each tied
+    # term the whole of a negative gradient (torch 2.13), amin a share.
+    w = torch.arange(values.shape[0], dtype=torch.float64) - 2
+    got = torch.autograd.grad((values * w).sum(), Av)[0]
+    ref = G.reduce(Av, Ap, dim, monoid)
+    want = torch.autograd.grad(sum(v * w[k] for k, v in ref.items()), Av)[0]
     torch.testing.assert_close(got, want)
     Bv = torch.randn(5, 6, dtype=torch.float64, requires_grad=True)
-    torch.autograd.gradcheck(lambda v: sf.reduce(G.indefinite(v, Ap), 0, monoid).values(), (Bv,))
+    torch.autograd.gradcheck(lambda v: sf.reduce(G.indefinite(v, Ap), dim, monoid).values(),
+                             (Bv,))
 
 
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_times_reduce_second_order(dim):
+    # times with a gradient: pairwise products, so a double backward is exact.
+    _, Ap, _, _ = _two()
+    v = torch.randn(5, 6, dtype=torch.float64)
+    v[0, 0] = 0  # a zero term
+    v.requires_grad_()
+    Ap = Ap.clone()
+    Ap[0, 0] = True
+
+    def f(v):
+        R = sf.reduce(G.indefinite(v, Ap), dim, "times")
+        return R if dim is None else R.values()
+    torch.autograd.gradcheck(f, (v,))
+    torch.autograd.gradgradcheck(f, (v,))
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+@pytest.mark.parametrize("monoid", ["plus", "times", "min", "max"])
+def test_reduce_forward_mode_equals_the_reference(monoid, dim):
+    # Forward AD of every differentiable monoid, zeros (times) and ties
+    # (min, max) included: torch.segment_reduce has no forward derivative and
+    # scatter_reduce("prod") drops the tangent, so neither may compute it.
+    Av, Ap, _, _ = _two()
+    tangent = torch.randn(Av.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+
+    def ours(v):
+        R = sf.reduce(G.indefinite(v, Ap), dim, monoid)
+        return R if dim is None else G.parts(R)[0]
+
+    def reference(v):
+        ref = G.reduce(v, Ap, dim, monoid)
+        if dim is None:
+            return ref[()]
+        return torch.stack([ref[(s,)] if (s,) in ref else v.new_zeros(())
+                            for s in range(Av.shape[1 - dim])])
+    got = torch.func.jvp(ours, (Av,), (tangent,))
+    want = torch.func.jvp(reference, (Av,), (tangent,))
+    torch.testing.assert_close(got, want)
 def test_extract_assign_kron():
     Av, Ap, Bv, Bp = _two()
     A = G.indefinite(Av, Ap)

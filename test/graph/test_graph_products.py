@@ -182,21 +182,66 @@ def test_gradcheck(semiring):
                              (Av, x))
 
 
-@pytest.mark.parametrize("semiring", ["min_plus", "max_times", "min_times"])
-def test_gradient_of_ties_splits_as_amin(semiring):
-    # Integer-valued operands: many ties among the terms of one output.
+TIE_SHAPES = ["matrix", "one column", "vector", "masked by dots", "masked by expansion"]
+
+
+@pytest.mark.parametrize("shape", TIE_SHAPES)
+@pytest.mark.parametrize("semiring", ["min_plus", "max_plus", "max_times", "min_times"])
+def test_gradient_of_ties_splits_as_amin(semiring, shape, monkeypatch):
+    # Integer-valued operands: many ties among the terms of one output. The
+    # weights have both signs: torch.segment_reduce's backward gives each
+    # tied term the whole of a negative gradient (torch 2.13), amin a share;
+    # each shape takes another route (rows, expansion, dots).
+    n = 1 if shape in ("one column", "vector") else 5
     Av, Ap = G.random_graph((5, 4), seed=25, density=0.8, negative=False)
-    Bv, Bp = G.random_graph((4, 5), seed=26, density=0.8, negative=False)
+    Bv, Bp = G.random_graph((4, n), seed=26, density=0.8, negative=False)
     Av.requires_grad_()
     Bv.requires_grad_()
-    R = sf.mxm(G.indefinite(Av, Ap), G.indefinite(Bv, Bp), semiring)
-    values, present = G.parts(R)
-    w = torch.arange(25, dtype=torch.float64).reshape(5, 5)
-    got = torch.autograd.grad((values * w).sum(), (Av, Bv))
-    ref = G.mxm(Av, Ap, Bv, Bp, semiring)
+    options, allowed = {}, None
+    if shape.startswith("masked"):
+        by_dots = shape.endswith("dots")
+        monkeypatch.setattr(sf.graph.products, "_dots_cheaper", lambda *a: by_dots)
+        Mv, Mp = G.random_graph((5, n), seed=27, density=0.7)
+        options, allowed = {"mask": G.indefinite(Mv, Mp)}, Mp
+    if shape == "vector":
+        Bp = torch.ones_like(Bp)
+        B = Bv[:, 0]
+    else:
+        B = G.indefinite(Bv, Bp)
+    R = sf.mxm(G.indefinite(Av, Ap), B, semiring, **options)
+    values, _ = G.parts(R)
+    w = (torch.arange(5 * n, dtype=torch.float64) - 7).reshape(5, n)
+    got = torch.autograd.grad((values.reshape(5, n) * w).sum(), (Av, Bv))
+    ref = G.mxm(Av, Ap, Bv, Bp, semiring, allowed)
     want = torch.autograd.grad(sum(v * w[k] for k, v in ref.items()), (Av, Bv))
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("shape", ["matrix", "vector"])
+@pytest.mark.parametrize("semiring", SMOOTH + ["times_plus"])
+def test_forward_mode_equals_the_reference(semiring, shape):
+    # Forward AD takes the torch route: every monoid's tangent, times
+    # (zeros among the terms) and ties included.
+    n = 1 if shape == "vector" else 5
+    Av, Ap = G.random_graph((5, 4), seed=28, density=0.8)
+    Bv, Bp = G.random_graph((4, n), seed=29, density=0.8)
+    if shape == "vector":
+        Bp = torch.ones_like(Bp)
+    g = torch.Generator().manual_seed(4)
+    tangents = tuple(torch.randn(v.shape, dtype=torch.float64, generator=g) for v in (Av, Bv))
+
+    def ours(a, b):
+        B = b[:, 0] if shape == "vector" else G.indefinite(b, Bp)
+        return G.parts(sf.mxm(G.indefinite(a, Ap), B, semiring))[0].reshape(5, n)
+
+    def reference(a, b):
+        ref = G.mxm(a, Ap, b, Bp, semiring)
+        return torch.stack([ref[(i, j)] if (i, j) in ref else a.new_zeros(())
+                            for i in range(5) for j in range(n)]).reshape(5, n)
+    got = torch.func.jvp(ours, (Av, Bv), tangents)
+    want = torch.func.jvp(reference, (Av, Bv), tangents)
+    torch.testing.assert_close(got, want)
 
 
 def test_refusals():

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from ..ops.common import untracked
+
 __all__ = ["BINARY", "MONOIDS", "NATIVE_MONOIDS", "NATIVE_OPS", "binary", "semiring",
            "segment_reduce", "monoid_dtype"]
 
@@ -117,10 +119,10 @@ def segment_reduce(monoid: str, terms: torch.Tensor, group: torch.Tensor, n_grou
     """The reduction of `terms` by `group` (every group 0..n_groups-1 has at
     least one term): one value per group. `order` ranks the terms within a
     group for ``any`` (the smallest wins; default: position).
-    Differentiable for plus, times, min, max (ties share the gradient as
-    torch.amin shares it). `counts`, when the groups are contiguous runs of
-    these lengths, lets floating terms take torch.segment_reduce (parallel;
-    its gradient splits ties the same way).
+    Differentiable for plus, times, min, max, in reverse and forward mode
+    (ties share the gradient as torch.amin shares it). `counts`, when the
+    groups are contiguous runs of these lengths, lets floating terms whose
+    gradient is not tracked take torch.segment_reduce (parallel).
 
     Example::
 
@@ -128,7 +130,11 @@ def segment_reduce(monoid: str, terms: torch.Tensor, group: torch.Tensor, n_grou
         tensor([1., 2.])
     """
     dtype = monoid_dtype(monoid, terms.dtype)
-    if counts is not None and monoid in _SEGMENT and terms.dtype.is_floating_point:
+    # Not with a gradient: torch.segment_reduce has no forward derivative, and
+    # its backward of min/max gives every tied term the whole gradient when
+    # that is negative (torch 2.13; torch.amin gives each its share).
+    if (counts is not None and monoid in _SEGMENT and terms.dtype.is_floating_point
+            and untracked(terms)):
         return torch.segment_reduce(terms, _SEGMENT[monoid], lengths=counts, unsafe=True)
     if monoid == "any":
         if order is None:
@@ -144,9 +150,41 @@ def segment_reduce(monoid: str, terms: torch.Tensor, group: torch.Tensor, n_grou
         terms = terms.to(dtype)
     elif terms.dtype == torch.bool:  # min and max of bools, as uint8
         terms = terms.to(torch.uint8)
+    if monoid == "times" and not untracked(terms):
+        return _product_by_pairs(terms, group, n_groups)
     # torch's backward of amin/amax counts an initial element equal to the
     # result as a tie even with include_self=False: start from NaN, equal to nothing.
     init = float("nan") if terms.dtype.is_floating_point else 0
     out = torch.full((n_groups,), init, dtype=terms.dtype, device=terms.device)
     out = out.scatter_reduce(0, group, terms, MONOIDS[monoid], include_self=False)
     return out.to(dtype)
+
+
+def _product_by_pairs(terms: torch.Tensor, group: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """Each group's product (every group has a term) by rounds that multiply
+    neighbours of a group in pairs, log2 of the largest group's size of
+    them: only multiplications, so the reverse, double and forward-mode
+    derivatives are exact, zeros included, where scatter_reduce("prod") has
+    no forward derivative (torch 2.13: its tangent is dropped). The indices
+    come from `group` alone, so a vmapped `terms` keeps its batch.
+
+    Example::
+
+        >>> _product_by_pairs(torch.tensor([2., 3., 0., 5.]), torch.tensor([1, 0, 1, 1]), 2)
+        tensor([3., 0.])
+    """
+    order = torch.argsort(group, stable=True)
+    x, g = terms.index_select(0, order), group.index_select(0, order)
+    while g.shape[0] > n_groups:
+        n = g.shape[0]
+        pos = torch.arange(n, device=g.device)
+        starts = torch.ones(n, dtype=torch.bool, device=g.device)
+        starts[1:] = g[1:] != g[:-1]
+        first = torch.cummax(torch.where(starts, pos, 0), 0).values  # each term's group start
+        left = ((pos - first) % 2 == 0).nonzero().squeeze(1)  # the first of each pair
+        right = (left + 1).clamp(max=n - 1)
+        paired = (left + 1 < n) & (g.index_select(0, right) == g.index_select(0, left))
+        x = x.index_select(0, left) * torch.where(paired, x.index_select(0, right),
+                                                   torch.ones((), dtype=x.dtype, device=x.device))
+        g = g.index_select(0, left)
+    return x
