@@ -197,6 +197,13 @@ def test_extract_assign_kron():
                           if k in ((0, 1), (0, 2)) else Av[k] if Ap[k] else None), (5, 6))
     with pytest.raises(ValueError, match="duplicates"):
         sf.assign(A, [1, 1], [0], torch.ones(2, 1))
+    # An empty index list is no index (GraphBLAS's ni = 0, torch's x[[]]).
+    G.assert_result(sf.extract(A, [], cols), {}, (0, 3))
+    G.assert_result(sf.extract(A, rows, ()), {}, (4, 0))
+    G.assert_result(sf.assign(A, [], None, 5.), _grid((5, 6), lambda k: Av[k] if Ap[k] else None),
+                    (5, 6))
+    with pytest.raises(ValueError, match="integer index list"):
+        sf.extract(A, [0.5], cols)
     Kv, Kp = G.random_graph((2, 3), seed=42, density=0.6)
     K = sf.kron(A, G.indefinite(Kv, Kp), "plus")
     G.assert_result(K, _grid((10, 18), lambda k: Av[k[0] // 2, k[1] // 3] + Kv[k[0] % 2, k[1] % 3]

@@ -24,6 +24,8 @@ def _index(idx, n: int, name: str, device) -> torch.Tensor:
         return torch.arange(n, device=device)
     if isinstance(idx, slice):
         return torch.arange(n, device=device)[idx]
+    if isinstance(idx, (list, tuple)) and len(idx) == 0:  # as torch's x[[]]: no index
+        return torch.empty(0, dtype=torch.int64, device=device)
     t = torch.as_tensor(idx, device=device)
     if t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool:
         raise ValueError(f"{name}: expected a 1-D integer index list, got {idx!r}")
