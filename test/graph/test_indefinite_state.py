@@ -102,6 +102,22 @@ def test_every_other_route_refuses_naming_the_graph_functions():
             call()
 
 
+@pytest.mark.parametrize("name", ["sum", "prod", "amax", "amin", "mean", "var", "norm",
+                                  "logsumexp", "softmax", "cumsum", "argmax"])
+def test_torch_masked_refuses(name):
+    # torch.masked's functions have their own entry (functions/masked.py), not
+    # the routing's: it must refuse too, as an operand, a mask or a second operand.
+    A, D = _A(), torch.ones(2, 3)
+    fn = getattr(torch.masked, name)
+    rest = (1,) if name not in ("sum", "prod", "amax", "amin", "mean", "var") else ()
+    args = (A, 2.0, 1) if name == "norm" else (A, *rest)
+    for call in (lambda: fn(*args), lambda: fn(D, *args[1:], mask=A > 0)):
+        with pytest.raises(NotImplementedError, match=f"torch.masked.{name} .*sf.reduce"):
+            call()
+    with pytest.raises(NotImplementedError, match="torch.masked.logaddexp"):
+        torch.masked.logaddexp(D, A)
+
+
 def test_elementwise_functions_apply_to_stored_elements():
     A = _A(torch.sparse_csr)
     for f in (torch.exp, torch.abs, lambda x: x > 0, lambda x: 2 * x - 1, lambda x: x ** 2,

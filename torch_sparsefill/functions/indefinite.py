@@ -33,7 +33,7 @@ from ..tensor import SparseFillTensor, build
 from ..tensor import args as _args
 from ..tensor import indefinite as _indefinite
 
-__all__ = ["present", "call", "GRAPH_FUNCTIONS"]
+__all__ = ["present", "call", "refuse", "GRAPH_FUNCTIONS"]
 
 T = torch.Tensor
 
@@ -66,7 +66,16 @@ def present(args, kwargs) -> bool:
     return any(_indefinite.is_indefinite(v) for v in kwargs.values())
 
 
-def _refuse(func, why=""):
+def refuse(func, why=""):
+    """Raise the refusal of `func` (a torch callable, or its name) with an
+    indefinite operand; `why` (from ": ...") says more.
+
+    Example::
+
+        >>> refuse(torch.sum)
+        Traceback (most recent call last):
+        NotImplementedError: torch_sparsefill: torch.sum is not defined on a tensor whose ...
+    """
     raise NotImplementedError(
         f"torch_sparsefill: {_args.name(func)} is not defined on a tensor whose fill is "
         f"sf.indefinite (its unspecified elements have no value){why}; the graph functions "
@@ -83,7 +92,7 @@ def call(func, handler, args, kwargs):
         return _on_stored(func, args, kwargs)
     if func in _STORED_MEANING:
         return _torch_meaning(func, args, kwargs)
-    _refuse(func)
+    refuse(func)
 
 
 def _on_stored(func, args, kwargs):
@@ -92,21 +101,21 @@ def _on_stored(func, args, kwargs):
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
     if len(tensors) != 1 or kwargs.get("inplace") or "out" in kwargs:
-        _refuse(func, ": an element-wise function applies to one indefinite tensor and "
+        refuse(func, ": an element-wise function applies to one indefinite tensor and "
                       "numbers (two tensors: sf.ewise_add / ewise_mult / ewise_union say "
                       "which elements the result has; in place and out= are not supported)")
     (A,) = tensors
     if A.dense_dim() or A._batch_dim() or not all(
             isinstance(a, (numbers.Number, str, type(None), torch.dtype)) or a is A
             for a in list(args) + list(kwargs.values())):
-        _refuse(func, ": on stored elements, only without a dense part and with number "
+        refuse(func, ": on stored elements, only without a dense part and with number "
                       "arguments")
     src = A if A.layout != torch.sparse_coo else A._coalesced()
     values = src._sf_values
     out = func(*[values if a is A else a for a in args],
                **{k: values if v is A else v for k, v in kwargs.items()})
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(values.shape):
-        _refuse(func, ": its result is not one value per stored element")
+        refuse(func, ": its result is not one value per stored element")
     return _indefinite.mark(src._with(out, _indefinite.placeholder(out.dtype, out.device)))
 
 
@@ -118,12 +127,12 @@ def _torch_meaning(func, args, kwargs):
         a, b = (list(args) + [kwargs.get("mat1"), kwargs.get("mat2")])[:2] if len(args) >= 2 \
             else (kwargs.get("mat1", args[0] if args else None), kwargs.get("mat2"))
         if not _indefinite.is_indefinite(a) or isinstance(b, SparseFillTensor):
-            _refuse(func, ": torch.sparse.mm takes the indefinite tensor first and a strided "
+            refuse(func, ": torch.sparse.mm takes the indefinite tensor first and a strided "
                           "one second")
         rest = list(args[2:])
         reduce = kwargs.get("reduce", rest[0] if rest else "sum")
         if reduce == "sum":
-            _refuse(func, ": reduce='sum' would treat absent elements as 0 (sf.mxm(A, x, "
+            refuse(func, ": reduce='sum' would treat absent elements as 0 (sf.mxm(A, x, "
                           "'plus_times') sums the present terms)")
         torch_a = _as_torch(a).to_sparse_csr()
         return torch.sparse.mm(torch_a, b, reduce)
@@ -131,7 +140,7 @@ def _torch_meaning(func, args, kwargs):
     rest = {**dict(zip(("dim", "dtype"), args[1:])), **{k: v for k, v in kwargs.items()
                                                         if k != "input"}}
     if not _indefinite.is_indefinite(A) or A.dense_dim():
-        _refuse(func, ": only of one indefinite tensor without a dense part")
+        refuse(func, ": only of one indefinite tensor without a dense part")
     src = A.to_sparse_coo()._coalesced()
     out = func(_as_torch(src), **rest).coalesce()
     return _indefinite.mark(build(torch.sparse_coo, src.shape, out.values(),

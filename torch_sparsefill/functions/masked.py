@@ -13,7 +13,9 @@ answers the others by the dense meaning:
   forms of A and the mask: exact, and O(numel) as the strided mask itself;
 - an op without a route of its own (argmax, argmin, median): refused,
   naming it; cumsum and cumprod, whose result is as large as the dense
-  tensor, compute on the dense form.
+  tensor, compute on the dense form;
+- an indefinite operand or mask: refused as the routing refuses it
+  (``sf.reduce`` is the present-only reduction).
 
 Never on the stored values alone. A module that bound one of them before
 ``import torch_sparsefill`` (``from torch.masked import sum``) keeps torch's.
@@ -27,6 +29,7 @@ import torch.masked
 import torch.masked._ops as _masked_ops
 
 from ..tensor import SparseFillTensor
+from . import indefinite as _indefinite
 from .reductions import handlers as _reductions
 from .reductions import softmax as _softmax
 
@@ -136,6 +139,10 @@ def _routed(name: str, torch_op):
         if not any(isinstance(x, SparseFillTensor)
                    for x in (*args[:operands], *(kwargs.get(m) for m in _MASKS))):
             return torch_op(*args, **kwargs)
+        if _indefinite.present(args, kwargs):  # this entry is not the routing's: its check
+            _indefinite.refuse(f"torch.masked.{name}", ": torch.masked would read the "
+                               "placeholder (sf.reduce(A, dim, monoid) reduces over the "
+                               "present elements only)")
         if any(kwargs.get(m) is not None for m in _MASKS) or name in _ON_DENSE:
             # The masked op on the dense tensors A and the mask stand for.
             return torch_op(*[_dense(a) for a in args],
