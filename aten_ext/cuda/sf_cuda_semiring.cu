@@ -73,9 +73,9 @@ __device__ inline T sr_term(int op, T l, T r) {
       case SF_OP_TIMES: return mul_rn(l, r);
       case SF_OP_DIV: return div_rn(l, r);
       case SF_OP_RDIV: return div_rn(r, l);
-      // torch.minimum / maximum propagate NaN.
-      case SF_OP_MIN: return (l < r || l != l) ? l : r;
-      case SF_OP_MAX: return (l > r || l != l) ? l : r;
+      // torch.minimum / maximum: NaN propagates, a tie gives the first operand.
+      case SF_OP_MIN: return (r < l || r != r) ? r : l;
+      case SF_OP_MAX: return (r > l || r != r) ? r : l;
       default: break;
     }
   } else {
@@ -119,7 +119,7 @@ __device__ inline void sr_fold(int monoid, Acc<T>* acc, T t) {
   if constexpr (kFloat<T>) {
     switch (monoid) {
       case SF_MONOID_PLUS: *acc = __dadd_rn(*acc, (A)t); return;
-      case SF_MONOID_TIMES: *acc = __dmul_rn(*acc, (A)t); return;
+      case SF_MONOID_TIMES: *acc = (A)mul_rn((T)*acc, t); return;  // rounded to T, as the CPU
       case SF_MONOID_MIN: {
         const int take = (((A)t < *acc) | (t != t)) & (*acc == *acc);
         *acc = take ? (A)t : *acc;

@@ -175,6 +175,23 @@ def test_nan_propagates_and_any_takes_the_smallest_k(monkeypatch, routes):
     assert all(routes)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_products_round_in_the_dtype_as_torch(dtype, monkeypatch, routes):
+    # A times monoid rounds to the dtype at each step, as torch.prod: in
+    # double, float32 1e30 * 1e30 * 0 would be 0 where torch gives inf * 0.
+    big = 1e30 if dtype == torch.float32 else 1e300
+    A = sf.sparse_csr_tensor([0, 3, 5], [0, 1, 2, 0, 1], [1., 1., 1., 1., 1.], (2, 3),
+                             fill_value=sf.indefinite).to(dtype)
+    x = torch.tensor([big, big, 0.], dtype=dtype)
+    for semiring in ("times_times", "times_first", "times_second", "times_plus"):
+        got = sf.mxm(A, x, semiring)
+        want = _torch_route(monkeypatch, lambda: sf.mxm(A, x, semiring))
+        torch.testing.assert_close(got.values(), want.values(), equal_nan=True, rtol=0, atol=0)
+    assert sf.mxm(A, x, "times_second").values()[0].isnan()
+    assert sf.mxm(A, x, "times_second").values()[1].isinf()
+    assert all(routes)
+
+
 def test_counts_of_comparisons_are_int64(routes):
     A = sf.sparse_csr_tensor([0, 3], [0, 1, 2], [1., 5., 3.], (1, 3),
                              fill_value=sf.indefinite, dtype=torch.float32)
@@ -287,6 +304,22 @@ def test_merge_native_and_torch_routes_agree(op, dtype, monkeypatch, merges):
         assert torch.equal(got.col_indices(), want.col_indices())
         assert torch.equal(got.values(), want.values())
     assert merges and all(merges)
+
+
+@pytest.mark.parametrize("op", ["min", "max"])
+def test_merge_min_max_of_signed_zeros_as_torch(op, monkeypatch, merges):
+    # 0 and -0 tie: torch.minimum / maximum give the first operand.
+    a, b = torch.tensor([[0.0, -0.0, 1.0]]), torch.tensor([[-0.0, 0.0, -0.0]])
+    A, B = (G.indefinite(v, torch.ones_like(v, dtype=torch.bool), torch.sparse_csr)
+            for v in (a, b))
+    want = getattr(torch, {"min": "minimum", "max": "maximum"}[op])(a, b).flatten()
+    for f in (lambda: sf.ewise_add(A, B, op), lambda: sf.ewise_union(A, B, op, 0., 0.)):
+        for got in (f().values(), _torch_route(monkeypatch, f).values()):
+            assert got.tolist() == want.tolist() and torch.equal(got.signbit(), want.signbit())
+    assert merges and all(merges)
+    x = torch.tensor([-0.0, 0.0])  # the product's op: the same rule
+    M = G.indefinite(torch.zeros(1, 2), torch.ones(1, 2, dtype=torch.bool), torch.sparse_csr)
+    assert sf.mxm(M, x, f"any_{op}").values().signbit().tolist() == [False]
 
 
 def test_merge_routes_gradients_and_other_dtypes_to_torch(merges):

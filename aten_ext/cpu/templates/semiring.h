@@ -16,9 +16,10 @@ SF_SR_INLINE T SF_FN(sf_sr_term)(const int op, const T l, const T r) {
     case SF_OP_TIMES: return l * r;
     case SF_OP_DIV: return l / r;
     case SF_OP_RDIV: return r / l;
-    /* torch.minimum / maximum propagate NaN (C's fmin does not). */
-    case SF_OP_MIN: return (l < r || l != l) ? l : r;
-    case SF_OP_MAX: return (l > r || l != l) ? l : r;
+    /* torch.minimum / maximum: NaN propagates (C's fmin does not), and a tie
+     * (0 and -0) gives the first operand. */
+    case SF_OP_MIN: return (r < l || r != r) ? r : l;
+    case SF_OP_MAX: return (r > l || r != r) ? r : l;
 #else
     case SF_OP_PLUS: return (T)((uint64_t)l + (uint64_t)r);
     case SF_OP_MINUS: return (T)((uint64_t)l - (uint64_t)r);
@@ -55,7 +56,9 @@ SF_SR_INLINE void SF_FN(sf_sr_fold)(const int monoid, ACC *acc, const T t) {
   switch (monoid) {
 #if SF_IS_FLOAT
     case SF_MONOID_PLUS: *acc += (ACC)t; break;
-    case SF_MONOID_TIMES: *acc *= (ACC)t; break;
+    /* A product rounds to T at each step, as torch.prod's: in double, f32
+     * terms 1e30 * 1e30 * 0 would give 0 where torch gives inf * 0 = NaN. */
+    case SF_MONOID_TIMES: *acc = (ACC)((T)*acc * t); break;
     case SF_MONOID_MIN: {
       const int take = (((ACC)t < *acc) | (t != t)) & (*acc == *acc);
       *acc = take ? (ACC)t : *acc;
