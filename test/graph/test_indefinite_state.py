@@ -35,11 +35,17 @@ def test_every_constructor_takes_it():
                      mask=torch.tensor([[False, True, False], [True, False, True]])),
         sf.to_sparse(torch.tensor([[0., 2., 0.], [3., 0., -4.]]).to_sparse(),
                      fill_value=sf.indefinite),
+        sf.sparse_mask(torch.tensor([[9., 2., 9.], [3., 9., -4.]]), _A(), fill_value=sf.indefinite),
+        sf.sampled_matmul(torch.tensor([[1.], [1.]]), torch.tensor([[3., 2., -4.]]),
+                          _A(), fill_value=sf.indefinite),
     ]
     for A in made:
         assert A.is_indefinite()
         torch.testing.assert_close(A.to_dense(fill=NAN), _A().to_dense(fill=NAN),
                                    equal_nan=True)
+    for layout in (torch.sparse_coo, torch.sparse_csr):  # nothing stored: all absent
+        E = sf.full((2, 3), sf.indefinite, layout=layout)
+        assert E.is_indefinite() and E.nse() == 0 and E.dtype == torch.get_default_dtype()
     B = sf.sparse_bsr_tensor([0, 1], [1], torch.ones(1, 2, 2), (2, 4), fill_value=sf.indefinite)
     assert B.is_indefinite() and B.to_sparse_csr().nse() == 4
     assert torch.equal(B.to_dense(fill=0.), torch.tensor([[0., 0., 1., 1.]] * 2))
@@ -121,7 +127,8 @@ def test_torch_masked_refuses(name):
 def test_elementwise_functions_apply_to_stored_elements():
     A = _A(torch.sparse_csr)
     for f in (torch.exp, torch.abs, lambda x: x > 0, lambda x: 2 * x - 1, lambda x: x ** 2,
-              lambda x: torch.clamp(x, min=0.), torch.nn.functional.relu):
+              lambda x: torch.clamp(x, min=0.), torch.nn.functional.relu,
+              lambda x: 1 / x, lambda x: torch.float_power(x, 2)):  # the last two by hand
         R = f(A)
         assert R.is_indefinite() and R.layout == torch.sparse_csr
         assert torch.equal(R.crow_indices(), A.crow_indices())
@@ -156,6 +163,8 @@ def test_scipy_interop_keeps_it():
     B = sf.from_scipy(m, fill_value=sf.indefinite)
     assert B.is_indefinite()
     assert torch.equal(B.to_dense(fill=0.).float(), A.to_dense(fill=0.))
+    with pytest.raises(NotImplementedError, match="pydata sparse cannot hold"):
+        sf.creation.interop.to_pydata(A)  # its fill_value is a number
 
 
 def test_graphblas_round_trip_and_same_products():

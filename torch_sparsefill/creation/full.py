@@ -142,7 +142,9 @@ def full(size, fill_value, *, layout=torch.sparse_coo, dtype=None, device=None,
     """
     size = check_size(size)
     if dtype is None:
-        if isinstance(fill_value, torch.Tensor):
+        if fill_value is _indefinite.indefinite:  # nothing stored: torch's default dtype
+            dtype = torch.get_default_dtype()
+        elif isinstance(fill_value, torch.Tensor):
             dtype = fill_value.dtype
         else:
             dtype = torch.full((), fill_value).dtype

@@ -163,6 +163,10 @@ def to_pydata(A: SparseFillTensor):
         array([[4., 4.],
                [4., 4.]], dtype=float32)
     """
+    if A.is_indefinite():  # pydata's fill_value is a number: it has no "no value"
+        raise NotImplementedError("to_pydata(): this tensor's fill is sf.indefinite, which "
+                                  "pydata sparse cannot hold; A.to_dense(fill=v) or "
+                                  "A.to_scipy() (explicit entries) keep the stored elements")
     import sparse
 
     fill = _scalar_fill(A, "to_pydata")

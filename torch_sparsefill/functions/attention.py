@@ -38,6 +38,7 @@ from ..creation.full import to_sparse
 from ..ops import common as _common
 from ..ops.products import block_csr, row_softmax
 from ..tensor import SparseFillTensor, build
+from ..tensor import indefinite as _indefinite
 
 _ops = torch.ops.sparsefill
 T = torch.Tensor
@@ -136,11 +137,14 @@ def sampled_matmul(mat1, mat2, pattern, *, fill_value) -> SparseFillTensor:
                            f"{y.dtype}")
     b, r, c = _positions(P)
     values = _sampled_values(x, y, b, r, c)
+    return _on_pattern(P, values, fill_value, fname)
+
+
+def _on_pattern(P: SparseFillTensor, values, fill_value, fname) -> SparseFillTensor:
+    """`values` on P's positions, `fill_value` elsewhere (sf.indefinite: absent)."""
+    if fill_value is _indefinite.indefinite:
+        return _indefinite.mark(_on_pattern(P, values, 0, fname))
     fill = torch.as_tensor(fill_value, dtype=values.dtype, device=values.device)
-    return _on_pattern(P, values, fill, fname)
-
-
-def _on_pattern(P: SparseFillTensor, values, fill, fname) -> SparseFillTensor:
     if fill.numel() != 1:
         raise NotImplementedError(f"torch_sparsefill: {fname}: fill_value must be a single "
                                   f"value, got shape {tuple(fill.shape)}")
@@ -173,8 +177,7 @@ def sparse_mask(x, pattern, *, fill_value) -> SparseFillTensor:
         raise RuntimeError(f"{fname}: x of shape {tuple(x.shape)} and pattern of shape "
                            f"{tuple(P.shape)} must have the same shape")
     values = x[tuple(P._coo_indices())]
-    fill = torch.as_tensor(fill_value, dtype=x.dtype, device=x.device)
-    return _on_pattern(P, values, fill, fname)
+    return _on_pattern(P, values, fill_value, fname)
 
 
 # ---- torch's API ----------------------------------------------------------------------

@@ -32,6 +32,7 @@ from ..ops import elementwise as _generated_ops
 from ..tensor import SparseFillTensor, build
 from ..tensor import args as _args
 from ..tensor import indefinite as _indefinite
+from .elementwise import by_hand as _by_hand
 
 __all__ = ["present", "call", "refuse", "GRAPH_FUNCTIONS"]
 
@@ -51,7 +52,10 @@ _AWARE_METHODS = frozenset([
     T.float, T.double, T.half, T.bfloat16, T.bool, T.int, T.long, T.short, T.char, T.byte,
     T.cfloat, T.cdouble, torch.is_same_size, T.is_same_size,
 ])
-_ELEMENTWISE = frozenset(fn for fn, _, _ in _generated_ops.ROUTES)
+# The table's element-wise functions and those routed by hand (other / A,
+# float_power, ldexp), in-place forms aside.
+_ELEMENTWISE = frozenset(fn for fn, _, _ in _generated_ops.ROUTES) | frozenset(
+    fn for fn in _by_hand.ROUTES if fn.__name__.endswith("__") or not fn.__name__.endswith("_"))
 _STORED_MEANING = frozenset([torch.sparse.softmax, torch.sparse.log_softmax, torch.sparse.mm])
 
 
