@@ -130,6 +130,10 @@ def segment_reduce(monoid: str, terms: torch.Tensor, group: torch.Tensor, n_grou
         tensor([1., 2.])
     """
     dtype = monoid_dtype(monoid, terms.dtype)
+    if monoid in ("plus", "times") and terms.dtype in (torch.float16, torch.bfloat16):
+        # as torch.sum accumulates them (opmath): a bfloat16 sum of 4,000
+        # terms near 1 stalls at 512 when every step rounds to bfloat16
+        return segment_reduce(monoid, terms.float(), group, n_groups, order, counts).to(dtype)
     # Not with a gradient: torch.segment_reduce has no forward derivative, and
     # its backward of min/max gives every tied term the whole gradient when
     # that is negative (torch 2.13; torch.amin gives each its share).
