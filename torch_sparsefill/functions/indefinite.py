@@ -55,7 +55,7 @@ _AWARE_METHODS = frozenset([
 # The table's element-wise functions and those routed by hand (other / A,
 # float_power, ldexp), in-place forms aside.
 _ELEMENTWISE = frozenset(fn for fn, _, _ in _generated_ops.ROUTES) | frozenset(
-    fn for fn in _by_hand.ROUTES if fn.__name__.endswith("__") or not fn.__name__.endswith("_"))
+    fn for fn in _by_hand.ROUTES if not _args.in_place(fn))
 _STORED_MEANING = frozenset([torch.sparse.softmax, torch.sparse.log_softmax, torch.sparse.mm])
 
 

@@ -20,6 +20,7 @@ import torch
 from .linalg import bsr as _bsr
 from ..tensor.compressed import EXTRA
 from ..tensor import SparseFillTensor
+from ..tensor import args as _args
 
 T = torch.Tensor
 
@@ -91,13 +92,6 @@ def _swaps_sparse_dims(func, A, args, kwargs) -> bool:
     return dims == list(range(nb)) + [nb + 1, nb] + list(range(nb + 2, ndim))
 
 
-def _in_place(func) -> bool:
-    """add_, mul_, __iadd__, A[i] = v, ...: the ops that write into their first argument."""
-    name = getattr(func, "__name__", "")
-    return (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or (
-        name.startswith("__i") and name.endswith("__"))
-
-
 def _to_csr(x):
     if _extra(x):
         return x.to_sparse_coo() if x._batch_dim() else x._to_csr()
@@ -140,7 +134,7 @@ def call(func, handler, args, kwargs):
     new_args = [_to_csr(a) for a in args]
     new_kwargs = {k: _to_csr(v) for k, v in kwargs.items()}
     out = handler(*new_args, **new_kwargs)
-    if args and _in_place(func):
+    if args and _args.in_place(func):
         # The op wrote into the CSR copies of its first argument (a tensor,
         # or the list of a _foreach_*_ call): write each back into its own.
         if _extra(A):

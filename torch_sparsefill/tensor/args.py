@@ -25,6 +25,20 @@ def name(func) -> str:
     return resolve_name(func) or getattr(func, "__name__", str(func))
 
 
+def in_place(func) -> bool:
+    """add_, mul_, __iadd__, A[i] = v, ...: the ops that write into their
+    first argument (by name; __radd__ and the like are not).
+
+    Example::
+
+        >>> in_place(torch.Tensor.add_), in_place(torch.Tensor.__rtruediv__)
+        (True, False)
+    """
+    n = getattr(func, "__name__", "")
+    return (n.endswith("_") and not n.endswith("__")) or n == "__setitem__" or (
+        n.startswith("__i") and n.endswith("__"))
+
+
 _NUMBER_TYPES = (int, float, complex, bool)
 
 
