@@ -588,13 +588,14 @@ MEMORY_CASES = (("union add", "softmax dim 1", "A @ B CSR fill 5, n=64") + bench
 
 def _memory_main(name: str, quick: bool) -> None:
     """In a fresh process: build the inputs, let go of what building them
-    freed, reset the high-water mark, run the op once; print the input,
-    output and added peak bytes."""
+    freed (the output cache's blocks too), reset the high-water mark, run the
+    op once; print the input, output and added peak bytes."""
     import ctypes
     import gc
     inputs, op = _memory_case(name, quick)
     op()  # warm-up: one-time allocations (thread pools, ...) are not the op's
     gc.collect()
+    sf.memory.empty_cache()  # the measured call takes fresh memory, not the warm-up's
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # VmHWM := VmRSS

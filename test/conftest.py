@@ -87,6 +87,7 @@ _SETTERS = {
     "anomaly_mode": lambda v: torch.set_anomaly_enabled(*v),
     "flush_denormal": torch.set_flush_denormal,
     "default_device": torch.set_default_device,
+    "output_cache_limit": lambda n: sys.modules["torch_sparsefill.ops.memory"].set_cache_limit(n),
 }
 
 
@@ -129,6 +130,9 @@ def _global_state(configs=False) -> dict:
                     if k not in _OWN_VARIABLES and not k.startswith("_TORCHINDUCTOR")},
         "print_options": dict(vars(torch._tensor_str.PRINT_OPTS)),
     }
+    memory = sys.modules.get("torch_sparsefill.ops.memory")
+    if memory is not None:  # sf.memory.set_cache_limit
+        state["output_cache_limit"] = memory.cache_info().limit
     for path in _PRECISION_FLAGS:
         try:
             state["torch.backends." + path] = _backend_flag(path)

@@ -36,6 +36,7 @@ from .functions.attention import sampled_matmul, sparse_mask
 from .functions.densify import auto_densify, is_auto_densify, set_auto_densify
 from .graph import (apply, assign, ewise_add, ewise_mult, ewise_union, extract,
                     from_graphblas, indefinite, kron, mxm, reduce, select, to_graphblas)
+from .ops import memory
 from .ops.library import get_include, get_library
 from .pyg import gat_conv, gcn_conv
 from .tensor import SparseFillTensor
@@ -87,5 +88,5 @@ __all__ = ["SparseFillTensor", "collate", "compile", "exportable", "get_include"
            "sampled_matmul", "sparse_mask", "gcn_conv", "gat_conv", "vmap", "vmappable",
            "indefinite", "mxm", "ewise_add", "ewise_mult", "ewise_union", "apply", "select",
            "reduce", "extract", "assign", "kron", "from_graphblas", "to_graphblas",
-           "auto_densify", "set_auto_densify", "is_auto_densify"]
+           "auto_densify", "set_auto_densify", "is_auto_densify", "memory"]
 __version__ = "0.1.0"

@@ -93,9 +93,9 @@ std::tuple<Tensor, Tensor, Tensor> union_plan_cpu(const Tensor& indices_a, const
                                                   at::IntArrayRef sparse_size) {
   UnionChunks u = union_chunks(indices_a, indices_b, sparse_size);
   const int64_t nse = u.first.back();
-  Tensor indices = at::empty({u.sparse_dim, nse}, u.indices_a.options());
-  Tensor src_a = at::empty({nse}, u.indices_a.options());
-  Tensor src_b = at::empty({nse}, u.indices_a.options());
+  Tensor indices = empty_output({u.sparse_dim, nse}, u.indices_a.options());
+  Tensor src_a = empty_output({nse}, u.indices_a.options());
+  Tensor src_b = empty_output({nse}, u.indices_a.options());
   for (auto& side : u.a) side.src = src_a.data_ptr<int64_t>();
   for (auto& side : u.b) side.src = src_b.data_ptr<int64_t>();
   write_union(u, indices);
@@ -136,9 +136,9 @@ std::tuple<Tensor, Tensor, Tensor> union_values_cpu(const Tensor& indices_a, con
               indices_b.size(-1), " elements");
   UnionChunks u = union_chunks(indices_a, indices_b, sparse_size);
   const int64_t nse = u.first.back();
-  Tensor indices = at::empty({u.sparse_dim, nse}, u.indices_a.options());
-  Tensor out_a = at::empty(cat_sizes({nse}, va.sizes().slice(1)), va.options());
-  Tensor out_b = at::empty(cat_sizes({nse}, vb.sizes().slice(1)), vb.options());
+  Tensor indices = empty_output({u.sparse_dim, nse}, u.indices_a.options());
+  Tensor out_a = empty_output(cat_sizes({nse}, va.sizes().slice(1)), va.options());
+  Tensor out_b = empty_output(cat_sizes({nse}, vb.sizes().slice(1)), vb.options());
   auto outputs = [](std::vector<sf_union_side>& sides, const Tensor& v, const Tensor& f,
                     const Tensor& out) {
     const size_t row_bytes = (size_t)f.numel() * f.element_size();
