@@ -141,6 +141,37 @@ def test_elementwise_functions_apply_to_stored_elements():
     assert torch.equal(v.grad, torch.exp(v.detach()))
 
 
+def test_zero_dim_tensors_are_numbers_on_stored_elements():
+    """`A * scale` with a 0-d tensor (a learned scale): on the stored values,
+    torch's dtype of the dense computation, gradients to both (the scale's
+    sums over the stored elements only)."""
+    A = _A().coalesce()
+    Ai = sf.sparse_coo_tensor([[0, 1], [1, 0]], [2, -3], (2, 3), fill_value=sf.indefinite).coalesce()
+    for M, t in ((A, torch.tensor(2.5)), (Ai, torch.tensor(2.5)), (Ai, torch.tensor(3)),
+                 (A, torch.tensor(2., dtype=torch.float64)), (A, torch.tensor(True))):
+        for f in (torch.mul, lambda x, y: y - x, torch.maximum, torch.atan2, torch.eq):
+            try:
+                dense = f(M.to_dense(fill=1), t)
+            except RuntimeError as e:  # bool - x: torch refuses, and so do we
+                with pytest.raises(RuntimeError, match=str(e)[:30]):
+                    f(M, t)
+                continue
+            R = f(M, t)
+            assert R.is_indefinite(), f
+            assert torch.equal(R.values(), f(M.values(), t))
+            assert R.dtype == dense.dtype
+    v = torch.tensor([2., 3., -4.], dtype=torch.float64, requires_grad=True)
+    t = torch.tensor(0.5, dtype=torch.float64, requires_grad=True)
+
+    def f(v, t):
+        B = sf.sparse_coo_tensor([[0, 1, 1], [1, 0, 2]], v, (2, 3), fill_value=sf.indefinite)
+        return torch.atan2(B * t, t).values()
+    assert torch.autograd.gradcheck(f, (v, t)) and torch.autograd.gradgradcheck(f, (v, t))
+    for bad in (torch.ones(1), torch.ones(2, 3), _A()):
+        with pytest.raises(NotImplementedError, match="sf.ewise_add"):
+            A * bad
+
+
 def test_torch_sparse_ops_compute_the_stored_element_meaning():
     A = _A().coalesce()
     ref = torch.sparse_coo_tensor(A.indices(), A.values(), A.shape, check_invariants=False)

@@ -6,9 +6,11 @@ indefinite SparseFillTensor).
 A callable is indefinite-aware when its meaning does not read the fill:
   - the tensor's own methods and copies (components, conversions between
     COO/CSR/CSC, clone, detach, casts, device moves, printing, pickling);
-  - an element-wise function of one indefinite tensor and Python numbers:
-    it applies to the stored elements (``A > 0`` is an indefinite bool
-    tensor); two tensor operands refuse, naming sf.ewise_add / ewise_mult /
+  - an element-wise function of one indefinite tensor and Python numbers
+    or 0-d tensors (``A * scale`` with a learned scale: its gradient sums
+    over the stored elements): it applies to the stored elements (``A > 0``
+    is an indefinite bool tensor); two operands of more dimensions refuse,
+    naming sf.ewise_add / ewise_mult /
     ewise_union, which say what the union or intersection of the patterns
     means;
   - ``torch.sparse.softmax`` / ``log_softmax`` and ``torch.sparse.mm(A, x,
@@ -99,18 +101,28 @@ def call(func, handler, args, kwargs):
     refuse(func)
 
 
+def _scalar(a) -> bool:
+    """A number, or a 0-d strided tensor (a learned scale, `torch.tensor(2.)`):
+    one value, broadcast to every element (it promotes with the stored values
+    as with the dense tensor: both have dimensions)."""
+    if isinstance(a, numbers.Number):
+        return True
+    return (isinstance(a, torch.Tensor) and not isinstance(a, SparseFillTensor)
+            and a.dim() == 0 and a.layout == torch.strided)
+
+
 def _on_stored(func, args, kwargs):
-    """An element-wise function of one indefinite tensor and numbers, on its
-    stored values: same pattern, indefinite."""
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+    """An element-wise function of one indefinite tensor and numbers (or 0-d
+    tensors, differentiable), on its stored values: same pattern, indefinite."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor) and not _scalar(a)]
+    tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor) and not _scalar(v)]
     if len(tensors) != 1 or kwargs.get("inplace") or "out" in kwargs:
         refuse(func, ": an element-wise function applies to one indefinite tensor and "
                       "numbers (two tensors: sf.ewise_add / ewise_mult / ewise_union say "
                       "which elements the result has; in place and out= are not supported)")
     (A,) = tensors
     if A.dense_dim() or A._batch_dim() or not all(
-            isinstance(a, (numbers.Number, str, type(None), torch.dtype)) or a is A
+            _scalar(a) or isinstance(a, (str, type(None), torch.dtype)) or a is A
             for a in list(args) + list(kwargs.values())):
         refuse(func, ": on stored elements, only without a dense part and with number "
                       "arguments")
