@@ -87,6 +87,21 @@ def test_limit_and_empty_cache(operands, limit):
     assert 0 < sf.memory.cache_info().kept_bytes <= sf.memory.cache_info().limit
 
 
+def test_the_memory_profiler_sees_them(operands):
+    """torch.profiler(profile_memory=True) counts an output from a kept block
+    as one from torch's allocator."""
+    from torch.profiler import ProfilerActivity, profile
+    A, B = operands
+    C = A + B
+    del C  # the profiled call takes the kept blocks
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        C = A + B
+    nbytes = C._sf_values.nbytes + C._sf_indices.nbytes
+    assert sf.memory.cache_info().hits > 0
+    assert max(e.cpu_memory_usage for e in prof.key_averages()
+               if "union_binop" in e.key) >= nbytes
+
+
 def test_a_cached_output_resizes(operands):
     A, B = operands
     C = A + B

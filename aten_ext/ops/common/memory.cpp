@@ -35,13 +35,15 @@ constexpr size_t kHuge = size_t(1) << 21;
 #if defined(__linux__)
 struct Block {
   void* base;
-  size_t bytes;  // a multiple of kHuge; base is kHuge-aligned
+  size_t bytes;      // a multiple of kHuge; base is kHuge-aligned
+  size_t requested;  // what the tensor asked for (the profiler's size)
 };
 
 struct Cache {
   std::mutex mu;
   std::vector<Block> kept;  // oldest first
   size_t kept_bytes = 0;
+  size_t live_bytes = 0;  // requested by the outputs alive now
   size_t limit;
   int64_t hits = 0, misses = 0;
   Cache() {
@@ -80,6 +82,12 @@ void unmap_all(const std::vector<Block>& blocks) {
   for (const Block& b : blocks) munmap(b.base, b.bytes);
 }
 
+// torch.profiler(profile_memory=True) sees these blocks as it sees torch's
+// CPU allocations (a no-op unless it is recording).
+void report(void* base, int64_t bytes, size_t live, size_t reserved) {
+  c10::reportMemoryUsageToProfiler(base, bytes, live, reserved, c10::Device(c10::DeviceType::CPU));
+}
+
 // The deleter of a block's DataPtr: keep it for the next output, the oldest
 // kept ones leaving to make room, or unmap it when the limit is smaller.
 void release(void* ctx) {
@@ -87,6 +95,14 @@ void release(void* ctx) {
   const Block b = *block;
   delete block;
   Cache& c = Cache::cache();
+  size_t live, reserved;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.live_bytes -= b.requested;
+    live = c.live_bytes;
+    reserved = live + c.kept_bytes;
+  }
+  report(b.base, -int64_t(b.requested), live, reserved);
 #if defined(MADV_FREE)
   // While the block is still this deleter's alone: advised after another
   // thread had taken it and written it, its pages could come back as zeros.
@@ -141,7 +157,15 @@ struct OutputAllocator final : c10::Allocator {
       have = bytes;
       if (base == nullptr) return c10::GetCPUAllocator()->allocate(n);  // its OOM error
     }
-    return {base, new Block{base, have}, &release, c10::Device(c10::DeviceType::CPU)};
+    size_t live, reserved;
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      c.live_bytes += n;
+      live = c.live_bytes;
+      reserved = live + c.kept_bytes;
+    }
+    report(base, int64_t(n), live, reserved);
+    return {base, new Block{base, have, n}, &release, c10::Device(c10::DeviceType::CPU)};
   }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
