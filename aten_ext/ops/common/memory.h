@@ -17,12 +17,15 @@
 
 namespace sparsefill {
 
-// at::empty for a CPU output the kernel writes in full. A block of 32 MiB and
-// more is 2 MiB-aligned, asked for huge pages before its first touch (one
-// fault per 2 MiB), and comes back to a small cache when its tensor dies,
-// for the next output of about its size (memory.cpp says why): glibc maps a
-// block that large afresh on every allocation (its mmap threshold rises to
-// 32 MiB at most), so its first writes fault; a smaller block is usually
+// at::empty for a CPU output the kernel writes in full: every element, since
+// a kept block holds the bytes of a dead output (or zeros), never a fresh
+// mapping's zeros to rely on (test/ops/test_output_cache.py poisons them).
+// A block of 32 MiB and more is 2 MiB-aligned, asked for huge pages before
+// its first touch (one fault per 2 MiB), and comes back to a small cache when
+// its tensor dies, for the next output of about its size (memory.cpp says
+// why): glibc maps a block that large afresh on every allocation (its mmap
+// threshold rises to 32 MiB at most), so its first writes fault; a smaller
+// block is usually
 // memory of the heap already written, where the hint buys nothing and can
 // cost a compaction (an ewise_add with 19 MB outputs took 52 ms with it,
 // 43 ms without; the union's 80 MB outputs 86-121 ms with it, 176-193 ms
