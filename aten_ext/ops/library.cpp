@@ -29,7 +29,8 @@ PyObject* set_output_cache_limit(PyObject*, PyObject* arg) {
   const long long limit = PyLong_AsLongLong(arg);
   if (limit == -1 && PyErr_Occurred()) return nullptr;
   if (limit < 0) {
-    PyErr_Format(PyExc_ValueError, "nbytes must be >= 0, got %lld", limit);
+    PyErr_Format(PyExc_ValueError, "set_cache_limit(): nbytes must be >= 0, got %lld",
+                 limit);
     return nullptr;
   }
   return PyLong_FromLongLong((long long)sparsefill::set_output_cache_limit(limit));

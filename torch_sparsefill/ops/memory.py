@@ -55,8 +55,7 @@ def set_cache_limit(nbytes: int) -> int:
     """
     if isinstance(nbytes, bool) or not isinstance(nbytes, int):
         raise TypeError(f"set_cache_limit(): nbytes must be an int, got {type(nbytes).__name__}")
-    if nbytes < 0:
-        raise ValueError(f"set_cache_limit(): nbytes must be >= 0, got {nbytes}")
+    # a negative nbytes: ValueError from _C, which checks it for every caller
     return _C.set_output_cache_limit(nbytes)
 
 

@@ -60,6 +60,15 @@ struct Cache {
     static Cache* c = new Cache();  // never destroyed: deleters may run at exit
     return *c;
   }
+  // The oldest kept blocks leave (into `leaving`, to unmap outside the lock)
+  // until at most `budget` bytes are kept; mu held.
+  void evict_to(size_t budget, std::vector<Block>& leaving) {
+    while (kept_bytes > budget) {
+      leaving.push_back(kept.front());
+      kept_bytes -= kept.front().bytes;
+      kept.erase(kept.begin());
+    }
+  }
 };
 
 // A fresh kHuge-aligned anonymous mapping of `bytes`, asked for huge pages;
@@ -95,34 +104,27 @@ void release(void* ctx) {
   const Block b = *block;
   delete block;
   Cache& c = Cache::cache();
-  size_t live, reserved;
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.live_bytes -= b.requested;
-    live = c.live_bytes;
-    reserved = live + c.kept_bytes;
-  }
-  report(b.base, -int64_t(b.requested), live, reserved);
 #if defined(MADV_FREE)
   // While the block is still this deleter's alone: advised after another
   // thread had taken it and written it, its pages could come back as zeros.
   (void)madvise(b.base, b.bytes, MADV_FREE);
 #endif
   std::vector<Block> leaving;
+  size_t live, reserved;
   {
     std::lock_guard<std::mutex> lock(c.mu);
+    c.live_bytes -= b.requested;
     if (b.bytes <= c.limit) {
-      while (c.kept_bytes + b.bytes > c.limit) {
-        leaving.push_back(c.kept.front());
-        c.kept_bytes -= c.kept.front().bytes;
-        c.kept.erase(c.kept.begin());
-      }
+      c.evict_to(c.limit - b.bytes, leaving);
       c.kept.push_back(b);
       c.kept_bytes += b.bytes;
     } else {
       leaving.push_back(b);
     }
+    live = c.live_bytes;
+    reserved = live + c.kept_bytes;
   }
+  report(b.base, -int64_t(b.requested), live, reserved);
   unmap_all(leaving);
 }
 
@@ -209,11 +211,7 @@ int64_t set_output_cache_limit(int64_t limit) {
     std::lock_guard<std::mutex> lock(c.mu);
     previous = int64_t(c.limit);
     c.limit = size_t(limit);
-    while (c.kept_bytes > c.limit) {
-      leaving.push_back(c.kept.front());
-      c.kept_bytes -= c.kept.front().bytes;
-      c.kept.erase(c.kept.begin());
-    }
+    c.evict_to(c.limit, leaving);
   }
   unmap_all(leaving);
   return previous;
