@@ -151,13 +151,19 @@ def test_the_memory_profiler_sees_them(operands):
                if "union_binop" in e.key) >= nbytes
 
 
-def test_a_cached_output_resizes(operands):
+def test_a_cached_output_resizes(operands, limit):
+    """Growing a cached output's storage takes a block that holds the new
+    size, never a smaller kept one (here: a dead output of the old size)."""
     A, B = operands
+    sf.memory.set_cache_limit(1 << 30)
     C = A + B
+    D = A - B
+    del D
     values = C._sf_values.clone()
     v = C._sf_values.detach()
     v.resize_(v.numel() + 1_000_000)  # through the storage's allocator (ours)
-    assert torch.equal(v[:values.numel()], values)
+    v[values.numel():] = 2.0  # the new block holds the whole new size
+    assert torch.equal(v[:values.numel()], values) and bool(v[values.numel():].eq(2.0).all())
 
 
 def test_threads_take_and_give_back_blocks(operands, limit):
