@@ -143,12 +143,13 @@ def test_elementwise_functions_apply_to_stored_elements():
 
 def test_zero_dim_tensors_are_numbers_on_stored_elements():
     """`A * scale` with a 0-d tensor (a learned scale): on the stored values,
-    torch's dtype of the dense computation, gradients to both (the scale's
+    torch's dtype of the dense computation (half precision included), gradients to both (the scale's
     sums over the stored elements only)."""
     A = _A().coalesce()
     Ai = sf.sparse_coo_tensor([[0, 1], [1, 0]], [2, -3], (2, 3), fill_value=sf.indefinite).coalesce()
     for M, t in ((A, torch.tensor(2.5)), (Ai, torch.tensor(2.5)), (Ai, torch.tensor(3)),
-                 (A, torch.tensor(2., dtype=torch.float64)), (A, torch.tensor(True))):
+                 (A, torch.tensor(2., dtype=torch.float64)), (A, torch.tensor(True)),
+                 (A.half(), torch.tensor(2.5)), (A.bfloat16(), torch.tensor(3))):
         for f in (torch.mul, lambda x, y: y - x, torch.maximum, torch.atan2, torch.eq):
             try:
                 dense = f(M.to_dense(fill=1), t)

@@ -26,8 +26,6 @@ Example::
 """
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from ..ops import elementwise as _generated_ops
@@ -105,7 +103,7 @@ def _scalar(a) -> bool:
     """A number, or a 0-d strided tensor (a learned scale, `torch.tensor(2.)`):
     one value, broadcast to every element (it promotes with the stored values
     as with the dense tensor: both have dimensions)."""
-    if isinstance(a, numbers.Number):
+    if _args.is_number(a):
         return True
     return (isinstance(a, torch.Tensor) and not isinstance(a, SparseFillTensor)
             and a.dim() == 0 and a.layout == torch.strided)
